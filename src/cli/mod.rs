@@ -1,0 +1,6 @@
+//! The command line.
+use std::process::ExitCode;
+
+pub fn main() -> ExitCode {
+    ExitCode::from(2)
+}

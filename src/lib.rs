@@ -1,0 +1,10 @@
+//! minicoder: a terminal-native autonomous coding agent for local Git repositories.
+//!
+//! The library holds every module so that integration tests reach them; `main.rs`
+//! only parses the command line and dispatches to [`cli`].
+
+pub mod cli;
+pub mod owner;
+pub mod sandbox;
+pub mod state;
+pub mod workspace;

@@ -1,0 +1,1 @@
+//! The private workspace: copy, path confinement, fingerprint, checkpoints.
