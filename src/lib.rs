@@ -4,6 +4,7 @@
 //! only parses the command line and dispatches to [`cli`].
 
 pub mod cli;
+pub mod ids;
 pub mod owner;
 pub mod sandbox;
 pub mod state;

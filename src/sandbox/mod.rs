@@ -1,1 +1,41 @@
-//! The Docker sandbox.
+//! The Docker sandbox: every command of the agent, the bootstrap and the
+//! verifier runs here, never on the host.
+//!
+//! - [`docker`]: connecting to the engine, with one clear error when it is not there.
+//! - [`image`]: building the sandbox image (Dockerfile, or debootstrap offline).
+//! - [`spec`]: the isolation limits every command container gets.
+//! - [`container`]: [`CommandContainer`], one long-lived container per run whose
+//!   PID 1 is a supervisor that runs commands and leaves nothing behind.
+//! - [`output`]: capped capture of a command's streams with the full output spooled.
+//! - [`probe`]: `minicoder sandbox probe`, proving the boundaries.
+//! - [`gc`]: removing what dead runs left.
+
+pub mod container;
+pub mod docker;
+pub mod error;
+pub mod image;
+pub mod output;
+pub mod spec;
+
+pub use container::{CommandContainer, CommandOutcome, CommandRequest};
+pub use docker::connect;
+pub use error::SandboxError;
+pub use spec::ContainerSpec;
+
+/// The unprivileged uid and gid commands run as, and that owns the workspace.
+pub const SANDBOX_UID: u32 = 10001;
+pub const SANDBOX_GID: u32 = 10001;
+
+/// Label keys carried by every container and volume minicoder creates.
+pub mod labels {
+    /// Present on everything minicoder owns.
+    pub const MANAGED: &str = "org.minicoder.managed";
+    /// The run the resource belongs to.
+    pub const RUN: &str = "org.minicoder.run";
+    /// `pid:start_ticks` of the owning process (see [`crate::owner`]).
+    pub const OWNER: &str = "org.minicoder.owner";
+    /// What the container is for: `command`, `verify`, `bootstrap`, `probe`.
+    pub const ROLE: &str = "org.minicoder.role";
+    /// On the image: hash of the sandbox definition it was built from.
+    pub const DEFINITION: &str = "org.minicoder.definition";
+}

@@ -1,0 +1,597 @@
+//! [`CommandContainer`]: one long-lived container per run. Its PID 1 is the
+//! supervisor (`sandbox/supervisor.py`), which receives each command over the
+//! attach stream, runs it in its own session as the sandbox user, streams its
+//! output back, and afterwards kills every other process and empties `/tmp`,
+//! home and `/dev/shm`. A command costs a few milliseconds instead of the
+//! ~350 ms of a fresh container, with the same "no survivors, no leftovers"
+//! guarantee.
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use bollard::container::LogOutput;
+use bollard::query_parameters::{
+    AttachContainerOptions, CreateContainerOptions, InspectContainerOptions, RemoveContainerOptions,
+};
+use bytes::{Buf, BytesMut};
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::SandboxError;
+use super::output::{CapturedStream, STREAM_CAP, StreamCapture};
+use super::spec::{ContainerSpec, WORKSPACE_MOUNT};
+
+/// The supervisor program, passed on the command line so any image with
+/// python3 works and the supervisor always matches this binary.
+pub const SUPERVISOR: &str = include_str!("../../sandbox/supervisor.py");
+
+/// The per-command timeout of SPEC §3.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the host waits past a command's timeout before it gives up on the
+/// supervisor and replaces the container.
+const SUPERVISOR_GRACE: Duration = Duration::from_secs(10);
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The supervisor stops forwarding a stream past this many bytes.
+const DEFAULT_SPOOL_LIMIT: u64 = 64 << 20;
+const MAX_FRAME: usize = 16 << 20;
+
+/// One command to run.
+#[derive(Debug, Clone)]
+pub struct CommandRequest {
+    /// Run with `/bin/sh -c`.
+    pub command: String,
+    /// Relative to the workspace root; `.` by default.
+    pub cwd: String,
+    pub timeout: Duration,
+    /// Where to spool the full output of each stream, if anywhere.
+    pub spool_stdout: Option<std::path::PathBuf>,
+    pub spool_stderr: Option<std::path::PathBuf>,
+}
+
+impl CommandRequest {
+    pub fn new(command: impl Into<String>) -> Self {
+        Self {
+            command: command.into(),
+            cwd: ".".into(),
+            timeout: DEFAULT_COMMAND_TIMEOUT,
+            spool_stdout: None,
+            spool_stderr: None,
+        }
+    }
+
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn cwd(mut self, cwd: impl Into<String>) -> Self {
+        self.cwd = cwd.into();
+        self
+    }
+
+    /// Spools the full streams to `<dir>/<stem>.stdout` and `.stderr`.
+    pub fn spool_to(mut self, dir: &std::path::Path, stem: &str) -> Self {
+        self.spool_stdout = Some(dir.join(format!("{stem}.stdout")));
+        self.spool_stderr = Some(dir.join(format!("{stem}.stderr")));
+        self
+    }
+}
+
+/// How a command ended.
+#[derive(Debug, Clone)]
+pub struct CommandOutcome {
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, if any (9 for a kill, including the OOM killer).
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub duration: Duration,
+    pub stdout: CapturedStream,
+    pub stderr: CapturedStream,
+    /// Set when the container had to be replaced (the supervisor died, was
+    /// stuck, or could not clean up); the next command gets a fresh one.
+    pub container_replaced: Option<String>,
+}
+
+impl CommandOutcome {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ExitFrame {
+    id: Option<u64>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    #[serde(default)]
+    timed_out: bool,
+    #[serde(default)]
+    stdout_bytes: u64,
+    #[serde(default)]
+    stderr_bytes: u64,
+    #[serde(default = "yes")]
+    clean: bool,
+    error: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+type OutputStream = Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>;
+
+/// A running container with its supervisor ready.
+struct Live {
+    id: String,
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    output: OutputStream,
+    buf: BytesMut,
+    /// What the supervisor itself wrote on stderr (diagnostics).
+    diagnostics: Vec<u8>,
+    /// A command was sent and its exit frame not read (its future was dropped).
+    busy: bool,
+}
+
+enum Frame {
+    Ready,
+    Stdout(bytes::Bytes),
+    Stderr(bytes::Bytes),
+    Exit(ExitFrame),
+}
+
+/// A run's command container. Commands run one at a time (`&mut self`).
+pub struct CommandContainer {
+    docker: Docker,
+    spec: ContainerSpec,
+    live: Option<Live>,
+    next_id: u64,
+}
+
+impl CommandContainer {
+    /// Creates and starts the container and waits for its supervisor.
+    pub async fn start(docker: Docker, spec: ContainerSpec) -> Result<Self, SandboxError> {
+        let mut container = Self {
+            docker,
+            spec,
+            live: None,
+            next_id: 1,
+        };
+        container.live = Some(container.launch().await?);
+        Ok(container)
+    }
+
+    /// The Docker id of the current container, if one is running.
+    pub fn container_id(&self) -> Option<&str> {
+        self.live.as_ref().map(|l| l.id.as_str())
+    }
+
+    pub fn spec(&self) -> &ContainerSpec {
+        &self.spec
+    }
+
+    async fn launch(&self) -> Result<Live, SandboxError> {
+        let name = format!(
+            "minicoder-{}-{}-{}",
+            sanitize(&self.spec.run_id),
+            self.spec.role.as_str(),
+            crate::ids::random_hex(4)
+        );
+        let cmd = ["python3", "-I", "-S", "-c", SUPERVISOR]
+            .map(String::from)
+            .to_vec();
+        let created = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(name),
+                    ..Default::default()
+                }),
+                self.spec.create_body(cmd),
+            )
+            .await
+            .map_err(|e| match e {
+                bollard::errors::Error::DockerResponseServerError {
+                    status_code: 404, ..
+                } => SandboxError::ImageMissing {
+                    image: self.spec.image.clone(),
+                },
+                e => SandboxError::docker("create the command container", e),
+            })?;
+        let id = created.id;
+        match self.attach_and_start(&id).await {
+            Ok(live) => Ok(live),
+            Err(e) => {
+                remove(&self.docker, &id).await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn attach_and_start(&self, id: &str) -> Result<Live, SandboxError> {
+        let attached = self
+            .docker
+            .attach_container(
+                id,
+                Some(AttachContainerOptions {
+                    stdin: true,
+                    stdout: true,
+                    stderr: true,
+                    stream: true,
+                    logs: false,
+                    ..Default::default()
+                }),
+            )
+            .await
+            .map_err(|e| SandboxError::docker("attach to the command container", e))?;
+        self.docker
+            .start_container(id, None)
+            .await
+            .map_err(|e| SandboxError::docker("start the command container", e))?;
+        let mut live = Live {
+            id: id.to_string(),
+            input: attached.input,
+            output: attached.output,
+            buf: BytesMut::with_capacity(64 << 10),
+            diagnostics: Vec::new(),
+            busy: false,
+        };
+        let ready = tokio::time::timeout(START_TIMEOUT, next_frame(&mut live)).await;
+        match ready {
+            Ok(Ok(Frame::Ready)) => Ok(live),
+            Ok(Ok(_)) => Err(SandboxError::SupervisorStart(
+                "the first frame was not the ready signal".into(),
+            )),
+            Ok(Err(e)) => Err(SandboxError::SupervisorStart(format!(
+                "{e}{}",
+                diagnostics_suffix(&live.diagnostics)
+            ))),
+            Err(_) => Err(SandboxError::SupervisorStart(format!(
+                "no ready signal within {}s{}",
+                START_TIMEOUT.as_secs(),
+                diagnostics_suffix(&live.diagnostics)
+            ))),
+        }
+    }
+
+    /// Runs one command and returns how it ended. A command that fails, times
+    /// out or is killed is an `Ok` outcome; `Err` means the sandbox itself
+    /// failed (Docker gone, image missing, spool not writable).
+    pub async fn run(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
+        let cwd = container_cwd(&req.cwd)?;
+        let mut replaced_before = None;
+        if self.live.as_ref().is_some_and(|l| l.busy) {
+            // An earlier command was abandoned mid-flight (its future was
+            // dropped): its container is in an unknown state.
+            self.discard().await;
+            replaced_before = Some("an earlier command was interrupted".to_string());
+        }
+        if self.live.is_none() {
+            self.live = Some(self.launch().await?);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = serde_json::json!({
+            "id": id,
+            "argv": ["/bin/sh", "-c", req.command],
+            "cwd": cwd,
+            "env": ContainerSpec::command_env(),
+            "timeout_ms": req.timeout.as_millis() as u64,
+            "spool_limit": DEFAULT_SPOOL_LIMIT,
+        });
+        let mut line = serde_json::to_vec(&request)
+            .map_err(|e| SandboxError::Protocol(format!("encoding the request: {e}")))?;
+        line.push(b'\n');
+
+        let started = Instant::now();
+        let mut stdout = StreamCapture::new(STREAM_CAP, req.spool_stdout.clone());
+        let mut stderr = StreamCapture::new(STREAM_CAP, req.spool_stderr.clone());
+        let Some(live) = self.live.as_mut() else {
+            return Err(SandboxError::ContainerLost("no container".into()));
+        };
+        live.busy = true;
+        if let Err(e) = send(live, &line).await {
+            self.discard().await;
+            return Err(SandboxError::ContainerLost(format!(
+                "sending the command: {e}"
+            )));
+        }
+        let deadline = req.timeout + SUPERVISOR_GRACE;
+        let waited = tokio::time::timeout(deadline, async {
+            loop {
+                match next_frame(live).await? {
+                    Frame::Stdout(b) => stdout.push(&b)?,
+                    Frame::Stderr(b) => stderr.push(&b)?,
+                    Frame::Exit(exit) => return Ok::<_, SandboxError>(exit),
+                    Frame::Ready => {}
+                }
+            }
+        })
+        .await;
+        let duration = started.elapsed();
+        let (exit, replaced) = match waited {
+            Ok(Ok(exit)) => {
+                if let Some(error) = exit.error {
+                    self.discard().await;
+                    return Err(SandboxError::Protocol(format!(
+                        "the supervisor refused: {error}"
+                    )));
+                }
+                if exit.id != Some(id) {
+                    self.discard().await;
+                    return Err(SandboxError::Protocol(format!(
+                        "exit frame for command {:?}, expected {id}",
+                        exit.id
+                    )));
+                }
+                if let Some(l) = self.live.as_mut() {
+                    l.busy = false;
+                }
+                let replaced = if exit.clean {
+                    None
+                } else {
+                    self.discard().await;
+                    Some("a process of the command could not be killed".to_string())
+                };
+                (exit, replaced)
+            }
+            Ok(Err(SandboxError::ContainerLost(why))) => {
+                let why = self.lost_reason(why).await;
+                self.discard().await;
+                (killed_exit(false), Some(why))
+            }
+            Ok(Err(e)) => {
+                self.discard().await;
+                return Err(e);
+            }
+            Err(_) => {
+                self.discard().await;
+                (
+                    killed_exit(true),
+                    Some("the supervisor did not end the command in time".to_string()),
+                )
+            }
+        };
+        Ok(CommandOutcome {
+            exit_code: exit.exit_code,
+            signal: exit.signal,
+            timed_out: exit.timed_out,
+            duration,
+            stdout: stdout.finish(exit.stdout_bytes)?,
+            stderr: stderr.finish(exit.stderr_bytes)?,
+            container_replaced: replaced_before.or(replaced),
+        })
+    }
+
+    /// Why the container went away, from Docker's record of it.
+    async fn lost_reason(&self, fallback: String) -> String {
+        let Some(live) = self.live.as_ref() else {
+            return fallback;
+        };
+        let inspected = self
+            .docker
+            .inspect_container(&live.id, None::<InspectContainerOptions>)
+            .await;
+        match inspected.ok().and_then(|c| c.state) {
+            Some(state) if state.oom_killed == Some(true) => {
+                "the container ran out of memory and was killed".to_string()
+            }
+            Some(state) => format!(
+                "the container stopped (exit code {}){}",
+                state.exit_code.unwrap_or(-1),
+                diagnostics_suffix(&live.diagnostics)
+            ),
+            None => fallback,
+        }
+    }
+
+    /// Removes the current container; the next command starts a fresh one.
+    async fn discard(&mut self) {
+        if let Some(live) = self.live.take() {
+            remove(&self.docker, &live.id).await;
+        }
+    }
+
+    /// Stops and removes the container. Nothing of it is left afterwards.
+    pub async fn shutdown(mut self) {
+        self.discard().await;
+    }
+}
+
+impl Drop for CommandContainer {
+    fn drop(&mut self) {
+        // Normal paths call `shutdown`; this covers early returns and panics.
+        // If no runtime is left, `minicoder gc` removes the container later.
+        if let Some(live) = self.live.take()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let docker = self.docker.clone();
+            handle.spawn(async move { remove(&docker, &live.id).await });
+        }
+    }
+}
+
+/// Force-removes a container (SIGKILL, no stop grace period), ignoring "already gone".
+pub(crate) async fn remove(docker: &Docker, id: &str) {
+    let options = RemoveContainerOptions {
+        force: true,
+        v: true,
+        ..Default::default()
+    };
+    if let Err(e) = docker.remove_container(id, Some(options)).await {
+        tracing::debug!("removing container {id}: {e}");
+    }
+}
+
+async fn send(live: &mut Live, line: &[u8]) -> std::io::Result<()> {
+    live.input.write_all(line).await?;
+    live.input.flush().await
+}
+
+/// Reads the next supervisor frame, pulling from the attach stream as needed.
+async fn next_frame(live: &mut Live) -> Result<Frame, SandboxError> {
+    loop {
+        if let Some(frame) = parse_frame(&mut live.buf)? {
+            return Ok(frame);
+        }
+        match live.output.next().await {
+            Some(Ok(LogOutput::StdOut { message })) => live.buf.extend_from_slice(&message),
+            Some(Ok(LogOutput::StdErr { message })) => {
+                tracing::debug!("supervisor: {}", String::from_utf8_lossy(&message));
+                let keep = 8192usize.saturating_sub(live.diagnostics.len());
+                live.diagnostics
+                    .extend_from_slice(&message[..keep.min(message.len())]);
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(SandboxError::ContainerLost(e.to_string())),
+            None => {
+                return Err(SandboxError::ContainerLost(
+                    "the attach stream ended".to_string(),
+                ));
+            }
+        }
+    }
+}
+
+fn parse_frame(buf: &mut BytesMut) -> Result<Option<Frame>, SandboxError> {
+    if buf.len() < 5 {
+        return Ok(None);
+    }
+    let len = u32::from_be_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+    if len > MAX_FRAME {
+        return Err(SandboxError::Protocol(format!("frame of {len} bytes")));
+    }
+    if buf.len() < 5 + len {
+        return Ok(None);
+    }
+    let kind = buf[0];
+    buf.advance(5);
+    let payload = buf.split_to(len).freeze();
+    Ok(Some(match kind {
+        b'R' => Frame::Ready,
+        b'O' => Frame::Stdout(payload),
+        b'E' => Frame::Stderr(payload),
+        b'X' => Frame::Exit(
+            serde_json::from_slice(&payload)
+                .map_err(|e| SandboxError::Protocol(format!("exit frame: {e}")))?,
+        ),
+        other => {
+            return Err(SandboxError::Protocol(format!(
+                "unknown frame kind {other:#04x}"
+            )));
+        }
+    }))
+}
+
+fn killed_exit(timed_out: bool) -> ExitFrame {
+    ExitFrame {
+        id: None,
+        exit_code: None,
+        signal: Some(9),
+        timed_out,
+        stdout_bytes: 0,
+        stderr_bytes: 0,
+        clean: false,
+        error: None,
+    }
+}
+
+/// Maps a workspace-relative cwd to its path in the container.
+fn container_cwd(cwd: &str) -> Result<String, SandboxError> {
+    let bad = || SandboxError::BadCwd {
+        cwd: cwd.to_string(),
+    };
+    let path = std::path::Path::new(cwd);
+    if path.is_absolute() {
+        return Err(bad());
+    }
+    let mut out = String::from(WORKSPACE_MOUNT);
+    for part in path.components() {
+        match part {
+            std::path::Component::Normal(p) => {
+                out.push('/');
+                out.push_str(p.to_str().ok_or_else(bad)?);
+            }
+            std::path::Component::CurDir => {}
+            _ => return Err(bad()),
+        }
+    }
+    Ok(out)
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(40)
+        .collect()
+}
+
+fn diagnostics_suffix(diag: &[u8]) -> String {
+    if diag.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; supervisor said: {}",
+            String::from_utf8_lossy(diag).trim()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_parse_incrementally() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(b"O\x00\x00\x00\x03ab");
+        assert!(matches!(parse_frame(&mut buf), Ok(None)));
+        buf.extend_from_slice(b"cX\x00\x00");
+        assert!(matches!(parse_frame(&mut buf), Ok(Some(Frame::Stdout(b))) if &b[..] == b"abc"));
+        let exit = br#"{"id":3,"exit_code":0,"signal":null,"timed_out":false}"#;
+        buf.extend_from_slice(&(exit.len() as u32).to_be_bytes()[2..]);
+        buf.extend_from_slice(exit);
+        match parse_frame(&mut buf) {
+            Ok(Some(Frame::Exit(e))) => {
+                assert_eq!(e.id, Some(3));
+                assert_eq!(e.exit_code, Some(0));
+                assert!(e.clean);
+            }
+            _ => panic!("expected an exit frame"),
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn bad_frames_are_protocol_errors() {
+        let mut buf = BytesMut::from(&b"Z\x00\x00\x00\x00"[..]);
+        assert!(matches!(
+            parse_frame(&mut buf),
+            Err(SandboxError::Protocol(_))
+        ));
+        let mut buf = BytesMut::from(&b"O\xff\xff\xff\xff"[..]);
+        assert!(matches!(
+            parse_frame(&mut buf),
+            Err(SandboxError::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn cwd_stays_in_the_workspace() {
+        assert_eq!(container_cwd(".").ok().as_deref(), Some("/workspace"));
+        assert_eq!(
+            container_cwd("src/a").ok().as_deref(),
+            Some("/workspace/src/a")
+        );
+        assert!(container_cwd("/etc").is_err());
+        assert!(container_cwd("../x").is_err());
+        assert!(container_cwd("a/../../x").is_err());
+    }
+}

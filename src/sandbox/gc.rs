@@ -1,0 +1,1 @@
+//! TODO-free placeholder replaced below

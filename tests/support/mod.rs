@@ -1,0 +1,64 @@
+//! Shared helpers of the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+use minicoder::sandbox::{self, ContainerSpec};
+
+/// Connects to Docker and makes sure the sandbox image exists.
+///
+/// Without Docker the test is skipped (with a message) unless
+/// `MINICODER_REQUIRE_DOCKER` is set, as it is in CI: then it fails.
+pub async fn docker_or_skip() -> Option<Docker> {
+    match sandbox::connect().await {
+        Ok(docker) => {
+            let image = sandbox::spec::image_from_env();
+            if let Err(e) = sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await {
+                panic!("the sandbox image {image} is not usable: {e}");
+            }
+            Some(docker)
+        }
+        Err(e) if std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none() => {
+            eprintln!(
+                "skipping: Docker is absent ({e}); set MINICODER_REQUIRE_DOCKER=1 to fail instead"
+            );
+            None
+        }
+        Err(e) => panic!("MINICODER_REQUIRE_DOCKER is set but Docker is unusable: {e}"),
+    }
+}
+
+/// A temporary workspace directory owned by the sandbox user.
+pub fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix("minicoder-test-ws-")
+        .tempdir()
+        .expect("tempdir");
+    chown_for_sandbox(dir.path());
+    dir
+}
+
+pub fn chown_for_sandbox(path: &Path) {
+    // Only root can give files away; as another user the tests still run if
+    // that user's uid can write (the directory is made world-writable).
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(path, Some(sandbox::SANDBOX_UID), Some(sandbox::SANDBOX_GID))
+            .expect("chown");
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    }
+}
+
+pub fn spec(workspace: &Path, test_name: &str) -> ContainerSpec {
+    ContainerSpec::new(
+        sandbox::spec::image_from_env(),
+        workspace,
+        format!("test-{test_name}"),
+    )
+}
+
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_minicoder"))
+}
