@@ -45,6 +45,22 @@ impl ProcessIdentity {
     }
 }
 
+/// Records `owner` as the owner of a resource in a small JSON file, written
+/// atomically (write, then rename).
+pub fn write_owner_file(path: &std::path::Path, owner: &ProcessIdentity) -> std::io::Result<()> {
+    let tmp = path.with_extension("owner.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec(owner).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads an owner file; `None` if it is missing or unreadable.
+pub fn read_owner_file(path: &std::path::Path) -> Option<ProcessIdentity> {
+    serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+}
+
 fn start_ticks(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: fields
@@ -64,6 +80,16 @@ mod tests {
         assert!(me.start_ticks > 0);
         assert!(me.is_alive());
         assert_eq!(ProcessIdentity::from_label(&me.to_label()), Some(me));
+    }
+
+    #[test]
+    fn owner_files_round_trip() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("run.owner");
+        assert_eq!(read_owner_file(&path), None);
+        let me = ProcessIdentity::current();
+        write_owner_file(&path, &me).expect("write");
+        assert_eq!(read_owner_file(&path), Some(me));
     }
 
     #[test]

@@ -1,6 +1,235 @@
-//! The command line.
+//! The command line: parsing (clap) and dispatch. Each command lives in its
+//! own file. Exit codes: 0 success, 1 failure, 2 invalid usage (and commands
+//! not built yet), 130 cancelled.
+
+/// `println!` that never panics: a closed stdout (`| head`) is not an error
+/// worth dying for mid-run, with containers to remove.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+mod doctor;
+mod gc;
+mod progress;
+mod sandbox;
+
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub const EXIT_FAILURE: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_CANCELLED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "minicoder",
+    version,
+    about = "A terminal-native coding agent: works in Docker, proves its patches, never touches your repository until you apply",
+    after_help = "Without a command, opens the interactive session on the Git repository in the current directory."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// One run on REPO: full-screen by default, one JSON object with --non-interactive
+    Run(RunArgs),
+    /// Fix the bundled buggy fixture end to end (scripted model, real Docker and verifier)
+    Demo,
+    /// Apply a run's verified patch to its source repository (conflict- and receipt-checked)
+    Apply { run: String },
+    /// Revert an applied run, refusing files changed since unless --force
+    Undo {
+        run: String,
+        #[arg(long)]
+        force: bool,
+    },
+    /// Continue an interrupted run from its persisted state
+    Resume { run: String },
+    /// List runs
+    Runs,
+    /// Show a run's report, plan, verification and patch
+    Show {
+        run: String,
+        #[arg(long)]
+        diff: bool,
+    },
+    /// Build the sandbox image, or prove its isolation boundaries
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+    /// Check prerequisites: Docker, the image, git, the state directory, provider keys
+    Doctor,
+    /// Remove containers, volumes and workspaces left by runs whose process is gone
+    Gc,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Build the sandbox image (skipped when its definition has not changed)
+    Build {
+        /// Rebuild even if the image is up to date
+        #[arg(long)]
+        force: bool,
+    },
+    /// Prove each isolation boundary with a [PASS]/[FAIL] line
+    Probe,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Network {
+    None,
+    Enabled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Approval {
+    Each,
+    Final,
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The Git repository to work on
+    pub repo: PathBuf,
+    /// What to do
+    pub task: String,
+    /// Print one JSON object on stdout instead of the full-screen session
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// Pin a provider or PROVIDER:MODEL (disables fallback)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Disable provider fallback
+    #[arg(long)]
+    pub benchmark: bool,
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// Whole-run budget in seconds
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    #[arg(long, value_enum, default_value = "none")]
+    pub network: Network,
+    /// Where to write the run's artifacts (outside the repository)
+    #[arg(long, value_name = "DIR")]
+    pub artifact_dir: Option<PathBuf>,
+    /// A verification check (repeatable); overrides .minicoder.json
+    #[arg(long, num_args = 2, value_names = ["NAME", "CMD"], action = clap::ArgAction::Append)]
+    pub check: Vec<String>,
+    #[arg(long, value_enum, default_value = "final")]
+    pub approval: Approval,
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Stream JSONL events on stdout instead of the result object
+    #[arg(long)]
+    pub events: bool,
+    /// Accept a recognised zero-test result as passing
+    #[arg(long)]
+    pub allow_zero_tests: bool,
+}
+
+/// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
-    ExitCode::from(2)
+    let cli = Cli::parse();
+    init_tracing();
+    let name = match &cli.command {
+        None => "the interactive session",
+        Some(Command::Run(_)) => "run",
+        Some(Command::Demo) => "demo",
+        Some(Command::Apply { .. }) => "apply",
+        Some(Command::Undo { .. }) => "undo",
+        Some(Command::Resume { .. }) => "resume",
+        Some(Command::Runs) => "runs",
+        Some(Command::Show { .. }) => "show",
+        Some(Command::Sandbox { .. } | Command::Doctor | Command::Gc) => "",
+    };
+    if !name.is_empty() {
+        eprintln!("minicoder: {name} is not implemented yet");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if matches!(
+        cli.command,
+        Some(Command::Sandbox {
+            command: SandboxCommand::Probe
+        })
+    ) {
+        sandbox::set_probe_sentinel();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Some(Command::Sandbox {
+                command: SandboxCommand::Build { force },
+            }) => sandbox::build(force).await,
+            Some(Command::Sandbox {
+                command: SandboxCommand::Probe,
+            }) => sandbox::probe().await,
+            Some(Command::Doctor) => doctor::run().await,
+            Some(Command::Gc) => gc::run().await,
+            _ => Ok(ExitCode::from(EXIT_USAGE)),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MINICODER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs `work` until it ends or Ctrl-C / SIGTERM arrives. On a signal the
+/// work is dropped, every container this process owns is removed, and `None`
+/// is returned: the caller exits 130.
+pub(crate) async fn until_cancelled<T>(
+    docker: Option<&bollard::Docker>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).ok();
+    let terminated = async {
+        match term.as_mut() {
+            Some(t) => t.recv().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        out = work => return Some(out),
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminated => {}
+    }
+    eprintln!("minicoder: cancelled; removing this process's containers");
+    if let Some(docker) = docker {
+        let owner = crate::owner::ProcessIdentity::current();
+        let cleanup = crate::sandbox::gc::remove_owned(docker, &owner);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), cleanup).await;
+    }
+    None
 }

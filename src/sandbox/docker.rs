@@ -13,7 +13,7 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// negotiates the API version, and proves it answers.
 pub async fn connect() -> Result<Docker, SandboxError> {
     let unavailable = |detail: String| SandboxError::DockerUnavailable { detail };
-    let docker = Docker::connect_with_local_defaults()
+    let docker = Docker::connect_with_defaults()
         .map_err(|e| unavailable(format!("cannot set up a client: {e}")))?;
     let docker = tokio::time::timeout(PING_TIMEOUT, docker.negotiate_version())
         .await

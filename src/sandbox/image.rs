@@ -99,8 +99,48 @@ pub async fn ensure_image(
     if installed.as_deref() == Some(definition_hash().as_str()) {
         return Ok(ImageStatus::UpToDate);
     }
+    // Another process may be building it right now: wait for it, then look again.
+    let _lock = BuildLock::acquire(progress).await?;
+    if installed_definition(docker, image).await?.as_deref() == Some(definition_hash().as_str()) {
+        return Ok(ImageStatus::UpToDate);
+    }
     build_image(docker, image, progress).await?;
     Ok(ImageStatus::Built)
+}
+
+/// An exclusive machine-wide lock (the image is machine-wide, whatever state
+/// directory a process uses), held while building.
+struct BuildLock {
+    _file: std::fs::File,
+}
+
+impl BuildLock {
+    async fn acquire(progress: &mut dyn FnMut(BuildProgress)) -> Result<Self, SandboxError> {
+        use rustix::fs::{FlockOperation, flock};
+        let path = std::env::temp_dir().join("minicoder-sandbox-build.lock");
+        let fail = |e: std::io::Error| {
+            SandboxError::ImageBuild(format!("locking {}: {e}", path.display()))
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(fail)?;
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
+            return Ok(Self { _file: file });
+        }
+        progress(BuildProgress::Line(
+            "another minicoder process is building the image; waiting for it".into(),
+        ));
+        let file = tokio::task::spawn_blocking(move || {
+            flock(&file, FlockOperation::LockExclusive).map(|_| file)
+        })
+        .await
+        .map_err(|e| SandboxError::ImageBuild(format!("waiting for the build lock: {e}")))?
+        .map_err(|e| fail(e.into()))?;
+        Ok(Self { _file: file })
+    }
 }
 
 /// Builds `image` from the built-in definition, whatever is installed.

@@ -13,8 +13,10 @@
 pub mod container;
 pub mod docker;
 pub mod error;
+pub mod gc;
 pub mod image;
 pub mod output;
+pub mod probe;
 pub mod spec;
 
 pub use container::{CommandContainer, CommandOutcome, CommandRequest};

@@ -1,0 +1,173 @@
+//! `minicoder doctor`: static prerequisite checks. Never prints a key's value.
+
+use std::process::ExitCode;
+
+use crate::sandbox::{self, image, spec};
+use crate::state::StateDir;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
+
+fn line(level: Level, what: &str, detail: impl std::fmt::Display) {
+    let mark = match level {
+        Level::Ok => "[ OK ]",
+        Level::Warn => "[WARN]",
+        Level::Fail => "[FAIL]",
+    };
+    out!("{mark} {what}: {detail}");
+}
+
+/// The provider variables of SPEC §7 whose presence doctor reports.
+pub const PROVIDER_KEYS: [(&str, &str); 4] = [
+    ("gemini", "GEMINI_API_KEY"),
+    ("qwen/deepseek", "FREELLMAPI_API_KEY"),
+    ("qwen/deepseek endpoint", "FREELLMAPI_BASE_URL"),
+    ("openai", "OPENAI_API_KEY"),
+];
+
+pub async fn run() -> anyhow::Result<ExitCode> {
+    let mut failed = false;
+    let mut record = |level: Level, what: &str, detail: String| {
+        failed |= level == Level::Fail;
+        line(level, what, detail);
+    };
+
+    match sandbox::connect().await {
+        Ok(docker) => {
+            let version = docker.version().await.ok();
+            let engine = version
+                .as_ref()
+                .and_then(|v| v.version.clone())
+                .unwrap_or_else(|| "unknown version".into());
+            let api = version.and_then(|v| v.api_version).unwrap_or_default();
+            record(
+                Level::Ok,
+                "docker",
+                format!("engine {engine} (API {api}) answers"),
+            );
+            let name = spec::image_from_env();
+            match image::installed_definition(&docker, &name).await {
+                Ok(Some(found))
+                    if name != spec::DEFAULT_IMAGE || found == image::definition_hash() =>
+                {
+                    record(
+                        Level::Ok,
+                        "sandbox image",
+                        format!("{name} is present and current"),
+                    )
+                }
+                Ok(Some(_)) => record(
+                    Level::Warn,
+                    "sandbox image",
+                    format!(
+                        "{name} is out of date; it is rebuilt on first use, or run `minicoder sandbox build`"
+                    ),
+                ),
+                Ok(None) if name == spec::DEFAULT_IMAGE => record(
+                    Level::Warn,
+                    "sandbox image",
+                    format!(
+                        "{name} is missing; it is built on first use, or run `minicoder sandbox build`"
+                    ),
+                ),
+                Ok(None) => record(
+                    Level::Fail,
+                    "sandbox image",
+                    format!("{name} (MINICODER_SANDBOX_IMAGE) does not exist"),
+                ),
+                Err(e) => record(Level::Fail, "sandbox image", e.to_string()),
+            }
+        }
+        Err(e) => {
+            record(Level::Fail, "docker", e.to_string());
+            record(
+                Level::Fail,
+                "sandbox image",
+                "cannot be checked without Docker".into(),
+            );
+        }
+    }
+
+    let libgit2 = git2::Version::get();
+    let (major, minor, patch) = libgit2.libgit2_version();
+    match std::process::Command::new("git").arg("--version").output() {
+        Ok(out) if out.status.success() => record(
+            Level::Ok,
+            "git",
+            format!(
+                "{} on the host; libgit2 {major}.{minor}.{patch} built in",
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+        ),
+        _ => record(
+            Level::Warn,
+            "git",
+            format!(
+                "no git program on the host (minicoder uses its built-in libgit2 {major}.{minor}.{patch}; git is only needed to apply patches by hand)"
+            ),
+        ),
+    }
+
+    match StateDir::from_env() {
+        Ok(state) => match check_state_dir(&state) {
+            Ok(detail) => record(Level::Ok, "state directory", detail),
+            Err(e) => record(Level::Fail, "state directory", e),
+        },
+        Err(e) => record(Level::Fail, "state directory", e.to_string()),
+    }
+
+    for (provider, var) in PROVIDER_KEYS {
+        let present = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        record(
+            if present { Level::Ok } else { Level::Warn },
+            &format!("provider {provider}"),
+            format!("{var} is {}", if present { "set" } else { "not set" }),
+        );
+    }
+    let confirmed = std::env::var("MINICODER_FREE_TIER_CONFIRMED").is_ok_and(|v| v == "true");
+    record(
+        if confirmed { Level::Ok } else { Level::Warn },
+        "free-tier chain",
+        if confirmed {
+            "MINICODER_FREE_TIER_CONFIRMED=true".to_string()
+        } else {
+            "MINICODER_FREE_TIER_CONFIRMED is not true: the gemini → qwen → deepseek chain is off"
+                .to_string()
+        },
+    );
+
+    Ok(if failed {
+        ExitCode::from(super::EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn check_state_dir(state: &StateDir) -> Result<String, String> {
+    let root = state.root();
+    state
+        .ensure()
+        .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+    let probe = root.join(format!(".doctor-{}", crate::ids::random_hex(4)));
+    std::fs::write(&probe, b"ok")
+        .map_err(|e| format!("{} is not writable: {e}", root.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    let free = rustix::fs::statvfs(root)
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize) / (1 << 20))
+        .unwrap_or(0);
+    if free < 2048 {
+        return Err(format!(
+            "{} has only {free} MiB free; runs and the image build need at least 2 GiB",
+            root.display()
+        ));
+    }
+    Ok(format!(
+        "{} is writable, {} GiB free",
+        root.display(),
+        free / 1024
+    ))
+}

@@ -1,0 +1,107 @@
+//! `minicoder sandbox build` and `minicoder sandbox probe`.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::progress::BuildDisplay;
+use crate::sandbox::image::{self, ImageStatus};
+use crate::sandbox::{self, probe, spec};
+use crate::state::StateDir;
+
+/// Puts a random value in this process's environment so the probe can prove
+/// that it does not reach the container. Must run before any thread starts.
+pub fn set_probe_sentinel() {
+    // SAFETY: called from `main` before the async runtime (or any other
+    // thread) exists, so nothing reads the environment concurrently.
+    unsafe { std::env::set_var(probe::HOST_SENTINEL_VAR, crate::ids::random_hex(12)) };
+}
+
+/// Connects to Docker and makes sure the sandbox image exists, building it
+/// with a progress display when it is missing or out of date.
+pub async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
+    let docker = sandbox::connect().await?;
+    let image = spec::image_from_env();
+    let mut display = BuildDisplay::new();
+    let status = image::ensure_image(&docker, &image, &mut |p| display.update(p)).await?;
+    if status == ImageStatus::Built {
+        display.finish(&format!("built {image}"));
+    }
+    Ok((docker, image))
+}
+
+/// Removes what dead runs left, quietly unless something was removed.
+pub async fn startup_gc(docker: &bollard::Docker) {
+    let mut report = sandbox::gc::GcReport::default();
+    let _ = sandbox::gc::collect_docker(docker, &mut report).await;
+    if let Ok(state) = StateDir::from_env() {
+        sandbox::gc::collect_workspaces(&state, &mut report);
+    }
+    if !report.is_empty() {
+        eprintln!(
+            "minicoder: removed what dead runs left: {} container(s), {} volume(s), {} workspace(s)",
+            report.containers.len(),
+            report.volumes.len(),
+            report.workspaces.len()
+        );
+    }
+}
+
+pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
+    let docker = sandbox::connect().await?;
+    let image = spec::image_from_env();
+    if image != spec::DEFAULT_IMAGE {
+        anyhow::bail!(
+            "MINICODER_SANDBOX_IMAGE is set to {image}: minicoder builds only its own image ({}); build yours with docker, or unset the variable",
+            spec::DEFAULT_IMAGE
+        );
+    }
+    let mut display = BuildDisplay::new();
+    let work = async {
+        if force {
+            image::build_image(&docker, &image, &mut |p| display.update(p)).await?;
+            Ok::<_, sandbox::SandboxError>(ImageStatus::Built)
+        } else {
+            image::ensure_image(&docker, &image, &mut |p| display.update(p)).await
+        }
+    };
+    let Some(status) = super::until_cancelled(Some(&docker), work).await else {
+        return Ok(ExitCode::from(super::EXIT_CANCELLED));
+    };
+    match status? {
+        ImageStatus::UpToDate => eprintln!(
+            "sandbox: {image} is up to date (definition {})",
+            image::definition_hash()
+        ),
+        ImageStatus::Built => display.finish(&format!(
+            "built {image} (definition {})",
+            image::definition_hash()
+        )),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub async fn probe() -> anyhow::Result<ExitCode> {
+    let (docker, image) = docker_with_image().await?;
+    startup_gc(&docker).await;
+    let state = StateDir::from_env()?;
+    state.ensure().context("creating the state directory")?;
+    out!("minicoder sandbox probe: image {image}");
+    let mut print = |c: &probe::ProbeCheck| out!("{c}");
+    let work = probe::run_probe(&docker, &image, &state, &mut print);
+    let Some(checks) = super::until_cancelled(Some(&docker), work).await else {
+        return Ok(ExitCode::from(super::EXIT_CANCELLED));
+    };
+    let checks = checks?;
+    let failed = checks.iter().filter(|c| !c.passed).count();
+    out!(
+        "{} checks: {} passed, {failed} failed",
+        checks.len(),
+        checks.len() - failed
+    );
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(super::EXIT_FAILURE)
+    })
+}

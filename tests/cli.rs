@@ -1,0 +1,177 @@
+//! The binary's behaviour: exit codes, errors, doctor, gc, probe.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::{Command, Output};
+
+use minicoder::owner::ProcessIdentity;
+use minicoder::sandbox::labels;
+
+fn minicoder(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(support::bin());
+    cmd.args(args).env("MINICODER_STATE_DIR", state.path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run minicoder")
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn commands_not_built_yet_say_so_with_exit_2() {
+    for args in [
+        &["run", ".", "task"][..],
+        &["demo"],
+        &["apply", "r1"],
+        &["undo", "r1"],
+        &["resume", "r1"],
+        &["runs"],
+        &["show", "r1"],
+        &[],
+    ] {
+        let out = minicoder(args, &[]);
+        let (_, err) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(err.contains("not implemented yet"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn invalid_usage_exits_2() {
+    let out = minicoder(&["frobnicate"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = minicoder(&["run", ".", "t", "--network", "maybe"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn a_missing_docker_daemon_is_one_clear_line_and_exit_1() {
+    for host in ["unix:///nonexistent/docker.sock", "tcp://127.0.0.1:9"] {
+        for args in [&["sandbox", "probe"][..], &["sandbox", "build"], &["gc"]] {
+            let out = minicoder(args, &[("DOCKER_HOST", host)]);
+            let (_, err) = text(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?} {host}: {err}");
+            assert!(!err.contains("panicked"), "{err}");
+            let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(lines.len(), 1, "one line: {err}");
+            assert!(
+                lines[0].starts_with("error: Docker is not reachable"),
+                "{err}"
+            );
+            assert!(lines[0].contains("Start the Docker daemon"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn doctor_reports_keys_without_printing_them() {
+    let secret = "sk-test-4f9a8b7c6d5e4f3a2b1c";
+    let out = minicoder(
+        &["doctor"],
+        &[
+            ("OPENAI_API_KEY", secret),
+            ("GEMINI_API_KEY", ""),
+            ("DOCKER_HOST", "unix:///nonexistent.sock"),
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(
+        !stdout.contains(secret) && !stderr.contains(secret),
+        "a key was printed"
+    );
+    assert!(stdout.contains("OPENAI_API_KEY is set"), "{stdout}");
+    assert!(stdout.contains("GEMINI_API_KEY is not set"), "{stdout}");
+    assert!(stdout.contains("[FAIL] docker"), "{stdout}");
+    assert_eq!(out.status.code(), Some(1), "a FAIL line means exit 1");
+}
+
+#[tokio::test]
+async fn gc_removes_containers_of_dead_owners_only() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let image = minicoder::sandbox::spec::image_from_env();
+    let mut dead = ProcessIdentity::current();
+    dead.start_ticks += 11;
+    let mut ids = Vec::new();
+    for owner in [dead, ProcessIdentity::current()] {
+        let body = bollard::models::ContainerCreateBody {
+            image: Some(image.clone()),
+            cmd: Some(vec!["true".into()]),
+            labels: Some(HashMap::from([
+                (labels::MANAGED.to_string(), "true".to_string()),
+                (labels::RUN.to_string(), "gc-test".to_string()),
+                (labels::OWNER.to_string(), owner.to_label()),
+            ])),
+            ..Default::default()
+        };
+        ids.push(
+            docker
+                .create_container(None, body)
+                .await
+                .expect("create")
+                .id,
+        );
+    }
+    let out = tokio::task::spawn_blocking(|| minicoder(&["gc"], &[]))
+        .await
+        .expect("join");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        docker.inspect_container(&ids[0], None).await.is_err(),
+        "dead owner's container stays: {stdout}"
+    );
+    assert!(
+        docker.inspect_container(&ids[1], None).await.is_ok(),
+        "a live owner's container was removed"
+    );
+    let _ = docker
+        .remove_container(
+            &ids[1],
+            Some(bollard::query_parameters::RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn sandbox_probe_passes_every_check() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let out = tokio::task::spawn_blocking(|| minicoder(&["sandbox", "probe"], &[]))
+        .await
+        .expect("join");
+    let (stdout, stderr) = text(&out);
+    let pass = stdout.lines().filter(|l| l.starts_with("[PASS]")).count();
+    let fail = stdout.lines().filter(|l| l.starts_with("[FAIL]")).count();
+    assert_eq!(fail, 0, "{stdout}{stderr}");
+    assert!(pass >= 8, "at least 8 checks: {stdout}");
+    for name in [
+        "workspace write allowed",
+        "write outside the workspace denied",
+        "network denied",
+        "Docker socket absent",
+        "host environment absent",
+        "no survivors",
+        "PID limit holds",
+        "memory limit holds",
+    ] {
+        assert!(
+            stdout.contains(&format!("[PASS] {name}")),
+            "{name} missing: {stdout}"
+        );
+    }
+    assert_eq!(out.status.code(), Some(0));
+}
