@@ -3,8 +3,10 @@
 //! The library holds every module so that integration tests reach them; `main.rs`
 //! only parses the command line and dispatches to [`cli`].
 
+pub mod agent;
 pub mod cli;
 pub mod ids;
+pub mod model;
 pub mod owner;
 pub mod sandbox;
 pub mod state;

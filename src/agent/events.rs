@@ -1,0 +1,272 @@
+//! [`RunEvent`]: the only way the runtime speaks. The `events.jsonl` writer,
+//! the headless printer and the TUI are consumers of the same stream.
+//!
+//! On disk each event becomes one line `{"seq", "ts", "type", ...fields, "prev"}`
+//! (see `trace::EventLog`); `type` is the dotted name below.
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::PlanItem;
+use crate::model::types::{ModelId, Usage};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Success,
+    Failure,
+    Cancelled,
+}
+
+/// Why a verification ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerificationReason {
+    /// The input baseline, before the agent starts.
+    Baseline,
+    /// The agent asked for completion.
+    Completion,
+    /// A validated checkpoint was restored and is verified again.
+    AfterRestore,
+}
+
+/// One check of a verification matrix, as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckReport {
+    pub name: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+    pub duration_ms: u64,
+    /// Why it failed beyond its exit code: zero tests, a changed workspace, a timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// The full (redacted) output, relative to the artifact directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_file: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum RunEvent {
+    #[serde(rename = "run.started")]
+    RunStarted {
+        run_id: String,
+        repo: String,
+        task: String,
+        baseline_commit: String,
+        fingerprint: String,
+        artifact_dir: String,
+        max_turns: u32,
+        timeout_ms: u64,
+        checks: Vec<String>,
+    },
+    #[serde(rename = "bootstrap.started")]
+    BootstrapStarted { commands: Vec<String>, network: bool },
+    #[serde(rename = "bootstrap.finished")]
+    BootstrapFinished {
+        passed: bool,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure: Option<String>,
+    },
+    #[serde(rename = "model.request")]
+    ModelRequest {
+        turn: u32,
+        model: ModelId,
+        messages: usize,
+        estimated_input_tokens: u64,
+    },
+    /// Streamed text of the reply, as it arrives (not written to events.jsonl).
+    #[serde(rename = "model.delta")]
+    ModelDelta { turn: u32, text: String },
+    #[serde(rename = "model.response")]
+    ModelResponse {
+        turn: u32,
+        model: ModelId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<String>,
+        tool_calls: Vec<ToolCallSummary>,
+        usage: Usage,
+        duration_ms: u64,
+    },
+    #[serde(rename = "model.retry")]
+    ModelRetry {
+        model: ModelId,
+        attempt: u32,
+        reason: String,
+        delay_ms: u64,
+    },
+    #[serde(rename = "model.fallback")]
+    ModelFallback {
+        from: ModelId,
+        to: ModelId,
+        reason: String,
+    },
+    #[serde(rename = "plan.updated")]
+    PlanUpdated { items: Vec<PlanItem> },
+    #[serde(rename = "tool.started")]
+    ToolStarted {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
+    #[serde(rename = "tool.finished")]
+    ToolFinished {
+        call_id: String,
+        name: String,
+        ok: bool,
+        /// One line for lists: "exit 0 in 412 ms", "12 matches", ...
+        summary: String,
+        /// What the model saw (capped).
+        result: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        output_file: Option<String>,
+        duration_ms: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        changed_files: Vec<String>,
+    },
+    #[serde(rename = "policy.refused")]
+    PolicyRefused {
+        call_id: String,
+        name: String,
+        reason: String,
+    },
+    #[serde(rename = "agent.correction")]
+    AgentCorrection { turn: u32, message: String },
+    #[serde(rename = "workspace.changed")]
+    WorkspaceChanged {
+        fingerprint: String,
+        changed_files: Vec<String>,
+        /// The whole diff against the baseline, for live review.
+        diff: String,
+    },
+    #[serde(rename = "checkpoint.created")]
+    CheckpointCreated {
+        id: String,
+        reason: String,
+        fingerprint: String,
+    },
+    #[serde(rename = "checkpoint.restored")]
+    CheckpointRestored { id: String, reason: String },
+    #[serde(rename = "verification.started")]
+    VerificationStarted {
+        attempt: u32,
+        reason: VerificationReason,
+        checks: Vec<String>,
+    },
+    #[serde(rename = "verification.check")]
+    VerificationCheck { attempt: u32, check: CheckReport },
+    #[serde(rename = "verification.finished")]
+    VerificationFinished {
+        attempt: u32,
+        reason: VerificationReason,
+        passed: bool,
+        fingerprint: String,
+    },
+    #[serde(rename = "context.compacted")]
+    ContextCompacted {
+        before_tokens: u64,
+        after_tokens: u64,
+        messages_compacted: usize,
+    },
+    #[serde(rename = "approval.requested")]
+    ApprovalRequested {
+        id: String,
+        call_id: String,
+        path: String,
+        patch: String,
+    },
+    #[serde(rename = "approval.resolved")]
+    ApprovalResolved {
+        id: String,
+        approved: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    #[serde(rename = "run.finished")]
+    RunFinished {
+        outcome: Outcome,
+        reason: String,
+        duration_ms: u64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCallSummary {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl RunEvent {
+    /// The dotted type name, as written in `events.jsonl`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            RunEvent::RunStarted { .. } => "run.started",
+            RunEvent::BootstrapStarted { .. } => "bootstrap.started",
+            RunEvent::BootstrapFinished { .. } => "bootstrap.finished",
+            RunEvent::ModelRequest { .. } => "model.request",
+            RunEvent::ModelDelta { .. } => "model.delta",
+            RunEvent::ModelResponse { .. } => "model.response",
+            RunEvent::ModelRetry { .. } => "model.retry",
+            RunEvent::ModelFallback { .. } => "model.fallback",
+            RunEvent::PlanUpdated { .. } => "plan.updated",
+            RunEvent::ToolStarted { .. } => "tool.started",
+            RunEvent::ToolFinished { .. } => "tool.finished",
+            RunEvent::PolicyRefused { .. } => "policy.refused",
+            RunEvent::AgentCorrection { .. } => "agent.correction",
+            RunEvent::WorkspaceChanged { .. } => "workspace.changed",
+            RunEvent::CheckpointCreated { .. } => "checkpoint.created",
+            RunEvent::CheckpointRestored { .. } => "checkpoint.restored",
+            RunEvent::VerificationStarted { .. } => "verification.started",
+            RunEvent::VerificationCheck { .. } => "verification.check",
+            RunEvent::VerificationFinished { .. } => "verification.finished",
+            RunEvent::ContextCompacted { .. } => "context.compacted",
+            RunEvent::ApprovalRequested { .. } => "approval.requested",
+            RunEvent::ApprovalResolved { .. } => "approval.resolved",
+            RunEvent::RunFinished { .. } => "run.finished",
+        }
+    }
+
+    /// Whether the event belongs in `events.jsonl` (streamed deltas do not:
+    /// the complete text is in `model.response`).
+    pub fn is_persisted(&self) -> bool {
+        !matches!(self, RunEvent::ModelDelta { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_with_their_dotted_type() {
+        let e = RunEvent::CheckpointRestored {
+            id: "abc".into(),
+            reason: "third failed completion".into(),
+        };
+        let json = serde_json::to_value(&e).expect("json");
+        assert_eq!(json["type"], "checkpoint.restored");
+        assert_eq!(json["type"], e.type_name());
+        let back: RunEvent = serde_json::from_value(json).expect("parse");
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn every_type_name_round_trips_through_serde() {
+        let samples = [
+            RunEvent::ModelDelta { turn: 1, text: "x".into() },
+            RunEvent::PlanUpdated { items: vec![] },
+            RunEvent::RunFinished {
+                outcome: Outcome::Cancelled,
+                reason: "Ctrl-C".into(),
+                duration_ms: 5,
+            },
+        ];
+        for e in samples {
+            let json = serde_json::to_value(&e).expect("json");
+            assert_eq!(json["type"], e.type_name());
+        }
+        assert!(!RunEvent::ModelDelta { turn: 1, text: String::new() }.is_persisted());
+    }
+}
