@@ -495,4 +495,4 @@ fn now_ns() -> i64 {
 
 #[cfg(test)]
 #[path = "fingerprint_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -1,10 +1,13 @@
 //! The private workspace: copy, path confinement, fingerprint, checkpoints.
 
+mod checkpoint;
 mod confine;
 mod error;
 mod fingerprint;
 pub mod stat_cache;
+mod tree;
 
+pub use checkpoint::{Checkpoint, CheckpointStore};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
 pub use error::WorkspaceError;
 pub use fingerprint::{
