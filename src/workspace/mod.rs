@@ -2,6 +2,7 @@
 
 mod checkpoint;
 mod confine;
+mod copy;
 mod error;
 mod fingerprint;
 pub mod stat_cache;
@@ -9,6 +10,7 @@ mod tree;
 
 pub use checkpoint::{Checkpoint, CheckpointStore};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
+pub use copy::PrivateWorkspace;
 pub use error::WorkspaceError;
 pub use fingerprint::{
     DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,
