@@ -468,6 +468,8 @@ impl Scan<'_, '_> {
     }
 }
 
+// The field types of `struct stat` differ between architectures.
+#[allow(clippy::unnecessary_cast)]
 fn stat_key(st: &rustix::fs::Stat) -> StatKey {
     StatKey {
         size: st.st_size as u64,

@@ -84,7 +84,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = git2::Repository::init_bare(dir.path()).expect("init");
         let odb = repo.odb().expect("odb");
-        let mut paths = vec!["a.txt", "a/b", "a/c/d", "a0", "a-b", "b", "z/\u{e9}"];
+        let mut paths = ["a.txt", "a/b", "a/c/d", "a0", "a-b", "b", "z/\u{e9}"];
         paths.sort_by(|x, y| x.as_bytes().cmp(y.as_bytes()));
         let entries: Vec<FingerprintEntry> = paths
             .iter()
