@@ -1,1 +1,19 @@
 //! The private workspace: copy, path confinement, fingerprint, checkpoints.
+
+mod checkpoint;
+mod confine;
+mod copy;
+mod error;
+mod fingerprint;
+pub mod stat_cache;
+mod tree;
+
+pub use checkpoint::{Checkpoint, CheckpointStore};
+pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
+pub use copy::PrivateWorkspace;
+pub use error::WorkspaceError;
+pub use fingerprint::{
+    DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,
+    Snapshot, digest, fingerprint,
+};
+pub use stat_cache::StatCache;

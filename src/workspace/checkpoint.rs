@@ -1,0 +1,324 @@
+//! Checkpoints: commits of the workspace in a private bare Git repository
+//! outside it (SPEC §4). Never attached to a container, never written to the
+//! source repository.
+//!
+//! Checkpoints form a linear history on `refs/minicoder/checkpoints`; the
+//! last one that passed verification is `refs/minicoder/validated`. Each
+//! commit message holds the label and a `Minicoder-Fingerprint:` trailer.
+//!
+//! The store owns a [`Fingerprinter`] whose stat cache (in the store
+//! directory) records blob ids that are known to be in the store, so an
+//! incremental checkpoint reads and writes only the files that changed.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use git2::{
+    DiffFormat, ObjectType, Oid, Repository, Signature, Sort, Tree, TreeWalkMode, TreeWalkResult,
+};
+
+use super::fingerprint::{MODE_EXEC, MODE_LINK};
+use super::tree::write_tree;
+use super::{ExcludeSet, Fingerprint, Fingerprinter, Snapshot, WorkspaceError, WorkspaceRoot};
+
+const CHECKPOINTS_REF: &str = "refs/minicoder/checkpoints";
+const VALIDATED_REF: &str = "refs/minicoder/validated";
+const TRAILER: &str = "\n\nMinicoder-Fingerprint: ";
+const CACHE_FILE: &str = "minicoder-stat-cache";
+
+/// One checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The commit id in the store.
+    pub id: Oid,
+    pub label: String,
+    pub fingerprint: Fingerprint,
+    /// Seconds since the Unix epoch.
+    pub created: i64,
+}
+
+/// The private checkpoint store of one workspace.
+pub struct CheckpointStore {
+    repo: Repository,
+    scanner: Fingerprinter,
+}
+
+impl std::fmt::Debug for CheckpointStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CheckpointStore")
+            .field("store", &self.repo.path())
+            .field("workspace", &self.scanner.workspace())
+            .finish()
+    }
+}
+
+impl CheckpointStore {
+    /// Opens the store at `store_dir` (created as a bare repository if
+    /// missing) for the workspace at `workspace`.
+    pub fn open(
+        store_dir: &Path,
+        workspace: &Path,
+        excludes: ExcludeSet,
+    ) -> Result<Self, WorkspaceError> {
+        let repo = if store_dir.join("HEAD").exists() {
+            Repository::open_bare(store_dir)
+                .map_err(WorkspaceError::git("opening the checkpoint store"))?
+        } else {
+            std::fs::create_dir_all(store_dir).map_err(|e| WorkspaceError::io(store_dir, e))?;
+            Repository::init_bare(store_dir)
+                .map_err(WorkspaceError::git("creating the checkpoint store"))?
+        };
+        let scanner =
+            Fingerprinter::new(workspace, excludes).with_cache_file(store_dir.join(CACHE_FILE))?;
+        Ok(Self { repo, scanner })
+    }
+
+    /// Records the workspace as it is now, after the latest checkpoint.
+    pub fn create(&mut self, label: &str) -> Result<Checkpoint, WorkspaceError> {
+        let (snapshot, tree_id) = self.snapshot_tree()?;
+        let tree = self.tree(tree_id)?;
+        let parent = self.tip()?;
+        let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
+        let sig = signature()?;
+        let label = label.replace(['\n', '\r'], " ");
+        let message = format!("{label}{TRAILER}{}\n", snapshot.fingerprint);
+        let id = self
+            .repo
+            .commit(Some(CHECKPOINTS_REF), &sig, &sig, &message, &tree, &parents)
+            .map_err(WorkspaceError::git("committing a checkpoint"))?;
+        Ok(Checkpoint {
+            id,
+            label,
+            fingerprint: snapshot.fingerprint,
+            created: sig.when().seconds(),
+        })
+    }
+
+    /// All checkpoints, oldest first.
+    pub fn list(&self) -> Result<Vec<Checkpoint>, WorkspaceError> {
+        let Some(tip) = self.tip()? else {
+            return Ok(Vec::new());
+        };
+        let mut walk = self
+            .repo
+            .revwalk()
+            .map_err(WorkspaceError::git("listing checkpoints"))?;
+        walk.push(tip.id())
+            .map_err(WorkspaceError::git("listing checkpoints"))?;
+        walk.simplify_first_parent()
+            .map_err(WorkspaceError::git("listing checkpoints"))?;
+        walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)
+            .map_err(WorkspaceError::git("listing checkpoints"))?;
+        walk.map(|id| self.get(id.map_err(WorkspaceError::git("listing checkpoints"))?))
+            .collect()
+    }
+
+    /// The checkpoint with commit id `id`.
+    pub fn get(&self, id: Oid) -> Result<Checkpoint, WorkspaceError> {
+        let commit = self.commit(id)?;
+        let message = String::from_utf8_lossy(commit.message_bytes());
+        let (label, fingerprint) = message
+            .rsplit_once(TRAILER)
+            .and_then(|(label, fp)| Some((label.to_string(), fp.trim().parse().ok()?)))
+            .ok_or_else(|| WorkspaceError::UnknownCheckpoint { id: id.to_string() })?;
+        Ok(Checkpoint {
+            id,
+            label,
+            fingerprint,
+            created: commit.time().seconds(),
+        })
+    }
+
+    /// The latest checkpoint, if any.
+    pub fn latest(&self) -> Result<Option<Checkpoint>, WorkspaceError> {
+        self.tip()?.map(|c| self.get(c.id())).transpose()
+    }
+
+    /// The unified patch from checkpoint `from` to checkpoint `to`.
+    pub fn diff(&self, from: Oid, to: Oid) -> Result<String, WorkspaceError> {
+        let old = self
+            .commit(from)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        let new = self
+            .commit(to)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        self.patch(&old, &new)
+    }
+
+    /// The unified patch from checkpoint `from` to the workspace as it is now
+    /// (its changed files are stored as blobs, but no checkpoint is made).
+    pub fn diff_to_workspace(&mut self, from: Oid) -> Result<String, WorkspaceError> {
+        self.commit(from)?;
+        let (_, new) = self.snapshot_tree()?;
+        let old = self
+            .commit(from)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        self.patch(&old, &self.tree(new)?)
+    }
+
+    /// Makes the workspace match checkpoint `id` exactly: changed files are
+    /// rewritten, extra ones deleted, missing ones recreated, modes and
+    /// symlinks restored. `.git` and excluded directories are left alone.
+    /// Every write goes through `root`.
+    pub fn restore(&mut self, id: Oid, root: &WorkspaceRoot) -> Result<Checkpoint, WorkspaceError> {
+        let checkpoint = self.get(id)?;
+        let current = self.scan()?;
+        let tree = self
+            .commit(id)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        let want = flatten(&tree)?;
+        let have: HashMap<&Path, (u32, Oid)> = current
+            .entries
+            .iter()
+            .map(|e| (e.path.as_path(), (e.mode, e.blob)))
+            .collect();
+
+        let mut emptied = Vec::new();
+        for e in &current.entries {
+            if !want.contains_key(e.path.as_os_str().as_bytes()) {
+                root.remove_file(&e.path)?;
+                emptied.extend(
+                    e.path
+                        .ancestors()
+                        .skip(1)
+                        .filter(|p| !p.as_os_str().is_empty()),
+                );
+            }
+        }
+        // Deepest first, so a directory emptied by the deletions can give way
+        // to a file of the same name.
+        emptied.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        emptied.dedup();
+        for dir in emptied {
+            let _ = root.remove_dir(dir); // Not empty: it stays.
+        }
+
+        for (path, &(mode, blob)) in &want {
+            let path = Path::new(OsStr::from_bytes(path));
+            if have.get(path) == Some(&(mode, blob)) {
+                continue;
+            }
+            let blob = self
+                .repo
+                .find_blob(blob)
+                .map_err(WorkspaceError::git("reading a checkpoint blob"))?;
+            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                root.create_dir_all(parent)?;
+            }
+            match mode {
+                MODE_LINK => root.symlink(path, Path::new(OsStr::from_bytes(blob.content())))?,
+                MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755)?,
+                _ => root.write_with_mode(path, blob.content(), 0o644)?,
+            }
+        }
+        Ok(checkpoint)
+    }
+
+    /// Marks checkpoint `id` as the validated state to return to.
+    pub fn mark_validated(&self, id: Oid) -> Result<(), WorkspaceError> {
+        self.commit(id)?;
+        self.repo
+            .reference(VALIDATED_REF, id, true, "validated")
+            .map_err(WorkspaceError::git("marking a checkpoint validated"))?;
+        Ok(())
+    }
+
+    /// The checkpoint last marked validated, if any.
+    pub fn validated(&self) -> Result<Option<Checkpoint>, WorkspaceError> {
+        match self.repo.refname_to_id(VALIDATED_REF) {
+            Ok(id) => self.get(id).map(Some),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(WorkspaceError::git("reading the validated checkpoint")(e)),
+        }
+    }
+
+    /// Scans the workspace, storing the blobs of changed files.
+    pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
+        let odb = self
+            .repo
+            .odb()
+            .map_err(WorkspaceError::git("opening the object database"))?;
+        self.scanner.scan_with(&mut |bytes| {
+            odb.write(ObjectType::Blob, bytes)
+                .map_err(WorkspaceError::git("storing a blob"))
+        })
+    }
+
+    /// Scans the workspace and writes its tree.
+    fn snapshot_tree(&mut self) -> Result<(Snapshot, Oid), WorkspaceError> {
+        let snapshot = self.scan()?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(WorkspaceError::git("opening the object database"))?;
+        let tree_id = write_tree(&odb, &snapshot.entries)?;
+        Ok((snapshot, tree_id))
+    }
+
+    fn tree(&self, id: Oid) -> Result<Tree<'_>, WorkspaceError> {
+        self.repo
+            .find_tree(id)
+            .map_err(WorkspaceError::git("reading a tree"))
+    }
+
+    fn patch(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<String, WorkspaceError> {
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(old), Some(new), None)
+            .map_err(WorkspaceError::git("diffing checkpoints"))?;
+        let mut out = Vec::new();
+        diff.print(DiffFormat::Patch, |_, _, line| {
+            if matches!(line.origin(), '+' | '-' | ' ') {
+                out.push(line.origin() as u8);
+            }
+            out.extend_from_slice(line.content());
+            true
+        })
+        .map_err(WorkspaceError::git("printing a patch"))?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn tip(&self) -> Result<Option<git2::Commit<'_>>, WorkspaceError> {
+        match self.repo.refname_to_id(CHECKPOINTS_REF) {
+            Ok(id) => self.commit(id).map(Some),
+            Err(e) if e.code() == git2::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(WorkspaceError::git("reading the latest checkpoint")(e)),
+        }
+    }
+
+    fn commit(&self, id: Oid) -> Result<git2::Commit<'_>, WorkspaceError> {
+        self.repo
+            .find_commit(id)
+            .map_err(|_| WorkspaceError::UnknownCheckpoint { id: id.to_string() })
+    }
+}
+
+pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {
+    Signature::now("minicoder", "minicoder@localhost")
+        .map_err(WorkspaceError::git("making a signature"))
+}
+
+/// Path bytes → (mode, blob id) for every blob and link of a tree.
+fn flatten(tree: &Tree<'_>) -> Result<BTreeMap<Vec<u8>, (u32, Oid)>, WorkspaceError> {
+    let mut out = BTreeMap::new();
+    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.kind() == Some(ObjectType::Blob) {
+            let mut path = dir.as_bytes().to_vec();
+            path.extend_from_slice(entry.name_bytes());
+            out.insert(path, (entry.filemode() as u32, entry.id()));
+        }
+        TreeWalkResult::Ok
+    })
+    .map_err(WorkspaceError::git("reading a checkpoint tree"))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+#[path = "checkpoint_tests.rs"]
+mod tests;

@@ -1,0 +1,130 @@
+use super::*;
+use crate::workspace::fingerprint;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::PathBuf;
+
+fn setup() -> (tempfile::TempDir, PathBuf, CheckpointStore) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir");
+    std::fs::write(ws.join("a.txt"), b"one\ntwo\n").expect("write");
+    std::fs::write(ws.join("src/lib.py"), b"x = 1\n").expect("write");
+    std::fs::write(ws.join("run.sh"), b"#!/bin/sh\n").expect("write");
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    symlink("src/lib.py", ws.join("lib")).expect("symlink");
+    let store = CheckpointStore::open(&tmp.path().join("store.git"), &ws, ExcludeSet::default())
+        .expect("open store");
+    (tmp, ws, store)
+}
+
+fn fp(ws: &Path) -> Fingerprint {
+    fingerprint(ws, &ExcludeSet::default())
+        .expect("fp")
+        .fingerprint
+}
+
+#[test]
+fn create_list_and_linear_history() {
+    let (_t, ws, mut store) = setup();
+    assert!(store.list().expect("list").is_empty());
+    let first = store.create("before edit").expect("create");
+    assert_eq!(first.fingerprint, fp(&ws));
+    std::fs::write(ws.join("a.txt"), b"one\nTWO\n").expect("write");
+    let second = store.create("after\nedit").expect("create");
+    assert_eq!(second.label, "after edit");
+    let list = store.list().expect("list");
+    assert_eq!(list, vec![first.clone(), second.clone()]);
+    let commit = store.repo.find_commit(second.id).expect("commit");
+    assert_eq!(commit.parent_ids().collect::<Vec<_>>(), vec![first.id]);
+    assert_eq!(store.latest().expect("latest"), Some(second));
+}
+
+#[test]
+fn diff_is_a_unified_patch() {
+    let (_t, ws, mut store) = setup();
+    let a = store.create("a").expect("create");
+    std::fs::write(ws.join("a.txt"), b"one\nTWO\n").expect("write");
+    std::fs::write(ws.join("new.txt"), b"fresh\n").expect("write");
+    let b = store.create("b").expect("create");
+    let patch = store.diff(a.id, b.id).expect("diff");
+    assert!(patch.contains("diff --git a/a.txt b/a.txt"), "{patch}");
+    assert!(patch.contains("-two\n+TWO\n"), "{patch}");
+    assert!(patch.contains("+fresh\n"), "{patch}");
+    std::fs::remove_file(ws.join("new.txt")).expect("rm");
+    let live = store.diff_to_workspace(b.id).expect("diff");
+    assert!(
+        live.contains("-fresh\n") && live.contains("deleted file"),
+        "{live}"
+    );
+}
+
+#[test]
+fn restore_round_trip() {
+    let (_t, ws, mut store) = setup();
+    let cp = store.create("clean").expect("create");
+    std::fs::write(ws.join("a.txt"), b"changed").expect("write");
+    std::fs::remove_file(ws.join("src/lib.py")).expect("rm");
+    std::fs::write(ws.join("extra.txt"), b"extra").expect("write");
+    std::fs::create_dir_all(ws.join("new/dir")).expect("mkdir");
+    std::fs::write(ws.join("new/dir/f"), b"f").expect("write");
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    std::fs::remove_file(ws.join("lib")).expect("rm");
+    symlink("a.txt", ws.join("lib")).expect("symlink");
+    std::fs::create_dir_all(ws.join("__pycache__")).expect("mkdir");
+    std::fs::write(ws.join("__pycache__/c.pyc"), b"cache").expect("write");
+    assert_ne!(fp(&ws), cp.fingerprint);
+
+    let root = WorkspaceRoot::open(&ws).expect("root");
+    store.restore(cp.id, &root).expect("restore");
+    assert_eq!(fp(&ws), cp.fingerprint);
+    assert!(!ws.join("extra.txt").exists());
+    assert!(!ws.join("new").exists(), "emptied directories are removed");
+    assert_eq!(
+        std::fs::read_link(ws.join("lib")).expect("link"),
+        PathBuf::from("src/lib.py")
+    );
+    assert_eq!(
+        std::fs::read(ws.join("__pycache__/c.pyc")).expect("cache kept"),
+        b"cache"
+    );
+}
+
+#[test]
+fn restore_turns_a_directory_back_into_a_file() {
+    let (_t, ws, mut store) = setup();
+    let cp = store.create("clean").expect("create");
+    std::fs::remove_file(ws.join("a.txt")).expect("rm");
+    std::fs::create_dir(ws.join("a.txt")).expect("mkdir");
+    std::fs::write(ws.join("a.txt/inner"), b"i").expect("write");
+    let root = WorkspaceRoot::open(&ws).expect("root");
+    store.restore(cp.id, &root).expect("restore");
+    assert_eq!(fp(&ws), cp.fingerprint);
+}
+
+#[test]
+fn validated_marker() {
+    let (_t, _ws, mut store) = setup();
+    assert_eq!(store.validated().expect("validated"), None);
+    let cp = store.create("green").expect("create");
+    store.mark_validated(cp.id).expect("mark");
+    assert_eq!(store.validated().expect("validated"), Some(cp));
+    assert!(matches!(
+        store.mark_validated(Oid::ZERO_SHA1),
+        Err(WorkspaceError::UnknownCheckpoint { .. })
+    ));
+}
+
+#[test]
+fn incremental_checkpoint_reads_only_changed_files() {
+    let (_t, ws, mut store) = setup();
+    store.create("first").expect("create");
+    crate::workspace::fingerprint::tests::age_cache(&mut store.scanner);
+    std::fs::write(ws.join("a.txt"), b"again\n").expect("write");
+    let snap = store.scan().expect("scan");
+    assert_eq!(snap.rehashed, 1);
+    // Reopening the store reuses the persisted cache.
+    let cp = store.create("second").expect("create");
+    assert_eq!(cp.fingerprint, fp(&ws));
+}

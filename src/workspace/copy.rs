@@ -1,0 +1,398 @@
+//! The private copy of a source repository that a run works on (SPEC §3).
+//!
+//! What is copied: the files Git tracks plus the untracked files that are not
+//! ignored, as they are in the working tree (not as staged), with their
+//! execute bit, and symlinks that stay inside the repository. Refused, naming
+//! the path: symlinks leading outside, submodules and nested repositories,
+//! fifos, sockets and devices. The source `.git` is never copied; the copy
+//! gets a fresh repository with one baseline commit of everything copied.
+//!
+//! The source is only read: libgit2 reads its index and computes its status
+//! without writing either, and runs no hooks, filters or other programs.
+
+use std::collections::{BTreeSet, HashSet};
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryOpenFlags, StatusOptions};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use rustix::io::Errno;
+
+use super::checkpoint::signature;
+use super::{WorkspaceError, WorkspaceRoot};
+
+const MODE_GITLINK: u32 = 0o160000;
+
+/// A private copy of a source repository, with its baseline commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrivateWorkspace {
+    path: PathBuf,
+    baseline: Oid,
+    owner: Option<(u32, u32)>,
+}
+
+impl PrivateWorkspace {
+    /// Copies `source_repo` into `dest` (which must not exist or be empty)
+    /// and commits the copy as the baseline. With `owner_uid_gid` set and
+    /// running as root, everything in `dest` (`.git` included) is given to
+    /// that uid/gid, e.g. the sandbox user.
+    pub fn create(
+        source_repo: &Path,
+        dest: &Path,
+        owner_uid_gid: Option<(u32, u32)>,
+    ) -> Result<Self, WorkspaceError> {
+        let source = Repository::open_ext(
+            source_repo,
+            RepositoryOpenFlags::NO_SEARCH,
+            &[] as &[&OsStr],
+        )
+        .map_err(WorkspaceError::git(format!(
+            "opening the source repository {}",
+            source_repo.display()
+        )))?;
+        let workdir = source
+            .workdir()
+            .ok_or_else(|| {
+                WorkspaceError::io(source_repo, std::io::Error::other("is a bare repository"))
+            })?
+            .to_path_buf();
+        let paths = source_paths(&source)?;
+        drop(source);
+
+        prepare_dest(dest)?;
+        let copier = Copier::new(&workdir)?;
+        let mut copied = Vec::with_capacity(paths.len());
+        for rel in &paths {
+            let rel = Path::new(OsStr::from_bytes(rel));
+            if let Some(file) = copier.copy(rel, dest)? {
+                copied.push(file);
+            }
+        }
+        let baseline = commit_baseline(dest, &copied)?;
+        let owner = owner_uid_gid.filter(|_| rustix::process::geteuid().is_root());
+        if let Some((uid, gid)) = owner {
+            chown_tree(dest, uid, gid)?;
+        }
+        Ok(Self {
+            path: dest.to_path_buf(),
+            baseline,
+            owner,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The id of the baseline commit in the workspace's own `.git`.
+    pub fn baseline(&self) -> Oid {
+        self.baseline
+    }
+
+    /// Confined access to the workspace, creating files as its owner.
+    pub fn root(&self) -> Result<WorkspaceRoot, WorkspaceError> {
+        Ok(WorkspaceRoot::open(&self.path)?.with_owner(self.owner))
+    }
+}
+
+/// A file copied into the workspace: path, git mode and exact bytes.
+struct CopiedFile {
+    path: Vec<u8>,
+    mode: u32,
+    content: Vec<u8>,
+}
+
+/// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored ones.
+fn source_paths(repo: &Repository) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
+    let index = repo
+        .index()
+        .map_err(WorkspaceError::git("reading the source index"))?;
+    let mut paths = BTreeSet::new();
+    for entry in index.iter() {
+        if entry.mode == MODE_GITLINK {
+            return Err(WorkspaceError::Submodule {
+                path: PathBuf::from(OsStr::from_bytes(&entry.path)),
+            });
+        }
+        paths.insert(entry.path);
+    }
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .include_unmodified(false)
+        .update_index(false);
+    let statuses = repo
+        .statuses(Some(&mut opts))
+        .map_err(WorkspaceError::git("listing untracked files of the source"))?;
+    for entry in statuses.iter() {
+        if !entry.status().is_wt_new() {
+            continue;
+        }
+        let path = entry.path_bytes();
+        // An untracked directory that Git does not enter is a nested repository.
+        if let Some(dir) = path.strip_suffix(b"/") {
+            return Err(WorkspaceError::Submodule {
+                path: PathBuf::from(OsStr::from_bytes(dir)),
+            });
+        }
+        paths.insert(path.to_vec());
+    }
+    // Git's status does not report fifos, sockets or devices at all: find
+    // the ones that are not ignored, to refuse them.
+    let workdir = repo.workdir().unwrap_or(Path::new("."));
+    find_special_files(repo, workdir, Path::new(""))?;
+    Ok(paths)
+}
+
+fn find_special_files(repo: &Repository, workdir: &Path, rel: &Path) -> Result<(), WorkspaceError> {
+    let dir = workdir.join(rel);
+    for entry in std::fs::read_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))? {
+        let entry = entry.map_err(|e| WorkspaceError::io(&dir, e))?;
+        let ft = entry
+            .file_type()
+            .map_err(|e| WorkspaceError::io(entry.path(), e))?;
+        let path = rel.join(entry.file_name());
+        if entry.file_name() == ".git" || ft.is_file() || ft.is_symlink() {
+            continue;
+        }
+        let ignored = || {
+            repo.is_path_ignored(&path)
+                .map_err(WorkspaceError::git("checking .gitignore"))
+        };
+        if ft.is_dir() {
+            if !ignored()? {
+                find_special_files(repo, workdir, &path)?;
+            }
+        } else if !ignored()? {
+            return Err(WorkspaceError::SpecialFile {
+                kind: special_kind(&ft),
+                path,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn special_kind(ft: &std::fs::FileType) -> &'static str {
+    if ft.is_fifo() {
+        "fifo"
+    } else if ft.is_socket() {
+        "socket"
+    } else {
+        "device"
+    }
+}
+
+fn prepare_dest(dest: &Path) -> Result<(), WorkspaceError> {
+    match std::fs::read_dir(dest) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(WorkspaceError::DestinationNotEmpty {
+                    path: dest.to_path_buf(),
+                });
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(dest).map_err(|e| WorkspaceError::io(dest, e))?;
+        }
+        Err(e) => return Err(WorkspaceError::io(dest, e)),
+    }
+    Ok(())
+}
+
+struct Copier<'a> {
+    workdir: &'a Path,
+    dir_fd: OwnedFd,
+    checked_dirs: std::cell::RefCell<HashSet<PathBuf>>,
+}
+
+impl<'a> Copier<'a> {
+    fn new(workdir: &'a Path) -> Result<Self, WorkspaceError> {
+        let dir_fd = rustix::fs::open(
+            workdir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| WorkspaceError::io(workdir, e))?;
+        Ok(Self {
+            workdir,
+            dir_fd,
+            checked_dirs: Default::default(),
+        })
+    }
+
+    /// Copies one working-tree path; `None` when it is gone or a directory.
+    fn copy(&self, rel: &Path, dest: &Path) -> Result<Option<CopiedFile>, WorkspaceError> {
+        let src = self.workdir.join(rel);
+        if !self.parents_are_dirs(rel)? {
+            return Ok(None);
+        }
+        let meta = match std::fs::symlink_metadata(&src) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(WorkspaceError::io(&src, e)),
+        };
+        let ft = meta.file_type();
+        let to = dest.join(rel);
+        let (mode, content) = if ft.is_file() {
+            let content = std::fs::read(&src).map_err(|e| WorkspaceError::io(&src, e))?;
+            let exec = meta.permissions().mode() & 0o111 != 0;
+            create_parent(&to)?;
+            std::fs::write(&to, &content).map_err(|e| WorkspaceError::io(&to, e))?;
+            let perm = if exec { 0o755 } else { 0o644 };
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(perm))
+                .map_err(|e| WorkspaceError::io(&to, e))?;
+            (if exec { 0o100755 } else { 0o100644 }, content)
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&src).map_err(|e| WorkspaceError::io(&src, e))?;
+            self.check_link(rel, &target)?;
+            create_parent(&to)?;
+            std::os::unix::fs::symlink(&target, &to).map_err(|e| WorkspaceError::io(&to, e))?;
+            (0o120000, target.as_os_str().as_bytes().to_vec())
+        } else if ft.is_dir() {
+            if src.join(".git").exists() {
+                return Err(WorkspaceError::Submodule {
+                    path: rel.to_path_buf(),
+                });
+            }
+            return Ok(None);
+        } else {
+            return Err(WorkspaceError::SpecialFile {
+                path: rel.to_path_buf(),
+                kind: special_kind(&ft),
+            });
+        };
+        Ok(Some(CopiedFile {
+            path: rel.as_os_str().as_bytes().to_vec(),
+            mode,
+            content,
+        }))
+    }
+
+    /// Whether every ancestor of `rel` is a real directory; an ancestor that
+    /// is a symlink is refused (Git never tracks a path beyond one).
+    fn parents_are_dirs(&self, rel: &Path) -> Result<bool, WorkspaceError> {
+        for dir in rel
+            .ancestors()
+            .skip(1)
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            if self.checked_dirs.borrow().contains(dir) {
+                break;
+            }
+            match std::fs::symlink_metadata(self.workdir.join(dir)) {
+                Ok(m) if m.file_type().is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(WorkspaceError::BeyondSymlink {
+                        path: rel.to_path_buf(),
+                    });
+                }
+                _ => return Ok(false),
+            }
+            self.checked_dirs.borrow_mut().insert(dir.to_path_buf());
+        }
+        Ok(true)
+    }
+
+    /// Refuses a link whose target leaves the repository, judged both on the
+    /// text of the target and by the kernel resolving it beneath the root.
+    fn check_link(&self, rel: &Path, target: &Path) -> Result<(), WorkspaceError> {
+        let outside = || WorkspaceError::OutsideSymlink {
+            path: rel.to_path_buf(),
+            target: target.to_path_buf(),
+        };
+        let mut depth = rel.components().count().saturating_sub(1) as i64;
+        for c in target.components() {
+            match c {
+                Component::RootDir | Component::Prefix(_) => return Err(outside()),
+                Component::ParentDir => depth -= 1,
+                Component::Normal(_) => depth += 1,
+                Component::CurDir => {}
+            }
+            if depth < 0 {
+                return Err(outside());
+            }
+        }
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+        match rustix::fs::openat2(
+            &self.dir_fd,
+            rel,
+            OFlags::PATH | OFlags::CLOEXEC,
+            Mode::empty(),
+            resolve,
+        ) {
+            Err(Errno::XDEV) => Err(outside()),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn create_parent(to: &Path) -> Result<(), WorkspaceError> {
+    match to.parent() {
+        Some(parent) => std::fs::create_dir_all(parent).map_err(|e| WorkspaceError::io(parent, e)),
+        None => Ok(()),
+    }
+}
+
+/// A fresh repository in `dest` whose index and one commit hold exactly the
+/// copied bytes (no filters run).
+fn commit_baseline(dest: &Path, files: &[CopiedFile]) -> Result<Oid, WorkspaceError> {
+    let repo =
+        Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
+    let mut index = repo
+        .index()
+        .map_err(WorkspaceError::git("opening the workspace index"))?;
+    for f in files {
+        let entry = IndexEntry {
+            ctime: IndexTime::new(0, 0),
+            mtime: IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: f.mode,
+            uid: 0,
+            gid: 0,
+            file_size: u32::try_from(f.content.len()).unwrap_or(u32::MAX),
+            id: Oid::ZERO_SHA1,
+            flags: 0,
+            flags_extended: 0,
+            path: f.path.clone(),
+        };
+        index
+            .add_frombuffer(&entry, &f.content)
+            .map_err(WorkspaceError::git(format!(
+                "adding {} to the baseline",
+                String::from_utf8_lossy(&f.path)
+            )))?;
+    }
+    index
+        .write()
+        .map_err(WorkspaceError::git("writing the workspace index"))?;
+    let tree_id = index
+        .write_tree()
+        .map_err(WorkspaceError::git("writing the baseline tree"))?;
+    let tree = repo
+        .find_tree(tree_id)
+        .map_err(WorkspaceError::git("reading the baseline tree"))?;
+    let sig = signature()?;
+    repo.commit(Some("HEAD"), &sig, &sig, "minicoder baseline", &tree, &[])
+        .map_err(WorkspaceError::git("committing the baseline"))
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+        .map_err(|e| WorkspaceError::io(path, e))?;
+    if std::fs::symlink_metadata(path)
+        .map_err(|e| WorkspaceError::io(path, e))?
+        .is_dir()
+    {
+        for entry in std::fs::read_dir(path).map_err(|e| WorkspaceError::io(path, e))? {
+            let entry = entry.map_err(|e| WorkspaceError::io(path, e))?;
+            chown_tree(&entry.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,500 @@
+//! Workspace fingerprints (SPEC §4).
+//!
+//! A [`Fingerprint`] is the SHA-256 of the sorted list of the workspace's
+//! files and symlinks, each as (relative path, kind, mode, content SHA-256 or
+//! link target). `.git` (at any depth, whatever its kind) and the directories
+//! named in an [`ExcludeSet`] are left out. Directories themselves are not
+//! entries (an empty directory does not change the fingerprint, as in Git),
+//! and neither are fifos, sockets and devices, which are never opened.
+//!
+//! Modes are Git's: `0o100644`, `0o100755` (any execute bit set) or
+//! `0o120000` (symlink), so a fingerprint survives a round trip through a
+//! checkpoint.
+//!
+//! # Byte encoding (version 1)
+//!
+//! The digest input is `b"minicoder-fingerprint-v1\0"` followed, for each
+//! entry in ascending byte order of its path, by:
+//!
+//! | field | encoding |
+//! | --- | --- |
+//! | path length | u64, little endian |
+//! | path | bytes, `/`-separated, relative to the workspace |
+//! | kind | one byte: 1 file, 2 symlink |
+//! | mode | u32, little endian |
+//! | payload length | u64, little endian |
+//! | payload | 32-byte content SHA-256 (file) or link target bytes (symlink) |
+//!
+//! Every variable-length field is length-prefixed, so no choice of names
+//! (newlines, NULs in targets) can make two different lists collide.
+//!
+//! Scans are incremental through a [`StatCache`]; see that module for the
+//! racy-file rule.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ffi::{OsStr, OsString};
+use std::fmt;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid};
+use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use sha2::{Digest, Sha256};
+
+use super::stat_cache::{CachedHash, StatCache, StatKey};
+use super::{EntryKind, WorkspaceError};
+
+/// The tool caches left out by default, matched by directory name at any depth.
+pub const DEFAULT_EXCLUDES: [&str; 5] = [
+    "__pycache__",
+    ".pytest_cache",
+    "target",
+    "node_modules",
+    ".venv",
+];
+
+pub(crate) const MODE_FILE: u32 = 0o100644;
+pub(crate) const MODE_EXEC: u32 = 0o100755;
+pub(crate) const MODE_LINK: u32 = 0o120000;
+
+/// Directory names left out of fingerprints and checkpoints. `.git` is always
+/// left out and cannot be included.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExcludeSet {
+    names: BTreeSet<OsString>,
+}
+
+impl Default for ExcludeSet {
+    fn default() -> Self {
+        Self::new(DEFAULT_EXCLUDES)
+    }
+}
+
+impl ExcludeSet {
+    pub fn new<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            names: names.into_iter().map(Into::into).collect(),
+        }
+    }
+
+    /// Only `.git`.
+    pub fn none() -> Self {
+        Self::new(Vec::<OsString>::new())
+    }
+
+    pub fn with(mut self, name: impl Into<OsString>) -> Self {
+        self.names.insert(name.into());
+        self
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &OsStr> {
+        self.names.iter().map(OsString::as_os_str)
+    }
+
+    /// Whether a directory called `name` is left out.
+    pub fn excludes_dir(&self, name: &OsStr) -> bool {
+        name == ".git" || self.names.contains(name)
+    }
+}
+
+/// The SHA-256 fingerprint of a workspace; displays as lowercase hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 32]);
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&hex::encode(self.0))
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({self})")
+    }
+}
+
+impl std::str::FromStr for Fingerprint {
+    type Err = hex::FromHexError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut out = [0; 32];
+        hex::decode_to_slice(s, &mut out)?;
+        Ok(Self(out))
+    }
+}
+
+/// What an entry holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryDigest {
+    /// SHA-256 of a file's bytes.
+    Content([u8; 32]),
+    /// A symlink's target, as stored.
+    LinkTarget(PathBuf),
+}
+
+/// One file or symlink of the workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FingerprintEntry {
+    /// Relative to the workspace, `/`-separated.
+    pub path: PathBuf,
+    /// [`EntryKind::File`] or [`EntryKind::Symlink`].
+    pub kind: EntryKind,
+    /// Git mode: `0o100644`, `0o100755` or `0o120000`.
+    pub mode: u32,
+    pub digest: EntryDigest,
+    /// Git blob id of the content or link target.
+    pub blob: Oid,
+}
+
+/// The result of one scan.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub fingerprint: Fingerprint,
+    /// Sorted by path bytes.
+    pub entries: Vec<FingerprintEntry>,
+    /// How many files were read because the cache could not vouch for them.
+    pub rehashed: usize,
+}
+
+/// Gives the blob id of some content (and may store it somewhere).
+pub(crate) type BlobSink<'a> = dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError> + 'a;
+
+/// Scans a workspace repeatedly, re-reading only files that changed.
+#[derive(Debug)]
+pub struct Fingerprinter {
+    workspace: PathBuf,
+    excludes: ExcludeSet,
+    cache: StatCache,
+    cache_file: Option<PathBuf>,
+}
+
+impl Fingerprinter {
+    /// A fingerprinter whose cache lives in memory only.
+    pub fn new(workspace: impl Into<PathBuf>, excludes: ExcludeSet) -> Self {
+        Self {
+            workspace: workspace.into(),
+            excludes,
+            cache: StatCache::new(),
+            cache_file: None,
+        }
+    }
+
+    /// Loads the cache from `file` (which must be outside the workspace) and
+    /// saves it there after every scan.
+    pub fn with_cache_file(mut self, file: impl Into<PathBuf>) -> Result<Self, WorkspaceError> {
+        let file = file.into();
+        let inside = match (
+            std::path::absolute(&file),
+            std::path::absolute(&self.workspace),
+        ) {
+            (Ok(f), Ok(w)) => f.starts_with(w),
+            _ => false,
+        };
+        if inside {
+            return Err(WorkspaceError::CacheInsideWorkspace { path: file });
+        }
+        self.cache = StatCache::load(&file);
+        self.cache_file = Some(file);
+        Ok(self)
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    pub fn excludes(&self) -> &ExcludeSet {
+        &self.excludes
+    }
+
+    pub fn cache(&self) -> &StatCache {
+        &self.cache
+    }
+
+    /// Fingerprints the workspace now.
+    pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
+        self.scan_with(&mut |bytes| {
+            Oid::hash_object(ObjectType::Blob, bytes).map_err(WorkspaceError::git("hashing a blob"))
+        })
+    }
+
+    /// Like [`Self::scan`], with blob ids of re-read files from `sink`. Blob
+    /// ids of unchanged files come from the cache, so a sink that stores
+    /// blobs must own the cache (one `Fingerprinter` per object store).
+    pub(crate) fn scan_with(
+        &mut self,
+        sink: &mut BlobSink<'_>,
+    ) -> Result<Snapshot, WorkspaceError> {
+        let mut scan = Scan {
+            excludes: &self.excludes,
+            old: self.cache.take_entries(),
+            new: HashMap::new(),
+            entries: Vec::new(),
+            rehashed: 0,
+            started_ns: now_ns(),
+            sink,
+            workspace: &self.workspace,
+        };
+        let root = rustix::fs::open(
+            &self.workspace,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| WorkspaceError::io(&self.workspace, e));
+        let walked = root.and_then(|root| scan.walk(root, &mut Vec::new()));
+        let Scan {
+            new,
+            mut entries,
+            rehashed,
+            ..
+        } = scan;
+        self.cache.set_entries(new);
+        walked?;
+        entries.sort_unstable_by(|a, b| {
+            a.path
+                .as_os_str()
+                .as_bytes()
+                .cmp(b.path.as_os_str().as_bytes())
+        });
+        if let Some(file) = &self.cache_file
+            && rehashed > 0
+        {
+            self.cache.save(file)?;
+        }
+        Ok(Snapshot {
+            fingerprint: digest(&entries),
+            entries,
+            rehashed,
+        })
+    }
+}
+
+/// Fingerprints `workspace` from scratch, without any cache.
+pub fn fingerprint(workspace: &Path, excludes: &ExcludeSet) -> Result<Snapshot, WorkspaceError> {
+    Fingerprinter::new(workspace, excludes.clone()).scan()
+}
+
+/// The digest of a sorted entry list, in the documented encoding.
+pub fn digest(entries: &[FingerprintEntry]) -> Fingerprint {
+    let mut h = Sha256::new();
+    h.update(b"minicoder-fingerprint-v1\0");
+    for e in entries {
+        let path = e.path.as_os_str().as_bytes();
+        h.update((path.len() as u64).to_le_bytes());
+        h.update(path);
+        h.update([if e.kind == EntryKind::Symlink { 2 } else { 1 }]);
+        h.update(e.mode.to_le_bytes());
+        let payload: &[u8] = match &e.digest {
+            EntryDigest::Content(sum) => sum,
+            EntryDigest::LinkTarget(t) => t.as_os_str().as_bytes(),
+        };
+        h.update((payload.len() as u64).to_le_bytes());
+        h.update(payload);
+    }
+    Fingerprint(h.finalize().into())
+}
+
+struct Scan<'a, 'b> {
+    excludes: &'a ExcludeSet,
+    old: HashMap<Vec<u8>, CachedHash>,
+    new: HashMap<Vec<u8>, CachedHash>,
+    entries: Vec<FingerprintEntry>,
+    rehashed: usize,
+    started_ns: i64,
+    sink: &'a mut BlobSink<'b>,
+    workspace: &'a Path,
+}
+
+impl Scan<'_, '_> {
+    fn err(&self, rel: &[u8], e: impl Into<std::io::Error>) -> WorkspaceError {
+        WorkspaceError::io(self.workspace.join(OsStr::from_bytes(rel)), e)
+    }
+
+    /// Walks the directory `fd`, whose relative path is `prefix` (empty or
+    /// ending in `/`). Nothing is followed: children are opened relative to
+    /// their parent with `O_NOFOLLOW`, so a concurrent swap of a directory
+    /// for a symlink cannot lead the walk outside.
+    fn walk(
+        &mut self,
+        fd: std::os::fd::OwnedFd,
+        prefix: &mut Vec<u8>,
+    ) -> Result<(), WorkspaceError> {
+        let mut dir = Dir::new(fd).map_err(|e| self.err(prefix, e))?;
+        while let Some(entry) = dir.read() {
+            let entry = entry.map_err(|e| self.err(prefix, e))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." || name == b".git" {
+                continue;
+            }
+            let dfd = dir.fd().map_err(|e| self.err(prefix, e))?;
+            let name = OsStr::from_bytes(name);
+            let len = prefix.len();
+            prefix.extend_from_slice(name.as_bytes());
+            let result = self.visit(dfd, name, entry.file_type(), prefix);
+            prefix.truncate(len);
+            result?;
+        }
+        Ok(())
+    }
+
+    fn visit(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        t: FileType,
+        rel: &mut Vec<u8>,
+    ) -> Result<(), WorkspaceError> {
+        let mut stat = None;
+        let t = if t == FileType::Unknown {
+            let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_err(|e| self.err(rel, e))?;
+            stat = Some(st);
+            FileType::from_raw_mode(st.st_mode)
+        } else {
+            t
+        };
+        match t {
+            FileType::Directory if self.excludes.excludes_dir(name) => Ok(()),
+            FileType::Directory => {
+                let child = rustix::fs::openat(
+                    dir,
+                    name,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(|e| self.err(rel, e))?;
+                rel.push(b'/');
+                self.walk(child, rel)
+            }
+            FileType::RegularFile => {
+                let st = match stat {
+                    Some(st) => st,
+                    None => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .map_err(|e| self.err(rel, e))?,
+                };
+                self.file(dir, name, stat_key(&st), rel)
+            }
+            FileType::Symlink => {
+                let target =
+                    rustix::fs::readlinkat(dir, name, Vec::new()).map_err(|e| self.err(rel, e))?;
+                let target = target.as_bytes();
+                let blob = (self.sink)(target)?;
+                self.entries.push(FingerprintEntry {
+                    path: PathBuf::from(OsStr::from_bytes(rel)),
+                    kind: EntryKind::Symlink,
+                    mode: MODE_LINK,
+                    digest: EntryDigest::LinkTarget(PathBuf::from(OsStr::from_bytes(target))),
+                    blob,
+                });
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn file(
+        &mut self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        key: StatKey,
+        rel: &[u8],
+    ) -> Result<(), WorkspaceError> {
+        let cached = self
+            .old
+            .remove_entry(rel)
+            .filter(|(_, c)| c.is_valid_for(&key));
+        let (path, hash) = match cached {
+            Some(hit) => hit,
+            None => {
+                let (key, bytes) = self.read_file(dir, name, rel)?;
+                self.rehashed += 1;
+                let hash = CachedHash {
+                    key,
+                    sha256: Sha256::digest(&bytes).into(),
+                    blob: oid_bytes((self.sink)(&bytes)?),
+                    recorded_ns: self.started_ns,
+                };
+                (rel.to_vec(), hash)
+            }
+        };
+        self.entries.push(FingerprintEntry {
+            path: PathBuf::from(OsStr::from_bytes(&path)),
+            kind: EntryKind::File,
+            mode: if hash.key.mode & 0o111 != 0 {
+                MODE_EXEC
+            } else {
+                MODE_FILE
+            },
+            digest: EntryDigest::Content(hash.sha256),
+            blob: Oid::from_bytes(&hash.blob)
+                .map_err(WorkspaceError::git("reading a cached blob id"))?,
+        });
+        self.new.insert(path, hash);
+        Ok(())
+    }
+
+    /// Reads a regular file without following a symlink or blocking on a
+    /// fifo swapped in since the directory was read; the facts recorded are
+    /// those of the file actually read.
+    fn read_file(
+        &self,
+        dir: BorrowedFd<'_>,
+        name: &OsStr,
+        rel: &[u8],
+    ) -> Result<(StatKey, Vec<u8>), WorkspaceError> {
+        let fd = rustix::fs::openat(
+            dir.as_fd(),
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| self.err(rel, e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| self.err(rel, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(self.err(
+                rel,
+                std::io::Error::other("changed into a non-regular file during the scan"),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0));
+        std::fs::File::from(fd)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.err(rel, e))?;
+        Ok((stat_key(&st), bytes))
+    }
+}
+
+// The field types of `struct stat` differ between architectures.
+#[allow(clippy::unnecessary_cast)]
+fn stat_key(st: &rustix::fs::Stat) -> StatKey {
+    StatKey {
+        size: st.st_size as u64,
+        mtime_ns: (st.st_mtime as i64).saturating_mul(1_000_000_000) + st.st_mtime_nsec as i64,
+        ctime_ns: (st.st_ctime as i64).saturating_mul(1_000_000_000) + st.st_ctime_nsec as i64,
+        ino: st.st_ino as u64,
+        mode: st.st_mode as u32,
+    }
+}
+
+fn oid_bytes(oid: Oid) -> [u8; 20] {
+    let mut out = [0; 20];
+    let b = oid.as_bytes();
+    let n = b.len().min(20);
+    out[..n].copy_from_slice(&b[..n]);
+    out
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+#[path = "fingerprint_tests.rs"]
+pub(crate) mod tests;
