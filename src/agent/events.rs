@@ -61,7 +61,10 @@ pub enum RunEvent {
         checks: Vec<String>,
     },
     #[serde(rename = "bootstrap.started")]
-    BootstrapStarted { commands: Vec<String>, network: bool },
+    BootstrapStarted {
+        commands: Vec<String>,
+        network: bool,
+    },
     #[serde(rename = "bootstrap.finished")]
     BootstrapFinished {
         passed: bool,
@@ -255,7 +258,10 @@ mod tests {
     #[test]
     fn every_type_name_round_trips_through_serde() {
         let samples = [
-            RunEvent::ModelDelta { turn: 1, text: "x".into() },
+            RunEvent::ModelDelta {
+                turn: 1,
+                text: "x".into(),
+            },
             RunEvent::PlanUpdated { items: vec![] },
             RunEvent::RunFinished {
                 outcome: Outcome::Cancelled,
@@ -267,6 +273,12 @@ mod tests {
             let json = serde_json::to_value(&e).expect("json");
             assert_eq!(json["type"], e.type_name());
         }
-        assert!(!RunEvent::ModelDelta { turn: 1, text: String::new() }.is_persisted());
+        assert!(
+            !RunEvent::ModelDelta {
+                turn: 1,
+                text: String::new()
+            }
+            .is_persisted()
+        );
     }
 }

@@ -109,7 +109,10 @@ mod tests {
     #[test]
     fn valid_plans_pass_and_bad_ones_say_why() {
         use PlanStatus::*;
-        assert_eq!(Plan::validate(&[item("a", InProgress), item("b", Pending)]), Ok(()));
+        assert_eq!(
+            Plan::validate(&[item("a", InProgress), item("b", Pending)]),
+            Ok(())
+        );
         assert_eq!(Plan::validate(&[]), Err(PlanError::Empty));
         assert_eq!(
             Plan::validate(&[item("a", Done), item("a", Pending)]),
@@ -119,14 +122,18 @@ mod tests {
             Plan::validate(&[item("a", InProgress), item("b", InProgress)]),
             Err(PlanError::SeveralInProgress(v)) if v == ["a", "b"]
         ));
-        assert!(matches!(Plan::validate(&[item(" ", Done)]), Err(PlanError::Blank(_))));
+        assert!(matches!(
+            Plan::validate(&[item(" ", Done)]),
+            Err(PlanError::Blank(_))
+        ));
     }
 
     #[test]
     fn statuses_use_the_wire_names() {
         let json = serde_json::to_string(&item("a", PlanStatus::InProgress)).expect("json");
         assert!(json.contains(r#""status":"in_progress""#), "{json}");
-        let back: PlanItem = serde_json::from_str(r#"{"id":"x","content":"c","status":"done"}"#).expect("parse");
+        let back: PlanItem =
+            serde_json::from_str(r#"{"id":"x","content":"c","status":"done"}"#).expect("parse");
         assert_eq!(back.status, PlanStatus::Done);
     }
 }
