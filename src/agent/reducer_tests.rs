@@ -1,0 +1,499 @@
+use super::*;
+use crate::agent::events::VerificationReason as V;
+use crate::model::types::{ModelId, Usage};
+
+fn config() -> AgentConfig {
+    AgentConfig {
+        task: "fix the bug".into(),
+        checks: vec!["tests: pytest".into()],
+        max_turns: 50,
+        max_tokens: 1_000_000,
+        context_limit: 1_000_000,
+        tools: vec![],
+    }
+}
+
+fn call(id: &str, name: &str, args: &str) -> ToolCall {
+    ToolCall {
+        id: id.into(),
+        name: name.into(),
+        arguments: args.into(),
+    }
+}
+
+fn reply(calls: Vec<ToolCall>) -> Input {
+    Input::ModelReplied(ModelReply {
+        content: None,
+        tool_calls: calls,
+        usage: Usage {
+            input: 100,
+            output: 10,
+            estimated: false,
+        },
+        model: ModelId {
+            provider: "test".into(),
+            model: "m".into(),
+        },
+    })
+}
+
+const PLAN_WIP: &str = r#"{"items":[{"id":"1","content":"fix it","status":"in_progress"}]}"#;
+const PLAN_DONE: &str = r#"{"items":[{"id":"1","content":"fix it","status":"done"}]}"#;
+
+/// An agent past the baseline verification (which `baseline_passes` decides).
+fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
+    let mut a = Agent::new(config());
+    let fx = a.handle(Input::Start);
+    assert_eq!(
+        fx,
+        vec![Effect::Verify {
+            reason: V::Baseline,
+            attempt: 1
+        }]
+    );
+    let fx = a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: baseline_passes,
+        feedback: String::new(),
+    });
+    (a, fx)
+}
+
+fn last_tool_result(a: &Agent) -> String {
+    a.messages()
+        .iter()
+        .rev()
+        .find(|m| m.role == crate::model::types::Role::Tool)
+        .and_then(|m| m.content.clone())
+        .unwrap_or_default()
+}
+
+fn has<F: Fn(&Effect) -> bool>(fx: &[Effect], f: F) -> bool {
+    fx.iter().any(f)
+}
+
+fn calls_model(fx: &[Effect]) -> bool {
+    matches!(fx.last(), Some(Effect::CallModel(_)))
+}
+
+#[test]
+fn a_passing_baseline_is_checkpointed_as_validated_then_the_model_is_called() {
+    let (mut a, fx) = started(true);
+    assert_eq!(
+        fx[0],
+        Effect::Checkpoint {
+            reason: "baseline verified".into(),
+            validated: true
+        }
+    );
+    assert!(calls_model(&fx));
+    a.handle(Input::CheckpointCreated {
+        id: "c1".into(),
+        validated: true,
+    });
+    assert_eq!(a.validated_checkpoint(), Some("c1"));
+    assert_eq!(a.stats().turns, 1);
+}
+
+#[test]
+fn a_failing_baseline_invents_no_validated_state() {
+    let (a, fx) = started(false);
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Checkpoint {
+            validated: true,
+            ..
+        }
+    )));
+    assert!(calls_model(&fx));
+    assert_eq!(a.validated_checkpoint(), None);
+}
+
+#[test]
+fn an_edit_before_a_plan_is_refused_and_the_run_goes_on() {
+    let (mut a, _) = started(false);
+    let fx = a.handle(reply(vec![call(
+        "c1",
+        "edit_file",
+        r#"{"path":"a.py","patch":""}"#,
+    )]));
+    assert!(has(
+        &fx,
+        |e| matches!(e, Effect::Emit(RunEvent::PolicyRefused { name, .. }) if name == "edit_file")
+    ));
+    assert!(
+        !has(&fx, |e| matches!(e, Effect::RunTool(_))),
+        "nothing ran"
+    );
+    assert!(calls_model(&fx), "the run goes on");
+    assert!(
+        last_tool_result(&a).contains("plan is required"),
+        "{}",
+        last_tool_result(&a)
+    );
+}
+
+#[test]
+fn a_plan_then_an_edit_checkpoints_before_running() {
+    let (mut a, _) = started(false);
+    let fx = a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("e", "edit_file", "{}"),
+    ]));
+    let kinds: Vec<&str> = fx
+        .iter()
+        .map(|e| match e {
+            Effect::Emit(ev) => ev.type_name(),
+            Effect::Checkpoint { .. } => "checkpoint",
+            Effect::RunTool(_) => "run",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "tool.started",
+            "plan.updated",
+            "checkpoint",
+            "tool.finished",
+            "tool.started",
+            "checkpoint",
+            "run"
+        ]
+    );
+    assert_eq!(a.plan().items.len(), 1);
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "e".into(),
+        ok: true,
+        content: "applied".into(),
+    });
+    assert!(calls_model(&fx));
+    assert_eq!(a.stats().tool_calls, 2);
+}
+
+#[test]
+fn an_invalid_plan_is_refused_with_the_reason() {
+    let (mut a, _) = started(false);
+    let two_wip = r#"{"items":[{"id":"1","content":"a","status":"in_progress"},{"id":"2","content":"b","status":"in_progress"}]}"#;
+    a.handle(reply(vec![call("p", "update_plan", two_wip)]));
+    assert!(a.plan().is_empty());
+    assert!(last_tool_result(&a).contains("at most one plan item may be in_progress"));
+}
+
+#[test]
+fn no_tool_call_gets_a_correction_and_three_in_a_row_end_the_run() {
+    let (mut a, _) = started(false);
+    for _ in 0..2 {
+        let fx = a.handle(reply(vec![]));
+        assert!(has(&fx, |e| matches!(
+            e,
+            Effect::Emit(RunEvent::AgentCorrection { .. })
+        )));
+        assert!(calls_model(&fx));
+    }
+    let fx = a.handle(reply(vec![]));
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish {
+            outcome: Outcome::Failure,
+            ..
+        })
+    ));
+    assert!(a.is_finished());
+    assert!(
+        a.handle(reply(vec![])).is_empty(),
+        "a finished agent does nothing"
+    );
+}
+
+#[test]
+fn unknown_tools_and_broken_json_get_error_results() {
+    let (mut a, _) = started(false);
+    a.handle(reply(vec![call("x", "rm_rf", "{}")]));
+    assert!(last_tool_result(&a).contains("unknown tool"));
+    let fx = a.handle(reply(vec![call("y", "read_file", r#"{"path": "#)]));
+    assert!(last_tool_result(&a).contains("not valid JSON"));
+    assert!(calls_model(&fx));
+}
+
+#[test]
+fn completion_with_open_items_is_refused() {
+    let (mut a, _) = started(false);
+    a.handle(reply(vec![call("p", "update_plan", PLAN_WIP)]));
+    let fx = a.handle(reply(vec![call(
+        "c",
+        "request_completion",
+        r#"{"summary":"done"}"#,
+    )]));
+    assert!(!has(&fx, |e| matches!(e, Effect::Verify { .. })));
+    assert!(last_tool_result(&a).contains("every plan item must be done"));
+}
+
+fn complete(a: &mut Agent, id: &str) -> Vec<Effect> {
+    a.handle(reply(vec![
+        call(&format!("{id}-p"), "update_plan", PLAN_DONE),
+        call(id, "request_completion", r#"{"summary":"done"}"#),
+    ]))
+}
+
+#[test]
+fn only_the_verifier_decides_success() {
+    let (mut a, _) = started(false);
+    let fx = complete(&mut a, "c1");
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Verify {
+            reason: V::Completion,
+            ..
+        })
+    ));
+    let fx = a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: false,
+        feedback: "tests: exit 1".into(),
+    });
+    assert!(calls_model(&fx), "a failure goes back to the agent");
+    assert!(last_tool_result(&a).contains("tests: exit 1"));
+    assert_eq!(a.stats().repair_cycles, 1);
+    complete(&mut a, "c2");
+    let fx = a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: true,
+        feedback: String::new(),
+    });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Checkpoint {
+            validated: true,
+            ..
+        }
+    )));
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish {
+            outcome: Outcome::Success,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn the_third_failed_completion_after_a_validated_state_restores_it() {
+    let (mut a, _) = started(true);
+    a.handle(Input::CheckpointCreated {
+        id: "good".into(),
+        validated: true,
+    });
+    for i in 1..=2 {
+        complete(&mut a, &format!("c{i}"));
+        let fx = a.handle(Input::Verified {
+            reason: V::Completion,
+            passed: false,
+            feedback: "fail".into(),
+        });
+        assert!(calls_model(&fx), "repair cycle {i}");
+        assert!(last_tool_result(&a).contains(&format!("Repair cycle {i} of 2")));
+    }
+    complete(&mut a, "c3");
+    let fx = a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: false,
+        feedback: "fail".into(),
+    });
+    assert_eq!(
+        fx.last(),
+        Some(&Effect::Restore {
+            checkpoint: "good".into()
+        })
+    );
+    let fx = a.handle(Input::Restored { id: "good".into() });
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Verify {
+            reason: V::AfterRestore,
+            ..
+        })
+    ));
+    let fx = a.handle(Input::Verified {
+        reason: V::AfterRestore,
+        passed: true,
+        feedback: String::new(),
+    });
+    assert!(calls_model(&fx), "the run goes on after the rollback");
+    let s = a.stats();
+    assert_eq!((s.repair_cycles, s.rollbacks), (2, 1));
+}
+
+#[test]
+fn without_a_validated_state_failures_never_roll_back() {
+    let (mut a, _) = started(false);
+    for i in 0..4 {
+        complete(&mut a, &format!("c{i}"));
+        let fx = a.handle(Input::Verified {
+            reason: V::Completion,
+            passed: false,
+            feedback: "fail".into(),
+        });
+        assert!(!has(&fx, |e| matches!(e, Effect::Restore { .. })));
+    }
+    assert_eq!(a.stats().rollbacks, 0);
+    assert_eq!(a.stats().repair_cycles, 4);
+}
+
+#[test]
+fn the_turn_budget_ends_the_run() {
+    let mut cfg = config();
+    cfg.max_turns = 2;
+    let mut a = Agent::new(cfg);
+    a.handle(Input::Start);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        feedback: String::new(),
+    });
+    let fx = a.handle(reply(vec![call("r", "read_file", r#"{"path":"a"}"#)]));
+    assert!(matches!(fx.last(), Some(Effect::RunTool(_))));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "r".into(),
+        ok: true,
+        content: "x".into(),
+    });
+    assert!(calls_model(&fx));
+    a.handle(reply(vec![call("s", "read_file", r#"{"path":"a"}"#)]));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "s".into(),
+        ok: true,
+        content: "x".into(),
+    });
+    assert!(
+        matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("turn budget"))
+    );
+}
+
+#[test]
+fn the_token_budget_ends_the_run() {
+    let mut cfg = config();
+    cfg.max_tokens = 50;
+    let mut a = Agent::new(cfg);
+    a.handle(Input::Start);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        feedback: String::new(),
+    });
+    let fx = a.handle(reply(vec![]));
+    assert!(
+        matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("token budget"))
+    );
+}
+
+#[test]
+fn a_growing_context_is_compacted_and_an_exhausted_one_stops() {
+    let mut cfg = config();
+    cfg.context_limit = 6_000;
+    let mut a = Agent::new(cfg);
+    a.handle(Input::Start);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        feedback: String::new(),
+    });
+    let mut compacted = false;
+    for i in 0..12 {
+        let id = format!("r{i}");
+        a.handle(reply(vec![call(&id, "read_file", r#"{"path":"a"}"#)]));
+        let fx = a.handle(Input::ToolFinished {
+            call_id: id,
+            ok: true,
+            content: "y".repeat(1500),
+        });
+        compacted |= has(&fx, |e| {
+            matches!(e, Effect::Emit(RunEvent::ContextCompacted { .. }))
+        });
+        assert!(calls_model(&fx), "turn {i} goes on");
+    }
+    assert!(compacted, "the context was compacted");
+    // The most recent results alone exceed 90 %: the run must stop.
+    let mut a = Agent::new(AgentConfig {
+        context_limit: 3_000,
+        ..config()
+    });
+    a.handle(Input::Start);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        feedback: String::new(),
+    });
+    a.handle(reply(vec![call("big", "read_file", r#"{"path":"a"}"#)]));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "big".into(),
+        ok: true,
+        content: "z".repeat(16_000),
+    });
+    assert!(
+        matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("context budget"))
+    );
+}
+
+#[test]
+fn follow_ups_reach_the_next_turn_and_cancellation_finishes() {
+    let (mut a, _) = started(false);
+    a.handle(Input::FollowUp("also add a docstring".into()));
+    a.handle(reply(vec![call("r", "read_file", r#"{"path":"a"}"#)]));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "r".into(),
+        ok: true,
+        content: "x".into(),
+    });
+    let Some(Effect::CallModel(req)) = fx.last() else {
+        panic!("expected a model call")
+    };
+    let last = req
+        .messages
+        .last()
+        .and_then(|m| m.content.clone())
+        .unwrap_or_default();
+    assert!(last.contains("also add a docstring"), "{last}");
+    let fx = a.handle(Input::Cancelled {
+        reason: "Ctrl-C".into(),
+    });
+    assert_eq!(
+        fx,
+        vec![Effect::Finish {
+            outcome: Outcome::Cancelled,
+            reason: "Ctrl-C".into()
+        }]
+    );
+}
+
+#[test]
+fn tool_results_answer_their_call_ids_in_order() {
+    let (mut a, _) = started(false);
+    a.handle(reply(vec![
+        call("a", "read_file", r#"{"path":"x"}"#),
+        call("b", "ripgrep", r#"{"pattern":"y"}"#),
+    ]));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "a".into(),
+        ok: true,
+        content: "A".into(),
+    });
+    assert!(
+        matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == "b"),
+        "the second call runs next"
+    );
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "b".into(),
+        ok: true,
+        content: "B".into(),
+    });
+    let Some(Effect::CallModel(req)) = fx.last() else {
+        panic!("expected a model call")
+    };
+    let ids: Vec<_> = req
+        .messages
+        .iter()
+        .filter_map(|m| m.tool_call_id.clone())
+        .collect();
+    assert_eq!(ids, ["a", "b"]);
+}
