@@ -1,0 +1,87 @@
+//! `minicoder demo`: fixes a bundled buggy fixture end to end with a scripted
+//! model — no API key — but the real Docker sandbox and verifier.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::headless::StdoutMode;
+use crate::model::ScriptedSource;
+use crate::runtime::{ApprovalMode, RunOptions};
+use crate::state::StateDir;
+
+const FIXTURE: [(&str, &str); 5] = [
+    ("pagination.py", include_str!("../../assets/demo/fixture/pagination.py")),
+    ("tests/test_pagination.py", include_str!("../../assets/demo/fixture/tests/test_pagination.py")),
+    ("pyproject.toml", include_str!("../../assets/demo/fixture/pyproject.toml")),
+    (".minicoder.json", include_str!("../../assets/demo/fixture/.minicoder.json")),
+    ("README.md", include_str!("../../assets/demo/fixture/README.md")),
+];
+const SCRIPT: &str = include_str!("../../assets/demo/script.json");
+pub const TASK: &str = "Fix the pagination bug: page_count(21, 10) returns 2, so the partial last page is lost.";
+
+/// Writes the fixture as a fresh one-commit Git repository in `dir`.
+pub fn write_fixture(dir: &Path) -> anyhow::Result<()> {
+    for (path, text) in FIXTURE {
+        let file = dir.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(&file, text)?;
+    }
+    let repo = git2::Repository::init(dir)?;
+    let mut index = repo.index()?;
+    index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
+    index.write()?;
+    let tree = repo.find_tree(index.write_tree()?)?;
+    let sig = git2::Signature::now("minicoder demo", "demo@minicoder.invalid")?;
+    repo.commit(Some("HEAD"), &sig, &sig, "pagination helpers", &tree, &[])?;
+    Ok(())
+}
+
+pub async fn run() -> anyhow::Result<ExitCode> {
+    let (docker, _) = super::sandbox::docker_with_image().await?;
+    super::sandbox::startup_gc(&docker).await;
+    let state = StateDir::from_env()?;
+    let dir = state.root().join("demo").join(crate::ids::random_hex(4));
+    std::fs::create_dir_all(&dir)?;
+    write_fixture(&dir)?;
+    let before = tree_digest(&dir)?;
+    let source = ScriptedSource::from_json(SCRIPT)?;
+    let mut opts = RunOptions::new(&dir, TASK);
+    opts.approval = ApprovalMode::Never;
+    eprintln!("minicoder demo: fixing {} with a scripted model in the real sandbox", dir.display());
+    let code = super::run::run_with(opts, Box::new(source), StdoutMode::Result, &dir.display().to_string(), TASK).await;
+    let unchanged = tree_digest(&dir)? == before;
+    eprintln!(
+        "source repository {}",
+        if unchanged { "unchanged (byte for byte)" } else { "CHANGED — this is a bug" }
+    );
+    Ok(code)
+}
+
+/// SHA-256 over every file of a tree (paths and bytes), `.git` included.
+pub fn tree_digest(dir: &Path) -> anyhow::Result<String> {
+    use sha2::{Digest, Sha256};
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else {
+                files.push(entry.path());
+            }
+        }
+    }
+    files.sort();
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.strip_prefix(dir)?.to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update(std::fs::read(&f)?);
+        h.update([0]);
+    }
+    Ok(hex::encode(h.finalize()))
+}

@@ -1,0 +1,112 @@
+//! The headless consumer of the event stream (SPEC §10): exactly one JSON
+//! object on stdout at the end (or, with `--events`, one JSON event a line
+//! instead), and human progress on stderr.
+
+use std::io::Write;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::agent::RunEvent;
+
+/// What stdout carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdoutMode {
+    /// The final result object only.
+    Result,
+    /// Every event as a JSON line (the final object is not printed).
+    Events,
+}
+
+/// Consumes events until the sender is dropped: progress lines on stderr and,
+/// in [`StdoutMode::Events`], JSONL on stdout.
+pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, progress: bool) {
+    while let Some(event) = events.recv().await {
+        if mode == StdoutMode::Events
+            && event.is_persisted()
+            && let Ok(line) = serde_json::to_string(&event)
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        if progress && let Some(line) = progress_line(&event) {
+            let _ = writeln!(std::io::stderr(), "{line}");
+        }
+    }
+}
+
+/// One short line per event worth telling a person about.
+pub fn progress_line(event: &RunEvent) -> Option<String> {
+    Some(match event {
+        RunEvent::RunStarted {
+            run_id,
+            repo,
+            checks,
+            ..
+        } => format!("run {run_id} on {repo}; checks: {}", checks.join(", ")),
+        RunEvent::BootstrapFinished { passed, duration_ms, .. } => {
+            format!("bootstrap {} in {duration_ms} ms", if *passed { "passed" } else { "FAILED" })
+        }
+        RunEvent::ModelRequest { turn, model, .. } => {
+            format!("turn {turn}: asking {}:{}", model.provider, model.model)
+        }
+        RunEvent::ModelRetry {
+            attempt,
+            reason,
+            delay_ms,
+            ..
+        } => format!("  model retry {attempt} in {delay_ms} ms: {reason}"),
+        RunEvent::ModelFallback { from, to, reason } => format!(
+            "  falling back from {} to {}: {reason}",
+            from.provider, to.provider
+        ),
+        RunEvent::ToolFinished {
+            name, ok, summary, ..
+        } => format!("  {} {name}: {summary}", if *ok { "✓" } else { "✗" }),
+        RunEvent::PolicyRefused { name, reason, .. } => format!("  refused {name}: {reason}"),
+        RunEvent::AgentCorrection { .. } => "  the reply called no tool; correcting".to_string(),
+        RunEvent::CheckpointRestored { id, .. } => format!("  restored validated checkpoint {}", short(id)),
+        RunEvent::VerificationCheck { check, .. } => format!(
+            "  check {}: {} (exit {}, {} ms)",
+            check.name,
+            if check.passed { "passed" } else { "FAILED" },
+            check.exit_code.map_or("-".into(), |c| c.to_string()),
+            check.duration_ms
+        ),
+        RunEvent::VerificationFinished { reason, passed, .. } => format!(
+            "verification ({reason:?}): {}",
+            if *passed { "passed" } else { "failed" }
+        ),
+        RunEvent::ContextCompacted {
+            before_tokens,
+            after_tokens,
+            ..
+        } => format!("  context compacted: {before_tokens} → {after_tokens} tokens"),
+        RunEvent::RunFinished {
+            outcome, reason, duration_ms, ..
+        } => format!("finished: {outcome:?} ({reason}) in {duration_ms} ms"),
+        _ => return None,
+    })
+}
+
+fn short(id: &str) -> &str {
+    &id[..id.len().min(10)]
+}
+
+/// Prints the one result object.
+pub fn print_result(value: &impl serde::Serialize) {
+    let mut out = std::io::stdout().lock();
+    match serde_json::to_string(value) {
+        Ok(json) => {
+            let _ = writeln!(out, "{json}");
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "{}",
+                serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1})
+            );
+        }
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,133 @@
+//! The inputs of a run: flags over environment over defaults (SPEC §1, §7,
+//! and the seed's `MINICODER_*` table).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Who approves edits before they are applied to the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Every edit_file waits for a person.
+    Each,
+    /// The final patch is reviewed before `apply` (edits are not held up).
+    Final,
+    /// Unattended.
+    Never,
+}
+
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Limits {
+    pub max_turns: u32,
+    pub timeout_ms: u64,
+    pub command_timeout_ms: u64,
+    pub model_timeout_ms: u64,
+    pub max_tokens: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_turns: 50,
+            timeout_ms: 900_000,
+            command_timeout_ms: 60_000,
+            model_timeout_ms: 120_000,
+            max_tokens: 2_000_000,
+        }
+    }
+}
+
+impl Limits {
+    /// The defaults with `MINICODER_*` variables applied.
+    pub fn from_env(env: &HashMap<String, String>) -> Result<Self, String> {
+        let mut l = Self::default();
+        let num = |name: &str| -> Result<Option<u64>, String> {
+            match env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+                None => Ok(None),
+                Some(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(Some)
+                    .ok_or_else(|| format!("{name}={v:?} is not a positive whole number")),
+            }
+        };
+        if let Some(n) = num("MINICODER_MAX_TURNS")? {
+            l.max_turns = u32::try_from(n).map_err(|_| "MINICODER_MAX_TURNS is too large".to_string())?;
+        }
+        if let Some(n) = num("MINICODER_TIMEOUT_MS")? {
+            l.timeout_ms = n;
+        }
+        if let Some(n) = num("MINICODER_COMMAND_TIMEOUT_MS")? {
+            l.command_timeout_ms = n;
+        }
+        if let Some(n) = num("MINICODER_MODEL_TIMEOUT_MS")? {
+            l.model_timeout_ms = n;
+        }
+        if let Some(n) = num("MINICODER_MAX_TOKENS")? {
+            l.max_tokens = n;
+        }
+        Ok(l)
+    }
+
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+
+    pub fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub repo: PathBuf,
+    pub task: String,
+    pub limits: Limits,
+    pub network: bool,
+    pub artifact_dir: Option<PathBuf>,
+    /// `--check NAME CMD` overrides, in order.
+    pub checks: Vec<(String, String)>,
+    pub approval: ApprovalMode,
+    pub allow_zero_tests: bool,
+    /// Network for the bootstrap phase (`MINICODER_BOOTSTRAP_NETWORK`, default on).
+    pub bootstrap_network: bool,
+}
+
+impl RunOptions {
+    pub fn new(repo: impl Into<PathBuf>, task: impl Into<String>) -> Self {
+        Self {
+            repo: repo.into(),
+            task: task.into(),
+            limits: Limits::default(),
+            network: false,
+            artifact_dir: None,
+            checks: Vec::new(),
+            approval: ApprovalMode::Never,
+            allow_zero_tests: false,
+            bootstrap_network: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn environment_overrides_defaults_and_bad_values_are_named() {
+        let l = Limits::from_env(&env(&[("MINICODER_MAX_TURNS", "7"), ("MINICODER_TIMEOUT_MS", "1000")]))
+            .expect("limits");
+        assert_eq!(l.max_turns, 7);
+        assert_eq!(l.timeout_ms, 1000);
+        assert_eq!(l.command_timeout_ms, 60_000);
+        let e = Limits::from_env(&env(&[("MINICODER_MAX_TOKENS", "lots")])).expect_err("bad value");
+        assert!(e.contains("MINICODER_MAX_TOKENS"), "{e}");
+        assert!(Limits::from_env(&env(&[("MINICODER_MAX_TURNS", "0")])).is_err());
+    }
+}

@@ -1,0 +1,194 @@
+//! Setting a run up: validate the repository, freeze its checks, make the
+//! private workspace and checkpoint store, open the artifacts, start the
+//! command container and the verifier.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bollard::Docker;
+
+use super::{EventBus, RunError, RunHooks, RunOptions};
+use crate::agent::reducer::{Agent, AgentConfig};
+use crate::model::ActionSource;
+use crate::owner::{ProcessIdentity, write_owner_file};
+use crate::sandbox::spec::{ContainerSpec, Role};
+use crate::sandbox::{self, CommandContainer, SANDBOX_GID, SANDBOX_UID};
+use crate::state::StateDir;
+use crate::trace::{ArtifactDir, EventLog, Manifest};
+use crate::verify::{self, CheckSpec, Verifier};
+use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceRoot};
+
+/// Everything a started run owns.
+pub struct Prepared {
+    pub run_id: String,
+    pub options: RunOptions,
+    pub repo: PathBuf,
+    pub state: StateDir,
+    pub docker: Docker,
+    pub workspace: PrivateWorkspace,
+    pub root: WorkspaceRoot,
+    pub checkpoints: CheckpointStore,
+    pub baseline_checkpoint: git2::Oid,
+    pub baseline_fingerprint: String,
+    pub container: CommandContainer,
+    pub verifier: Verifier,
+    pub bootstrap: Vec<String>,
+    pub checks: Vec<CheckSpec>,
+    pub artifacts: ArtifactDir,
+    pub bus: EventBus,
+    pub source: Box<dyn ActionSource>,
+    pub agent: Agent,
+    pub hooks: RunHooks,
+    pub started: Instant,
+    pub deadline: tokio::time::Instant,
+}
+
+pub fn new_run_id() -> String {
+    format!(
+        "{}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S"),
+        crate::ids::random_hex(3)
+    )
+}
+
+/// The owner of the private workspace (the sandbox user) when we can give
+/// files away, i.e. when running as root.
+pub fn workspace_owner() -> Option<(u32, u32)> {
+    rustix::process::geteuid()
+        .is_root()
+        .then_some((SANDBOX_UID, SANDBOX_GID))
+}
+
+pub async fn prepare(
+    options: RunOptions,
+    source: Box<dyn ActionSource>,
+    mut hooks: RunHooks,
+) -> Result<Prepared, RunError> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + options.limits.timeout();
+    let repo = git2::Repository::open(&options.repo)
+        .ok()
+        .and_then(|r| r.workdir().map(PathBuf::from))
+        .and_then(|p| p.canonicalize().ok())
+        .ok_or_else(|| {
+            RunError::Invalid(format!(
+                "{} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
+                options.repo.display()
+            ))
+        })?;
+    if options.task.trim().is_empty() {
+        return Err(RunError::Invalid("the task is empty: say what to do".into()));
+    }
+    let config = verify::load_config(&repo)?;
+    let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
+    let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
+
+    let run_id = new_run_id();
+    let state = StateDir::from_env().map_err(|e| RunError::Invalid(e.to_string()))?;
+    state
+        .ensure()
+        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", state.root().display())))?;
+    let artifact_root = options
+        .artifact_dir
+        .clone()
+        .unwrap_or_else(|| state.runs_dir().join(&run_id));
+    let artifacts = ArtifactDir::create(&artifact_root, &repo)?;
+
+    let docker = sandbox::connect().await?;
+    let image = sandbox::spec::image_from_env();
+    sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await?;
+
+    // The owner file comes first, so `gc` never finds an ownerless workspace
+    // of a live run.
+    let ws_dir = state.workspace_dir(&run_id);
+    std::fs::create_dir_all(state.workspaces_dir())
+        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", state.workspaces_dir().display())))?;
+    write_owner_file(
+        &sandbox::gc::workspace_owner_file(&state, &run_id),
+        &ProcessIdentity::current(),
+    )
+    .map_err(|e| RunError::Invalid(format!("cannot write the workspace owner file: {e}")))?;
+    let owner = workspace_owner();
+    let workspace = PrivateWorkspace::create(&repo, &ws_dir, owner)?;
+    let root = workspace.root()?;
+    let mut checkpoints = CheckpointStore::open(
+        &state.checkpoint_store_dir(&run_id),
+        workspace.path(),
+        ExcludeSet::default(),
+    )?;
+    let baseline = checkpoints.create("baseline")?;
+
+    let mut spec = ContainerSpec::new(&image, workspace.path(), &run_id);
+    spec.network = options.network;
+    let verifier = Verifier::new(
+        docker.clone(),
+        image.clone(),
+        workspace.path().to_path_buf(),
+        run_id.clone(),
+        checks.clone(),
+        artifacts.outputs_dir(),
+        options.allow_zero_tests,
+        options.limits.command_timeout(),
+        state.checkpoint_store_dir(&run_id).with_extension("verify-cache"),
+    );
+    let (container, verifier) = tokio::join!(
+        CommandContainer::start(docker.clone(), spec.clone()),
+        async {
+            let mut v = verifier;
+            v.prewarm().await;
+            v
+        }
+    );
+    let container = container?;
+    let _ = Role::Command;
+
+    let log = EventLog::create(&artifacts.path().join("events.jsonl"))?;
+    let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
+    let agent = Agent::new(AgentConfig {
+        task: options.task.clone(),
+        checks: checks.iter().map(|c| format!("{}: {}", c.name, c.command)).collect(),
+        max_turns: options.limits.max_turns,
+        max_tokens: options.limits.max_tokens,
+        context_limit: source.context_limit(),
+        tools: crate::tools::specs(),
+    });
+    let manifest = Manifest {
+        run_id: run_id.clone(),
+        repo: repo.display().to_string(),
+        task: options.task.clone(),
+        baseline_commit: workspace.baseline().to_string(),
+        baseline_fingerprint: baseline.fingerprint.to_string(),
+        checks: checks.clone(),
+        bootstrap: bootstrap.clone(),
+        model_chain: vec![source.current()],
+        limits: options.limits.clone(),
+        network: options.network,
+        approval: options.approval,
+        created: chrono::Utc::now().to_rfc3339(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    artifacts.write_manifest(&manifest)?;
+    Ok(Prepared {
+        run_id,
+        repo,
+        state,
+        docker,
+        root,
+        baseline_checkpoint: baseline.id,
+        baseline_fingerprint: baseline.fingerprint.to_string(),
+        workspace,
+        checkpoints,
+        container,
+        verifier,
+        bootstrap,
+        checks,
+        artifacts,
+        bus,
+        source,
+        agent,
+        hooks,
+        started,
+        deadline,
+        options,
+    })
+}
