@@ -49,7 +49,10 @@ impl ArtifactDir {
     /// Creates (or reopens, for `resume`) `dir` with `outputs/` and
     /// `patches/`, mode 0700. Refuses a directory inside `source_repo`, before
     /// creating anything. Redacts with [`Redactor::from_env`].
-    pub fn create(dir: impl AsRef<Path>, source_repo: impl AsRef<Path>) -> Result<Self, TraceError> {
+    pub fn create(
+        dir: impl AsRef<Path>,
+        source_repo: impl AsRef<Path>,
+    ) -> Result<Self, TraceError> {
         let dir = dir.as_ref();
         let source_repo = source_repo.as_ref();
         let repo = source_repo
@@ -57,11 +60,18 @@ impl ArtifactDir {
             .map_err(TraceError::io("resolve the source repository", source_repo))?;
         let resolved = resolve_maybe_missing(dir)?;
         if resolved.starts_with(&repo) {
-            return Err(TraceError::ArtifactDirInsideRepo { dir: resolved, repo });
+            return Err(TraceError::ArtifactDirInsideRepo {
+                dir: resolved,
+                repo,
+            });
         }
         let mut builder = DirBuilder::new();
         builder.recursive(true).mode(0o700);
-        for sub in [Path::new(""), Path::new(OUTPUTS_DIR), Path::new(PATCHES_DIR)] {
+        for sub in [
+            Path::new(""),
+            Path::new(OUTPUTS_DIR),
+            Path::new(PATCHES_DIR),
+        ] {
             let path = resolved.join(sub);
             builder
                 .create(&path)
@@ -194,8 +204,8 @@ impl ArtifactDir {
     /// applied to a signed receipt, so one holding text the redactor would
     /// hide is refused instead.
     pub fn write_receipt(&self, receipt: &Receipt) -> Result<(), TraceError> {
-        let text = serde_json::to_string_pretty(receipt)
-            .map_err(TraceError::serialize("the receipt"))?;
+        let text =
+            serde_json::to_string_pretty(receipt).map_err(TraceError::serialize("the receipt"))?;
         if self.redactor.finds_credentials(&text) {
             return Err(TraceError::ReceiptHoldsSecret {
                 what: "a field of receipt.json".to_string(),
@@ -208,7 +218,11 @@ impl ArtifactDir {
         Receipt::load(self.receipt_path())
     }
 
-    fn redacted_json(&self, what: &'static str, value: &impl Serialize) -> Result<String, TraceError> {
+    fn redacted_json(
+        &self,
+        what: &'static str,
+        value: &impl Serialize,
+    ) -> Result<String, TraceError> {
         let text = serde_json::to_string_pretty(value).map_err(TraceError::serialize(what))?;
         let mut text = self.redactor.redact(&text).into_owned();
         text.push('\n');
@@ -376,9 +390,6 @@ mod tests {
         std::os::unix::fs::symlink(&real, dir.path().join("link")).expect("symlink");
         let resolved =
             resolve_maybe_missing(&dir.path().join("link/new/../other")).expect("resolve");
-        assert_eq!(
-            resolved,
-            real.canonicalize().expect("canon").join("other")
-        );
+        assert_eq!(resolved, real.canonicalize().expect("canon").join("other"));
     }
 }

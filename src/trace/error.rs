@@ -55,7 +55,9 @@ pub enum TraceError {
     )]
     KeyTooOpen { path: PathBuf, mode: u32 },
 
-    #[error("the receipt key `{path}` is unusable: {reason}; remove it to create a new key (receipts signed with the old key will no longer verify)")]
+    #[error(
+        "the receipt key `{path}` is unusable: {reason}; remove it to create a new key (receipts signed with the old key will no longer verify)"
+    )]
     KeyInvalid { path: PathBuf, reason: String },
 
     #[error("could not read 32 random bytes from /dev/urandom for the receipt key: {source}")]
@@ -69,7 +71,9 @@ pub enum TraceError {
     )]
     ReceiptTampered,
 
-    #[error("the receipt has version {found}, this minicoder reads version {expected}; use a matching minicoder")]
+    #[error(
+        "the receipt has version {found}, this minicoder reads version {expected}; use a matching minicoder"
+    )]
     ReceiptVersion { found: u32, expected: u32 },
 
     #[error(

@@ -212,8 +212,8 @@ fn scan_lines(complete: &[u8]) -> Result<ChainSummary, (u64, String)> {
 }
 
 fn check_line(raw: &[u8], seq: u64, prev: &str) -> Result<(), String> {
-    let value: serde_json::Value = serde_json::from_slice(raw)
-        .map_err(|e| format!("the line is not valid JSON ({e})"))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(raw).map_err(|e| format!("the line is not valid JSON ({e})"))?;
     let object = value
         .as_object()
         .ok_or_else(|| "the line is not a JSON object".to_string())?;

@@ -92,7 +92,11 @@ fn a_torn_last_line_fails_verification_and_is_repaired_on_resume() {
     let mut resumed = EventLog::open_append(&path)
         .expect("resume")
         .with_redactor(Redactor::default());
-    assert_eq!(std::fs::read(&path).expect("read"), whole, "torn line cut off");
+    assert_eq!(
+        std::fs::read(&path).expect("read"),
+        whole,
+        "torn line cut off"
+    );
     assert_eq!(resumed.append(&finished("c")).expect("append"), Some(3));
     assert_eq!(verify_chain(&path).expect("verify").lines, 3);
 }

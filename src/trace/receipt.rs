@@ -8,9 +8,9 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
+use super::TraceError;
 use super::event_log::{digest, sha256_hex};
 use super::receipt_key::ReceiptKey;
-use super::TraceError;
 use crate::agent::events::CheckReport;
 
 pub const RECEIPT_VERSION: u32 = 1;
@@ -156,8 +156,7 @@ impl Receipt {
 
     /// The canonical JSON of every field but `hmac`: keys sorted, no spaces.
     pub fn signed_text(&self) -> Result<String, TraceError> {
-        let mut value =
-            serde_json::to_value(self).map_err(TraceError::serialize("the receipt"))?;
+        let mut value = serde_json::to_value(self).map_err(TraceError::serialize("the receipt"))?;
         if let Some(object) = value.as_object_mut() {
             object.remove("hmac");
         }

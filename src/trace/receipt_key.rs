@@ -122,7 +122,10 @@ impl ReceiptKey {
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(TraceError::io("create the directory of the receipt key", dir))?;
+            .map_err(TraceError::io(
+                "create the directory of the receipt key",
+                dir,
+            ))?;
         let tmp = dir.join(format!(
             ".{RECEIPT_KEY_FILE}.{}.tmp",
             crate::ids::random_hex(6)

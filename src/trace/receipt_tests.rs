@@ -49,19 +49,30 @@ fn another_key_fails() {
 #[test]
 fn tampering_with_any_field_fails() {
     let signed = Receipt::sign(&key(), fields()).expect("sign");
-    let tampers: Vec<(&str, fn(&mut Receipt))> = vec![
+    type Tamper = (&'static str, fn(&mut Receipt));
+    let tampers: Vec<Tamper> = vec![
         ("run_id", |r| r.run_id.push('x')),
         ("repo", |r| r.repo = "/other".into()),
-        ("baseline_commit", |r| r.baseline_commit.replace_range(0..1, "4")),
-        ("baseline_fingerprint", |r| r.baseline_fingerprint = "ab".repeat(32)),
+        ("baseline_commit", |r| {
+            r.baseline_commit.replace_range(0..1, "4")
+        }),
+        ("baseline_fingerprint", |r| {
+            r.baseline_fingerprint = "ab".repeat(32)
+        }),
         ("patch_sha256", |r| r.patch_sha256 = sha256_hex(b"other")),
-        ("final_fingerprint", |r| r.final_fingerprint = "ba".repeat(32)),
+        ("final_fingerprint", |r| {
+            r.final_fingerprint = "ba".repeat(32)
+        }),
         ("verification.passed", |r| r.verification.passed = false),
         ("verification.fingerprint", |r| {
             r.verification.fingerprint = "ab".repeat(32)
         }),
-        ("check exit_code", |r| r.verification.checks[0].exit_code = Some(1)),
-        ("check command", |r| r.verification.checks[0].command = "true".into()),
+        ("check exit_code", |r| {
+            r.verification.checks[0].exit_code = Some(1)
+        }),
+        ("check command", |r| {
+            r.verification.checks[0].command = "true".into()
+        }),
         ("check removed", |r| {
             r.verification.checks.clear();
         }),
@@ -164,7 +175,10 @@ mod key_file {
         for mode in [0o644, 0o640, 0o604, 0o660] {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
             let err = ReceiptKey::load_or_create_at(&path).expect_err("too open");
-            assert!(matches!(err, TraceError::KeyTooOpen { .. }), "{mode:o}: {err}");
+            assert!(
+                matches!(err, TraceError::KeyTooOpen { .. }),
+                "{mode:o}: {err}"
+            );
             assert!(err.to_string().contains("chmod 600"), "{err}");
         }
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o400)).expect("chmod");

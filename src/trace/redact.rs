@@ -302,7 +302,11 @@ impl CompiledPattern {
                 caps.get(i).map_or("", |m| m.as_str())
             }
         };
-        format!("{}{REDACTED}{}", group(self.keep_prefix), group(self.keep_suffix))
+        format!(
+            "{}{REDACTED}{}",
+            group(self.keep_prefix),
+            group(self.keep_suffix)
+        )
     }
 }
 

@@ -144,7 +144,10 @@ fn environment_secret_values_are_redacted() {
         "a [REDACTED] b [REDACTED] c [REDACTED] d"
     );
     // Short values and other variables are not secrets.
-    assert_eq!(r.redact("short /home/someone-long"), "short /home/someone-long");
+    assert_eq!(
+        r.redact("short /home/someone-long"),
+        "short /home/someone-long"
+    );
 }
 
 #[test]
@@ -194,7 +197,10 @@ fn added_credentials_counts_only_added_lines() {
     );
     assert_eq!(
         fixed().added_credentials(&adding),
-        vec!["OpenAI-style API key (sk-)".to_string(), "GitHub token".to_string()]
+        vec![
+            "OpenAI-style API key (sk-)".to_string(),
+            "GitHub token".to_string()
+        ]
     );
 }
 
