@@ -1,0 +1,50 @@
+//! `manifest.json`: the immutable inputs and limits of a run.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::types::ModelId;
+
+/// The version of minicoder that writes artifacts.
+pub const MINICODER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    /// The source repository (absolute path).
+    pub repo: String,
+    pub task: String,
+    pub baseline_commit: String,
+    pub baseline_fingerprint: String,
+    /// The frozen verification checks, in order.
+    pub checks: Vec<ManifestCheck>,
+    /// Bootstrap commands, in order.
+    pub bootstrap: Vec<String>,
+    /// The providers and models the run may use, in fallback order.
+    pub model_chain: Vec<ModelId>,
+    pub limits: ManifestLimits,
+    /// RFC 3339 UTC.
+    pub created: String,
+    pub minicoder_version: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestCheck {
+    pub name: String,
+    pub command: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestLimits {
+    pub max_turns: u32,
+    /// The whole run.
+    pub timeout_ms: u64,
+    /// One sandboxed command.
+    pub command_timeout_ms: u64,
+    /// One model request.
+    pub model_timeout_ms: u64,
+    /// The context budget in tokens.
+    pub max_tokens: u64,
+    pub network: bool,
+    /// `each`, `final` or `never`.
+    pub approval: String,
+}

@@ -1,0 +1,23 @@
+//! Run artifacts (SPEC §9, §12): the manifest, state, the hash-chained event
+//! log, outputs, patches, report and the HMAC receipt. Every text written
+//! passes through the [`Redactor`].
+
+pub mod artifacts;
+mod error;
+pub mod event_log;
+pub mod manifest;
+pub mod receipt;
+pub mod receipt_key;
+pub mod redact;
+pub mod report;
+
+pub use artifacts::{ArtifactDir, StoredFile};
+pub use error::TraceError;
+pub use event_log::{ChainSummary, EventLog, GENESIS_PREV, digest, verify_chain};
+pub use manifest::{MINICODER_VERSION, Manifest, ManifestCheck, ManifestLimits};
+pub use receipt::{RECEIPT_VERSION, Receipt, ReceiptCheck, ReceiptFields, ReceiptVerification};
+pub use receipt_key::ReceiptKey;
+pub use redact::{REDACTED, Redactor};
+pub use report::{
+    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
+};

@@ -1,0 +1,225 @@
+//! `receipt.json`: an HMAC-SHA256 receipt binding the baseline, the patch,
+//! the verification evidence and fingerprint, and the event log's digest.
+//! `apply` refuses a run whose receipt does not verify.
+
+use std::path::Path;
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::Sha256;
+
+use super::TraceError;
+use super::event_log::{digest, sha256_hex};
+use super::receipt_key::ReceiptKey;
+use crate::agent::events::CheckReport;
+
+pub const RECEIPT_VERSION: u32 = 1;
+
+/// A signed receipt. Every field but `hmac` is covered by the HMAC; unknown
+/// fields are refused when reading, so nothing unsigned can ride along.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    pub version: u32,
+    pub run_id: String,
+    pub repo: String,
+    pub baseline_commit: String,
+    pub baseline_fingerprint: String,
+    /// SHA-256 of `final.patch` as written.
+    pub patch_sha256: String,
+    /// The workspace fingerprint the patch was exported from.
+    pub final_fingerprint: String,
+    pub verification: ReceiptVerification,
+    /// SHA-256 of `events.jsonl` when the receipt was signed.
+    pub events_sha256: String,
+    /// RFC 3339 UTC.
+    pub created: String,
+    /// Lowercase hex HMAC-SHA256 over the canonical JSON of the other fields.
+    pub hmac: String,
+}
+
+/// The verification the receipt vouches for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptVerification {
+    pub passed: bool,
+    /// The workspace fingerprint the checks ran against.
+    pub fingerprint: String,
+    pub checks: Vec<ReceiptCheck>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptCheck {
+    pub name: String,
+    pub command: String,
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+}
+
+impl From<&CheckReport> for ReceiptCheck {
+    fn from(check: &CheckReport) -> Self {
+        Self {
+            name: check.name.clone(),
+            command: check.command.clone(),
+            exit_code: check.exit_code,
+            passed: check.passed,
+        }
+    }
+}
+
+/// What a receipt states; [`Receipt::sign`] adds version, time and HMAC.
+/// Give it redacted values (check commands): what is signed is written as is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptFields {
+    pub run_id: String,
+    pub repo: String,
+    pub baseline_commit: String,
+    pub baseline_fingerprint: String,
+    pub patch_sha256: String,
+    pub final_fingerprint: String,
+    pub verification: ReceiptVerification,
+    pub events_sha256: String,
+}
+
+impl Receipt {
+    pub fn sign(key: &ReceiptKey, fields: ReceiptFields) -> Result<Self, TraceError> {
+        let mut receipt = Receipt {
+            version: RECEIPT_VERSION,
+            run_id: fields.run_id,
+            repo: fields.repo,
+            baseline_commit: fields.baseline_commit,
+            baseline_fingerprint: fields.baseline_fingerprint,
+            patch_sha256: fields.patch_sha256,
+            final_fingerprint: fields.final_fingerprint,
+            verification: fields.verification,
+            events_sha256: fields.events_sha256,
+            created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            hmac: String::new(),
+        };
+        let mac = receipt.mac(key)?;
+        receipt.hmac = hex::encode(mac.finalize().into_bytes());
+        Ok(receipt)
+    }
+
+    /// Checks the HMAC (in constant time) and the version.
+    pub fn verify(&self, key: &ReceiptKey) -> Result<(), TraceError> {
+        let claimed = hex::decode(&self.hmac).map_err(|_| TraceError::ReceiptTampered)?;
+        self.mac(key)?
+            .verify_slice(&claimed)
+            .map_err(|_| TraceError::ReceiptTampered)?;
+        if self.version != RECEIPT_VERSION {
+            return Err(TraceError::ReceiptVersion {
+                found: self.version,
+                expected: RECEIPT_VERSION,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Receipt::verify`], then that `patch` is the patch it signed and
+    /// `events_path` the event log it signed.
+    pub fn verify_against(
+        &self,
+        key: &ReceiptKey,
+        patch: &[u8],
+        events_path: impl AsRef<Path>,
+    ) -> Result<(), TraceError> {
+        self.verify(key)?;
+        let patch_sha256 = sha256_hex(patch);
+        if patch_sha256 != self.patch_sha256 {
+            return Err(TraceError::PatchMismatch {
+                expected: self.patch_sha256.clone(),
+                actual: patch_sha256,
+            });
+        }
+        let events_sha256 = digest(events_path)?;
+        if events_sha256 != self.events_sha256 {
+            return Err(TraceError::EventsMismatch {
+                expected: self.events_sha256.clone(),
+                actual: events_sha256,
+            });
+        }
+        Ok(())
+    }
+
+    /// Reads `receipt.json` (without verifying it).
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(TraceError::io("read the receipt", path))?;
+        serde_json::from_slice(&bytes).map_err(|source| TraceError::Parse {
+            what: "receipt",
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    /// The canonical JSON of every field but `hmac`: keys sorted, no spaces.
+    pub fn signed_text(&self) -> Result<String, TraceError> {
+        let mut value = serde_json::to_value(self).map_err(TraceError::serialize("the receipt"))?;
+        if let Some(object) = value.as_object_mut() {
+            object.remove("hmac");
+        }
+        let mut out = String::new();
+        write_canonical(&value, &mut out);
+        Ok(out)
+    }
+
+    fn mac(&self, key: &ReceiptKey) -> Result<Hmac<Sha256>, TraceError> {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes()).map_err(|_| {
+            TraceError::KeyInvalid {
+                path: Default::default(),
+                reason: "HMAC refused the key length".to_string(),
+            }
+        })?;
+        mac.update(self.signed_text()?.as_bytes());
+        Ok(mac)
+    }
+}
+
+/// JSON with object keys in byte order and no insignificant whitespace, so
+/// the same receipt always yields the same bytes.
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => out.push_str(&n.to_string()),
+        Value::String(s) => push_json_string(s, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json_string(key, out);
+                out.push(':');
+                if let Some(item) = map.get(key) {
+                    write_canonical(item, out);
+                }
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn push_json_string(s: &str, out: &mut String) {
+    // Serializing a &str cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
+#[cfg(test)]
+#[path = "receipt_tests.rs"]
+mod tests;

@@ -1,0 +1,391 @@
+//! Redaction of credentials from every artifact, and detection of credentials
+//! that a patch would add to the workspace.
+//!
+//! The patterns only ever match characters that JSON never escapes (or whole
+//! escape sequences), so redacting a serialized JSON line keeps it valid JSON:
+//! the event log redacts each line as text, before hashing it.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use regex::{Captures, Regex, RegexSet};
+
+/// What replaces a credential.
+pub const REDACTED: &str = "[REDACTED]";
+
+/// Environment values shorter than this are not treated as secrets (they would
+/// redact ordinary words).
+pub const MIN_SECRET_LEN: usize = 8;
+
+/// Names of variables whose values are always secrets (when long enough).
+const ALWAYS_SECRET: &[&str] = &["GEMINI_API_KEY", "OPENAI_API_KEY", "FREELLMAPI_API_KEY"];
+
+/// Suffixes of variable names whose values are secrets.
+const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_TOKEN", "_SECRET", "PASSWORD"];
+
+/// One recognisable kind of credential.
+struct FixedPattern {
+    kind: &'static str,
+    regex: &'static str,
+    /// The capture group kept before `[REDACTED]` (a prefix such as `Bearer `
+    /// or `password = "`); 0 means the whole match is replaced.
+    keep_prefix: usize,
+    /// The capture group kept after `[REDACTED]` (a closing quote).
+    keep_suffix: usize,
+    /// The capture group holding the secret itself (0: the whole match).
+    secret_group: usize,
+    /// Random keys contain digits; identifiers in code often do not.
+    needs_digit: bool,
+}
+
+const FIXED_PATTERNS: &[FixedPattern] = &[
+    FixedPattern {
+        kind: "private key block",
+        regex: r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=:, ]|\\[nrt]|\s|-[A-Za-z0-9])*(?:-----END [A-Z0-9 ]*PRIVATE KEY-----)?",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "bearer token",
+        regex: r"(?i)\b(bearer[ \t]+)[A-Za-z0-9\-._~+/]{16,}=*",
+        keep_prefix: 1,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "OpenAI-style API key (sk-)",
+        regex: r"\bsk-[A-Za-z0-9_\-]{20,}",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: true,
+    },
+    FixedPattern {
+        kind: "Google API key (AIza)",
+        regex: r"\bAIza[0-9A-Za-z_\-]{35}",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "GitHub token",
+        regex: r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "AWS access key id",
+        regex: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "Slack token",
+        regex: r"\bxox[baprs]-[A-Za-z0-9\-]{10,}",
+        keep_prefix: 0,
+        keep_suffix: 0,
+        secret_group: 0,
+        needs_digit: false,
+    },
+    FixedPattern {
+        kind: "credential assignment",
+        // name = "value" / name: 'value' / "name": "value", also inside JSON
+        // strings where the quotes appear escaped (\" or \\\").
+        regex: r#"(?i)(\b[A-Za-z0-9_]*(?:api_key|api-key|apikey|secret|token|password|passwd)(?:\\*["'])?[ \t]*[=:][ \t]*\\*["'])([^"'\\\s]{6,})(\\*["'])"#,
+        keep_prefix: 1,
+        keep_suffix: 3,
+        secret_group: 2,
+        needs_digit: true,
+    },
+];
+
+struct CompiledPattern {
+    kind: String,
+    regex: Regex,
+    keep_prefix: usize,
+    keep_suffix: usize,
+    secret_group: usize,
+    needs_digit: bool,
+}
+
+struct Inner {
+    patterns: Vec<CompiledPattern>,
+    /// Prefilter: which patterns match at all.
+    any: RegexSet,
+    /// Matched environment text -> the variable it came from.
+    env_names: HashMap<String, String>,
+}
+
+/// Replaces credentials with `[REDACTED]`. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Redactor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Redactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the secrets themselves.
+        f.debug_struct("Redactor")
+            .field("patterns", &self.inner.patterns.len())
+            .field("environment_secrets", &self.inner.env_names.len())
+            .finish()
+    }
+}
+
+impl Default for Redactor {
+    /// The fixed patterns only, without environment values.
+    fn default() -> Self {
+        Self::from_vars(std::iter::empty::<(String, String)>())
+    }
+}
+
+impl Redactor {
+    /// Fixed patterns plus the secret values of this process's environment.
+    pub fn from_env() -> Self {
+        Self::from_vars(std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        }))
+    }
+
+    /// Fixed patterns plus the secret values among `vars` (name, value): those
+    /// named in [`is_secret_variable`] with at least [`MIN_SECRET_LEN`] characters.
+    pub fn from_vars<N, V>(vars: impl IntoIterator<Item = (N, V)>) -> Self
+    where
+        N: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut env_names = HashMap::new();
+        for (name, value) in vars {
+            let (name, value) = (name.as_ref(), value.as_ref());
+            if !is_secret_variable(name) || value.chars().count() < MIN_SECRET_LEN {
+                continue;
+            }
+            env_names.insert(value.to_string(), name.to_string());
+            // The same value as it appears inside a JSON string.
+            if let Ok(quoted) = serde_json::to_string(value) {
+                let escaped = &quoted[1..quoted.len() - 1];
+                if escaped != value {
+                    env_names.insert(escaped.to_string(), name.to_string());
+                }
+            }
+        }
+        let mut patterns: Vec<CompiledPattern> = Vec::new();
+        if !env_names.is_empty() {
+            let mut literals: Vec<&String> = env_names.keys().collect();
+            // Longest first, so a value containing another is replaced whole.
+            literals.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+            let alternation = literals
+                .iter()
+                .map(|l| regex::escape(l))
+                .collect::<Vec<_>>()
+                .join("|");
+            if let Ok(regex) = Regex::new(&alternation) {
+                patterns.push(CompiledPattern {
+                    kind: String::from("environment secret"),
+                    regex,
+                    keep_prefix: 0,
+                    keep_suffix: 0,
+                    secret_group: 0,
+                    needs_digit: false,
+                });
+            }
+        }
+        patterns.extend(compile_fixed_patterns());
+        let any = RegexSet::new(patterns.iter().map(|p| p.regex.as_str()))
+            .unwrap_or_else(|_| RegexSet::empty());
+        Self {
+            inner: Arc::new(Inner {
+                patterns,
+                any,
+                env_names,
+            }),
+        }
+    }
+
+    /// `text` with every credential replaced by `[REDACTED]`; borrowed when
+    /// nothing had to change.
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        let hits = self.inner.any.matches(text);
+        if !hits.matched_any() && !self.inner.any.is_empty() {
+            return Cow::Borrowed(text);
+        }
+        let mut current = Cow::Borrowed(text);
+        for (index, pattern) in self.inner.patterns.iter().enumerate() {
+            if !self.inner.any.is_empty() && !hits.matched(index) {
+                continue;
+            }
+            let replaced = pattern
+                .regex
+                .replace_all(&current, |caps: &Captures<'_>| pattern.replacement(caps));
+            if let Cow::Owned(changed) = replaced {
+                current = Cow::Owned(changed);
+            }
+        }
+        if current == text {
+            Cow::Borrowed(text)
+        } else {
+            current
+        }
+    }
+
+    /// Bytes that may not be UTF-8: redacted as text (invalid sequences become
+    /// U+FFFD, since an artifact is for reading).
+    pub fn redact_bytes(&self, bytes: &[u8]) -> String {
+        let text = String::from_utf8_lossy(bytes);
+        self.redact(&text).into_owned()
+    }
+
+    /// Whether `text` holds anything this redactor would hide.
+    pub fn finds_credentials(&self, text: &str) -> bool {
+        matches!(self.redact(text), Cow::Owned(_))
+    }
+
+    /// The kinds of credential found in the *added* lines of a unified diff
+    /// (context and removed lines do not count), each once, in order of first
+    /// appearance. Environment secrets are named by their variable, never by
+    /// their value. A patch with any is to be refused.
+    pub fn added_credentials(&self, patch: &str) -> Vec<String> {
+        let mut kinds: Vec<String> = Vec::new();
+        for line in added_lines(patch) {
+            for pattern in &self.inner.patterns {
+                for caps in pattern.regex.captures_iter(line) {
+                    if !pattern.accepts(&caps) {
+                        continue;
+                    }
+                    let kind = match caps.get(0).map(|m| m.as_str()) {
+                        Some(found) if pattern.kind == "environment secret" => {
+                            match self.inner.env_names.get(found) {
+                                Some(name) => format!("value of ${name}"),
+                                None => pattern.kind.clone(),
+                            }
+                        }
+                        _ => pattern.kind.clone(),
+                    };
+                    if !kinds.contains(&kind) {
+                        kinds.push(kind);
+                    }
+                }
+            }
+        }
+        kinds
+    }
+}
+
+impl CompiledPattern {
+    /// Whether a match is a credential (and not, say, a kebab-case name).
+    fn accepts(&self, caps: &Captures<'_>) -> bool {
+        if !self.needs_digit {
+            return true;
+        }
+        caps.get(self.secret_group)
+            .is_some_and(|m| m.as_str().bytes().any(|b| b.is_ascii_digit()))
+    }
+
+    fn replacement(&self, caps: &Captures<'_>) -> String {
+        let whole = caps.get(0).map_or("", |m| m.as_str());
+        if !self.accepts(caps) {
+            return whole.to_string();
+        }
+        let group = |i: usize| {
+            if i == 0 {
+                ""
+            } else {
+                caps.get(i).map_or("", |m| m.as_str())
+            }
+        };
+        format!(
+            "{}{REDACTED}{}",
+            group(self.keep_prefix),
+            group(self.keep_suffix)
+        )
+    }
+}
+
+/// Whether a variable of this name holds a secret.
+pub fn is_secret_variable(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    ALWAYS_SECRET.contains(&upper.as_str())
+        || SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))
+}
+
+fn compile_fixed_patterns() -> impl Iterator<Item = CompiledPattern> {
+    // The patterns are constants covered by a test that compiles every one.
+    FIXED_PATTERNS.iter().filter_map(|p| {
+        Regex::new(p.regex).ok().map(|regex| CompiledPattern {
+            kind: p.kind.to_string(),
+            regex,
+            keep_prefix: p.keep_prefix,
+            keep_suffix: p.keep_suffix,
+            secret_group: p.secret_group,
+            needs_digit: p.needs_digit,
+        })
+    })
+}
+
+/// The added lines of a unified diff, without their `+`. Hunk line counts
+/// decide where a hunk ends, so a `+++` inside a hunk is an added line and a
+/// `+++ b/file` header is not. Text without any hunk header is read as bare
+/// `+` lines (so a malformed patch cannot hide a credential).
+fn added_lines(patch: &str) -> Vec<&str> {
+    let mut added = Vec::new();
+    let mut old_left: u64 = 0;
+    let mut new_left: u64 = 0;
+    let mut saw_hunk = false;
+    for line in patch.lines() {
+        if old_left == 0 && new_left == 0 {
+            if let Some((old, new)) = parse_hunk_header(line) {
+                saw_hunk = true;
+                old_left = old;
+                new_left = new;
+            }
+            continue;
+        }
+        match line.as_bytes().first() {
+            Some(b'+') => {
+                added.push(&line[1..]);
+                new_left = new_left.saturating_sub(1);
+            }
+            Some(b'-') => old_left = old_left.saturating_sub(1),
+            Some(b'\\') => {}
+            _ => {
+                old_left = old_left.saturating_sub(1);
+                new_left = new_left.saturating_sub(1);
+            }
+        }
+    }
+    if !saw_hunk {
+        return patch
+            .lines()
+            .filter(|l| l.starts_with('+') && !l.starts_with("+++ "))
+            .map(|l| &l[1..])
+            .collect();
+    }
+    added
+}
+
+/// `@@ -12,3 +12,4 @@ ...` -> (old lines, new lines); a missing count is 1.
+fn parse_hunk_header(line: &str) -> Option<(u64, u64)> {
+    let rest = line.strip_prefix("@@ -")?;
+    let (ranges, _) = rest.split_once(" @@")?;
+    let (old, new) = ranges.split_once(" +")?;
+    let count = |range: &str| -> Option<u64> {
+        match range.split_once(',') {
+            Some((_, n)) => n.parse().ok(),
+            None => range.parse::<u64>().ok().map(|_| 1),
+        }
+    };
+    Some((count(old)?, count(new)?))
+}
+
+#[cfg(test)]
+#[path = "redact_tests.rs"]
+mod tests;
