@@ -166,16 +166,17 @@ impl Verifier {
         })
     }
 
-    /// Removes the spare and every container used by a check.
+    /// Removes the spare and every container used by a check, concurrently
+    /// (teardown has a budget of half a second).
     pub async fn shutdown(mut self) {
-        if let Some(spare) = self.spare.take()
-            && let Ok(Ok(container)) = spare.await
-        {
-            container.shutdown().await;
+        if let Some(spare) = self.spare.take() {
+            self.removals.push(tokio::spawn(async move {
+                if let Ok(Ok(container)) = spare.await {
+                    container.shutdown().await;
+                }
+            }));
         }
-        for removal in self.removals.drain(..) {
-            let _ = removal.await;
-        }
+        futures_util::future::join_all(self.removals.drain(..)).await;
     }
 
     async fn run_check(
