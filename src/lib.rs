@@ -11,4 +11,5 @@ pub mod owner;
 pub mod sandbox;
 pub mod state;
 pub mod trace;
+pub mod verify;
 pub mod workspace;

@@ -158,7 +158,7 @@ impl CommandContainer {
             live: None,
             next_id: 1,
         };
-        container.live = Some(container.launch().await?);
+        container.live = Some(Self::launch(&container.docker, &container.spec).await?);
         Ok(container)
     }
 
@@ -171,47 +171,48 @@ impl CommandContainer {
         &self.spec
     }
 
-    async fn launch(&self) -> Result<Live, SandboxError> {
+    // `launch`, `attach_and_start` and `lost_reason` borrow only `Sync` parts,
+    // never `&self` (its output stream is `Send` but not `Sync`), so that the
+    // futures of `start` and `run` are `Send` and can be spawned.
+    async fn launch(docker: &Docker, spec: &ContainerSpec) -> Result<Live, SandboxError> {
         let name = format!(
             "minicoder-{}-{}-{}",
-            sanitize(&self.spec.run_id),
-            self.spec.role.as_str(),
+            sanitize(&spec.run_id),
+            spec.role.as_str(),
             crate::ids::random_hex(4)
         );
         let cmd = ["python3", "-I", "-S", "-c", SUPERVISOR]
             .map(String::from)
             .to_vec();
-        let created = self
-            .docker
+        let created = docker
             .create_container(
                 Some(CreateContainerOptions {
                     name: Some(name),
                     ..Default::default()
                 }),
-                self.spec.create_body(cmd),
+                spec.create_body(cmd),
             )
             .await
             .map_err(|e| match e {
                 bollard::errors::Error::DockerResponseServerError {
                     status_code: 404, ..
                 } => SandboxError::ImageMissing {
-                    image: self.spec.image.clone(),
+                    image: spec.image.clone(),
                 },
                 e => SandboxError::docker("create the command container", e),
             })?;
         let id = created.id;
-        match self.attach_and_start(&id).await {
+        match Self::attach_and_start(docker, &id).await {
             Ok(live) => Ok(live),
             Err(e) => {
-                remove(&self.docker, &id).await;
+                remove(docker, &id).await;
                 Err(e)
             }
         }
     }
 
-    async fn attach_and_start(&self, id: &str) -> Result<Live, SandboxError> {
-        let attached = self
-            .docker
+    async fn attach_and_start(docker: &Docker, id: &str) -> Result<Live, SandboxError> {
+        let attached = docker
             .attach_container(
                 id,
                 Some(AttachContainerOptions {
@@ -225,7 +226,7 @@ impl CommandContainer {
             )
             .await
             .map_err(|e| SandboxError::docker("attach to the command container", e))?;
-        self.docker
+        docker
             .start_container(id, None)
             .await
             .map_err(|e| SandboxError::docker("start the command container", e))?;
@@ -268,7 +269,7 @@ impl CommandContainer {
             replaced_before = Some("an earlier command was interrupted".to_string());
         }
         if self.live.is_none() {
-            self.live = Some(self.launch().await?);
+            self.live = Some(Self::launch(&self.docker, &self.spec).await?);
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -337,7 +338,13 @@ impl CommandContainer {
                 (exit, replaced)
             }
             Ok(Err(SandboxError::ContainerLost(why))) => {
-                let why = self.lost_reason(why).await;
+                let why = match self.live.as_ref() {
+                    Some(live) => {
+                        let (id, diagnostics) = (live.id.clone(), live.diagnostics.clone());
+                        lost_reason(&self.docker, &id, &diagnostics, why).await
+                    }
+                    None => why,
+                };
                 self.discard().await;
                 (killed_exit(false), Some(why))
             }
@@ -364,28 +371,6 @@ impl CommandContainer {
         })
     }
 
-    /// Why the container went away, from Docker's record of it.
-    async fn lost_reason(&self, fallback: String) -> String {
-        let Some(live) = self.live.as_ref() else {
-            return fallback;
-        };
-        let inspected = self
-            .docker
-            .inspect_container(&live.id, None::<InspectContainerOptions>)
-            .await;
-        match inspected.ok().and_then(|c| c.state) {
-            Some(state) if state.oom_killed == Some(true) => {
-                "the container ran out of memory and was killed".to_string()
-            }
-            Some(state) => format!(
-                "the container stopped (exit code {}){}",
-                state.exit_code.unwrap_or(-1),
-                diagnostics_suffix(&live.diagnostics)
-            ),
-            None => fallback,
-        }
-    }
-
     /// Removes the current container; the next command starts a fresh one.
     async fn discard(&mut self) {
         if let Some(live) = self.live.take() {
@@ -409,6 +394,24 @@ impl Drop for CommandContainer {
             let docker = self.docker.clone();
             handle.spawn(async move { remove(&docker, &live.id).await });
         }
+    }
+}
+
+/// Why the container went away, from Docker's record of it.
+async fn lost_reason(docker: &Docker, id: &str, diagnostics: &[u8], fallback: String) -> String {
+    let inspected = docker
+        .inspect_container(id, None::<InspectContainerOptions>)
+        .await;
+    match inspected.ok().and_then(|c| c.state) {
+        Some(state) if state.oom_killed == Some(true) => {
+            "the container ran out of memory and was killed".to_string()
+        }
+        Some(state) => format!(
+            "the container stopped (exit code {}){}",
+            state.exit_code.unwrap_or(-1),
+            diagnostics_suffix(diagnostics)
+        ),
+        None => fallback,
     }
 }
 

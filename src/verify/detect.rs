@@ -1,0 +1,182 @@
+//! Checks inferred from the project's files, used when neither `--check` nor
+//! `.minicoder.json` names any (SPEC §6). One ecosystem gives checks; several
+//! at once are ambiguous and none is refused: a run with no meaningful check
+//! cannot succeed.
+
+use std::path::Path;
+
+use super::VerifyError;
+use super::config::CheckSpec;
+
+/// The package scripts that become checks, in this order.
+const PACKAGE_SCRIPTS: [&str; 4] = ["test", "build", "lint", "typecheck"];
+
+/// Detects the checks of the project at `repo`.
+pub fn detect_checks(repo: &Path) -> Result<Vec<CheckSpec>, VerifyError> {
+    let mut found: Vec<(&'static str, Vec<CheckSpec>)> = Vec::new();
+    if let Some(text) = read_if_present(&repo.join("package.json"))? {
+        let checks = package_script_checks(&text);
+        if !checks.is_empty() {
+            found.push(("a Node package (package.json scripts)", checks));
+        }
+    }
+    if repo.join("Cargo.toml").is_file() {
+        found.push((
+            "a Rust crate (Cargo.toml)",
+            vec![CheckSpec::new("cargo-test", "cargo test --locked")],
+        ));
+    }
+    if repo.join("go.mod").is_file() {
+        found.push((
+            "a Go module (go.mod)",
+            vec![CheckSpec::new("go-test", "go test ./...")],
+        ));
+    }
+    if let Some(text) = read_if_present(&repo.join("pyproject.toml"))?
+        && configures_pytest(&text)
+    {
+        found.push((
+            "a Python project with pytest configured (pyproject.toml)",
+            vec![CheckSpec::new("pytest", "python3 -m pytest -q")],
+        ));
+    }
+    match found.len() {
+        0 => Err(VerifyError::NoMeaningfulCheck),
+        1 => Ok(found.remove(0).1),
+        _ => Err(VerifyError::AmbiguousProject {
+            found: found
+                .iter()
+                .map(|(what, _)| *what)
+                .collect::<Vec<_>>()
+                .join(" and "),
+        }),
+    }
+}
+
+fn read_if_present(path: &Path) -> Result<Option<String>, VerifyError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(source) => Err(VerifyError::DetectRead {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// `npm test` / `npm run <name>` for each meaningful script of [`PACKAGE_SCRIPTS`].
+/// A package.json that does not parse gives no check.
+fn package_script_checks(package_json: &str) -> Vec<CheckSpec> {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(package_json) else {
+        return Vec::new();
+    };
+    let Some(scripts) = value.get("scripts").and_then(|s| s.as_object()) else {
+        return Vec::new();
+    };
+    PACKAGE_SCRIPTS
+        .iter()
+        .filter_map(|&name| {
+            let script = scripts.get(name)?.as_str()?;
+            if is_watch_script(script) || is_placeholder_script(script) {
+                return None;
+            }
+            let command = if name == "test" {
+                "npm test".to_string()
+            } else {
+                format!("npm run {name}")
+            };
+            Some(CheckSpec::new(name, command))
+        })
+        .collect()
+}
+
+/// A script that never ends on its own: `jest --watch`, `tsc -w`, `npm run test:watch`.
+fn is_watch_script(script: &str) -> bool {
+    script.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c| c == '"' || c == '\'');
+        word.starts_with("--watch")
+            || word == "-w"
+            || word == "watch"
+            || word == "nodemon"
+            || word.contains(":watch")
+            || word.starts_with("watch:")
+    })
+}
+
+/// `echo "Error: no test specified" && exit 1`, an empty script, or one that
+/// only echoes (whatever it exits with afterwards).
+fn is_placeholder_script(script: &str) -> bool {
+    if script.contains("no test specified") {
+        return true;
+    }
+    script
+        .split(['&', ';', '|'])
+        .map(str::trim)
+        .filter(|part| !part.is_empty())
+        .all(|part| {
+            let program = part.split_whitespace().next().unwrap_or("");
+            matches!(program, "echo" | "exit" | "true" | "false" | ":")
+        })
+}
+
+/// A `[tool.pytest...]` table in pyproject.toml.
+fn configures_pytest(pyproject: &str) -> bool {
+    pyproject
+        .lines()
+        .map(str::trim_start)
+        .any(|line| line.starts_with("[tool.pytest"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholder_and_watch_scripts_are_recognised() {
+        assert!(is_placeholder_script(
+            "echo \"Error: no test specified\" && exit 1"
+        ));
+        assert!(is_placeholder_script("echo 'todo'"));
+        assert!(is_placeholder_script("echo nothing here; exit 0"));
+        assert!(is_placeholder_script(""));
+        assert!(!is_placeholder_script("jest"));
+        assert!(!is_placeholder_script("echo start && vitest run"));
+        assert!(is_watch_script("jest --watch"));
+        assert!(is_watch_script("vitest --watchAll"));
+        assert!(is_watch_script("tsc -w"));
+        assert!(is_watch_script("npm run test:watch"));
+        assert!(!is_watch_script("jest --ci"));
+        assert!(!is_watch_script("tsc --noEmit"));
+    }
+
+    #[test]
+    fn scripts_become_checks_in_a_fixed_order() {
+        let checks = package_script_checks(
+            r#"{"scripts": {"lint": "eslint .", "test": "jest", "dev": "vite", "build": "tsc -w", "typecheck": "tsc --noEmit"}}"#,
+        );
+        assert_eq!(
+            checks,
+            vec![
+                CheckSpec::new("test", "npm test"),
+                CheckSpec::new("lint", "npm run lint"),
+                CheckSpec::new("typecheck", "npm run typecheck"),
+            ]
+        );
+        assert!(package_script_checks("{not json").is_empty());
+    }
+
+    #[test]
+    fn pytest_needs_its_table() {
+        assert!(configures_pytest(
+            "[project]\nname='x'\n[tool.pytest.ini_options]\n"
+        ));
+        assert!(!configures_pytest("[project]\nname='x'\n[tool.ruff]\n"));
+    }
+}

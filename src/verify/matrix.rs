@@ -1,0 +1,329 @@
+//! [`Verifier`]: runs every check of the frozen matrix, in order, each in a
+//! fresh container, with the workspace fingerprint taken before and after each
+//! check. A check that changes the workspace fails the whole matrix (and stops
+//! it); a zero-test result fails unless allowed; the verdict is bound to the
+//! fingerprint taken at the start.
+//!
+//! Speed: a fresh container costs ~300 ms to start, so the verifier keeps one
+//! spare started ahead of time ([`Verifier::prewarm`], and again after every
+//! check). A started, never used container is still fresh. Used containers are
+//! removed in the background and awaited in [`Verifier::shutdown`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+use tokio::task::JoinHandle;
+
+use super::VerifyError;
+use super::config::CheckSpec;
+use super::outcome::{abnormal_end, millis, output_file};
+use super::zero_tests::{PYTEST_NO_TESTS_EXIT, PYTEST_ZERO, zero_tests};
+use crate::agent::events::CheckReport;
+use crate::sandbox::spec::Role;
+use crate::sandbox::{
+    CommandContainer, CommandOutcome, CommandRequest, ContainerSpec, SandboxError,
+};
+use crate::workspace::{ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter, Snapshot};
+
+/// The per-check timeout unless configured.
+pub const DEFAULT_CHECK_TIMEOUT: Duration = Duration::from_secs(60);
+/// At most this many changed paths are named in a failure.
+const MAX_NAMED_CHANGES: usize = 10;
+
+/// What a [`Verifier`] needs.
+#[derive(Debug, Clone)]
+pub struct VerifierSettings {
+    pub image: String,
+    /// Host path of the private workspace.
+    pub workspace: PathBuf,
+    pub run_id: String,
+    /// The frozen checks of the run.
+    pub checks: Vec<CheckSpec>,
+    /// Where check output is spooled: normally `<artifact dir>/outputs`;
+    /// reports name files relative to its parent.
+    pub outputs_dir: PathBuf,
+    /// The fingerprinter's stat cache; must be outside the workspace.
+    pub fingerprint_cache: PathBuf,
+    pub allow_zero_tests: bool,
+    pub check_timeout: Duration,
+    pub excludes: ExcludeSet,
+}
+
+impl VerifierSettings {
+    /// Settings with the defaults: zero tests refused, 60 s per check, the
+    /// default cache exclusions.
+    pub fn new(
+        image: impl Into<String>,
+        workspace: impl Into<PathBuf>,
+        run_id: impl Into<String>,
+        checks: Vec<CheckSpec>,
+        outputs_dir: impl Into<PathBuf>,
+        fingerprint_cache: impl Into<PathBuf>,
+    ) -> Self {
+        Self {
+            image: image.into(),
+            workspace: workspace.into(),
+            run_id: run_id.into(),
+            checks,
+            outputs_dir: outputs_dir.into(),
+            fingerprint_cache: fingerprint_cache.into(),
+            allow_zero_tests: false,
+            check_timeout: DEFAULT_CHECK_TIMEOUT,
+            excludes: ExcludeSet::default(),
+        }
+    }
+}
+
+/// The verdict of one verification.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerificationResult {
+    /// Every check passed.
+    pub passed: bool,
+    /// The checks that ran, in order (all of them unless one changed the workspace).
+    pub checks: Vec<CheckReport>,
+    /// The workspace fingerprint at the start: a pass is bound to it.
+    pub fingerprint: Fingerprint,
+    pub duration_ms: u64,
+}
+
+type ContainerStart = JoinHandle<Result<CommandContainer, SandboxError>>;
+
+/// Runs a run's verification matrix.
+pub struct Verifier {
+    docker: Docker,
+    settings: VerifierSettings,
+    fingerprinter: Fingerprinter,
+    spare: Option<ContainerStart>,
+    removals: Vec<JoinHandle<()>>,
+}
+
+impl Verifier {
+    /// Fails only if the fingerprint cache is inside the workspace.
+    pub fn new(docker: Docker, settings: VerifierSettings) -> Result<Self, VerifyError> {
+        let fingerprinter = Fingerprinter::new(&settings.workspace, settings.excludes.clone())
+            .with_cache_file(&settings.fingerprint_cache)?;
+        Ok(Self {
+            docker,
+            settings,
+            fingerprinter,
+            spare: None,
+            removals: Vec::new(),
+        })
+    }
+
+    pub fn checks(&self) -> &[CheckSpec] {
+        &self.settings.checks
+    }
+
+    /// Starts a spare container in the background so the next check does not
+    /// wait for one. Does nothing if a spare is already there or starting.
+    pub async fn prewarm(&mut self) {
+        if self.spare.is_none() {
+            self.start_spare();
+        }
+    }
+
+    /// Runs every check; `observe` sees each report as soon as it is known.
+    /// `Err` means the sandbox or the fingerprint failed, not a check.
+    pub async fn verify(
+        &mut self,
+        attempt: u32,
+        observe: &mut (dyn FnMut(&CheckReport) + Send),
+    ) -> Result<VerificationResult, VerifyError> {
+        if self.settings.checks.is_empty() {
+            return Err(VerifyError::NoChecks);
+        }
+        let started = Instant::now();
+        let outputs_dir = self.settings.outputs_dir.clone();
+        std::fs::create_dir_all(&outputs_dir).map_err(|source| VerifyError::Outputs {
+            path: outputs_dir.clone(),
+            source,
+        })?;
+        let initial = self.fingerprinter.scan()?;
+        let fingerprint = initial.fingerprint;
+        let mut before = initial;
+        let mut reports = Vec::with_capacity(self.settings.checks.len());
+        for check in self.settings.checks.clone() {
+            let outcome = self.run_check(&check, attempt).await?;
+            let after = self.fingerprinter.scan()?;
+            let changed = changed_paths(&before, &after);
+            let report = self.report(&check, &outcome, &changed);
+            observe(&report);
+            reports.push(report);
+            if !changed.is_empty() {
+                break;
+            }
+            before = after;
+        }
+        self.removals.retain(|removal| !removal.is_finished());
+        Ok(VerificationResult {
+            passed: reports.len() == self.settings.checks.len() && reports.iter().all(|r| r.passed),
+            checks: reports,
+            fingerprint,
+            duration_ms: millis(started.elapsed()),
+        })
+    }
+
+    /// Removes the spare and every container used by a check, concurrently
+    /// (teardown has a budget of half a second).
+    pub async fn shutdown(mut self) {
+        if let Some(spare) = self.spare.take() {
+            self.removals.push(tokio::spawn(async move {
+                if let Ok(Ok(container)) = spare.await {
+                    container.shutdown().await;
+                }
+            }));
+        }
+        futures_util::future::join_all(self.removals.drain(..)).await;
+    }
+
+    async fn run_check(
+        &mut self,
+        check: &CheckSpec,
+        attempt: u32,
+    ) -> Result<CommandOutcome, VerifyError> {
+        let mut container = self.take_fresh_container().await?;
+        let request = CommandRequest::new(&check.command)
+            .timeout(self.settings.check_timeout)
+            .spool_to(
+                &self.settings.outputs_dir,
+                &format!("verify-{attempt}-{}", check.name),
+            );
+        let outcome = container.run(request).await;
+        self.removals.push(tokio::spawn(container.shutdown()));
+        self.start_spare();
+        Ok(outcome?)
+    }
+
+    fn report(
+        &self,
+        check: &CheckSpec,
+        outcome: &CommandOutcome,
+        changed: &[String],
+    ) -> CheckReport {
+        let timeout = self.settings.check_timeout;
+        let zero = if outcome.timed_out {
+            None
+        } else {
+            zero_tests(
+                &outcome.stdout.text(),
+                &outcome.stderr.text(),
+                outcome.exit_code,
+            )
+        };
+        let exit_accepted = outcome.exit_code == Some(0)
+            || (self.settings.allow_zero_tests
+                && zero == Some(PYTEST_ZERO)
+                && outcome.exit_code == Some(PYTEST_NO_TESTS_EXIT));
+        let failure = if !changed.is_empty() {
+            Some(describe_changes(changed))
+        } else if let Some(abnormal) = abnormal_end(outcome, timeout) {
+            Some(abnormal)
+        } else {
+            zero.filter(|_| !self.settings.allow_zero_tests).map(|reason| {
+                format!("{reason}: a check that runs no test proves nothing (allow it with --allow-zero-tests)")
+            })
+        };
+        CheckReport {
+            name: check.name.clone(),
+            command: check.command.clone(),
+            exit_code: outcome.exit_code,
+            passed: exit_accepted && failure.is_none(),
+            duration_ms: millis(outcome.duration),
+            failure,
+            output_file: output_file(outcome, &self.settings.outputs_dir),
+        }
+    }
+
+    fn container_spec(&self) -> ContainerSpec {
+        let mut spec = ContainerSpec::new(
+            self.settings.image.clone(),
+            self.settings.workspace.clone(),
+            self.settings.run_id.clone(),
+        );
+        spec.role = Role::Verify;
+        spec.network = false;
+        spec
+    }
+
+    fn start_spare(&mut self) {
+        let start = CommandContainer::start(self.docker.clone(), self.container_spec());
+        self.spare = Some(tokio::spawn(start));
+    }
+
+    /// The spare if it started; otherwise a container started now (whose
+    /// error, if any, is the one reported).
+    async fn take_fresh_container(&mut self) -> Result<CommandContainer, VerifyError> {
+        if let Some(spare) = self.spare.take() {
+            match spare.await {
+                Ok(Ok(container)) => return Ok(container),
+                Ok(Err(e)) => tracing::debug!("the spare verify container did not start: {e}"),
+                Err(e) => tracing::debug!("starting the spare verify container panicked: {e}"),
+            }
+        }
+        Ok(CommandContainer::start(self.docker.clone(), self.container_spec()).await?)
+    }
+}
+
+/// The paths added, removed or changed between two snapshots, sorted.
+fn changed_paths(before: &Snapshot, after: &Snapshot) -> Vec<String> {
+    if before.fingerprint == after.fingerprint {
+        return Vec::new();
+    }
+    let index = |s: &Snapshot| -> BTreeMap<PathBuf, FingerprintEntry> {
+        s.entries
+            .iter()
+            .map(|e| (e.path.clone(), e.clone()))
+            .collect()
+    };
+    let (old, new) = (index(before), index(after));
+    let mut changed: Vec<&Path> = old
+        .iter()
+        .filter(|(path, entry)| new.get(*path) != Some(*entry))
+        .map(|(path, _)| path.as_path())
+        .chain(
+            new.keys()
+                .filter(|p| !old.contains_key(*p))
+                .map(PathBuf::as_path),
+        )
+        .collect();
+    changed.sort();
+    let mut names: Vec<String> = changed.iter().map(|p| p.display().to_string()).collect();
+    if names.is_empty() {
+        // Same entries, different digest: cannot happen with one encoding,
+        // but a change must never read as "no change".
+        names.push(".".to_string());
+    }
+    names
+}
+
+fn describe_changes(changed: &[String]) -> String {
+    let named = changed[..changed.len().min(MAX_NAMED_CHANGES)].join(", ");
+    let more = changed.len().saturating_sub(MAX_NAMED_CHANGES);
+    if more > 0 {
+        format!("the check changed the workspace: {named} (and {more} more)")
+    } else {
+        format!("the check changed the workspace: {named}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_descriptions_name_at_most_ten_paths() {
+        let few = vec!["a.txt".to_string(), "src/b.py".to_string()];
+        assert_eq!(
+            describe_changes(&few),
+            "the check changed the workspace: a.txt, src/b.py"
+        );
+        let many: Vec<String> = (0..13).map(|i| format!("f{i:02}")).collect();
+        let text = describe_changes(&many);
+        assert!(text.contains("f09"), "{text}");
+        assert!(!text.contains("f10"), "{text}");
+        assert!(text.ends_with("(and 3 more)"), "{text}");
+    }
+}

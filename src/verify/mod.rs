@@ -1,0 +1,28 @@
+//! The verifier (SPEC §6) and the bootstrap phase (SPEC §3).
+//!
+//! - [`config`]: the source repository's `.minicoder.json` and `--check` overrides.
+//! - [`detect`]: checks inferred from the project files when none are configured.
+//! - [`zero_tests`]: recognising a test run that ran no test.
+//! - [`matrix`]: [`Verifier`], which runs every check in a fresh container and
+//!   binds the verdict to the workspace fingerprint.
+//! - [`bootstrap`]: the commands that prepare the workspace before the agent starts.
+
+pub mod bootstrap;
+pub mod config;
+pub mod detect;
+mod error;
+pub mod matrix;
+mod names;
+mod outcome;
+pub mod zero_tests;
+
+pub use bootstrap::{
+    BOOTSTRAP_NETWORK_ENV, BootstrapOutput, BootstrapResult, BootstrapSettings,
+    DEFAULT_BOOTSTRAP_TIMEOUT, bootstrap_network_from_env, run_bootstrap,
+};
+pub use config::{CONFIG_FILE, CheckSpec, MAX_CHECKS, ProjectConfig, load_config, resolve_checks};
+pub use detect::detect_checks;
+pub use error::VerifyError;
+pub use matrix::{DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings};
+pub use names::valid_check_name;
+pub use zero_tests::zero_tests;
