@@ -107,7 +107,7 @@ pub async fn drive(mut run: Prepared) -> RunReport {
                         let input = Input::Verified {
                             reason,
                             passed: result.passed,
-                            feedback: feedback(&result.checks),
+                            feedback: feedback(&result.checks, run.artifacts.path()),
                         };
                         last_verification = Some(result);
                         Some(input)
@@ -123,7 +123,7 @@ pub async fn drive(mut run: Prepared) -> RunReport {
         if let Some(input) = input {
             queue.extend(run.agent.handle(input));
         }
-        finish::write_state(&run, false);
+        finish::write_state(&run.artifacts, &run.run_id, &run.agent, false);
     };
     finish::finish(run, ending, durations, last_verification).await
 }
@@ -175,6 +175,7 @@ pub fn run_parts(run: &mut Prepared) -> tool_exec::Parts<'_> {
         approve_all: &mut run.approve_all,
         command_timeout: run.options.limits.command_timeout(),
         edit_seq: &mut run.edit_seq,
+        last_fingerprint: &mut run.last_fingerprint,
     }
 }
 
@@ -187,16 +188,15 @@ async fn bootstrap(run: &mut Prepared, durations: &mut Durations) -> Result<(), 
         commands: run.bootstrap.clone(),
         network: run.options.bootstrap_network,
     });
-    let work = crate::verify::run_bootstrap(
-        run.docker.clone(),
-        crate::sandbox::spec::image_from_env(),
-        run.workspace.path().to_path_buf(),
-        run.run_id.clone(),
-        run.bootstrap.clone(),
-        run.options.bootstrap_network,
-        run.artifacts.outputs_dir(),
-        run.options.limits.command_timeout(),
-    );
+    let settings = crate::verify::BootstrapSettings {
+        image: run.image.clone(),
+        workspace: run.workspace.path().to_path_buf(),
+        run_id: run.run_id.clone(),
+        network: run.options.bootstrap_network,
+        outputs_dir: run.outputs_dir(),
+        timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
+    };
+    let work = crate::verify::run_bootstrap(run.docker.clone(), &settings, &run.bootstrap);
     let raced = race(run, work).await;
     durations.bootstrap_ms = t.elapsed().as_millis() as u64;
     let (passed, failure) = match raced {
@@ -363,8 +363,9 @@ async fn verify(
 }
 
 /// What the agent is told about a verification: each check's verdict, and
-/// for failures the tail of their output.
-fn feedback(checks: &[CheckReport]) -> String {
+/// for failures the end of their output (bounded).
+fn feedback(checks: &[CheckReport], artifact_dir: &std::path::Path) -> String {
+    const TAIL: usize = 3000;
     let mut out = String::new();
     for c in checks {
         let verdict = if c.passed { "passed" } else { "FAILED" };
@@ -377,6 +378,31 @@ fn feedback(checks: &[CheckReport]) -> String {
             out.push_str(&format!(" — {why}"));
         }
         out.push('\n');
+        if c.passed {
+            continue;
+        }
+        let Some(file) = &c.output_file else { continue };
+        let mut text = String::new();
+        for ext in ["stdout", "stderr"] {
+            let path = artifact_dir.join(file).with_extension(ext);
+            if let Ok(bytes) = std::fs::read(&path) {
+                text.push_str(&String::from_utf8_lossy(&bytes));
+            }
+        }
+        let tail: String = {
+            let chars: Vec<char> = text.chars().collect();
+            let start = chars.len().saturating_sub(TAIL);
+            let mut t: String = chars[start..].iter().collect();
+            if start > 0 {
+                t.insert_str(0, "[… earlier output omitted …]\n");
+            }
+            t
+        };
+        if !tail.trim().is_empty() {
+            out.push_str("  output:\n");
+            out.push_str(&tail);
+            out.push('\n');
+        }
     }
     out
 }

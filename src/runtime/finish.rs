@@ -4,11 +4,18 @@
 
 use std::time::Instant;
 
+use sha2::{Digest, Sha256};
+
 use super::driver::Durations;
 use super::setup::Prepared;
 use super::tool_exec::changed_files;
 use crate::agent::events::{Outcome, RunEvent};
-use crate::trace::{Receipt, ReceiptFields, RunReport};
+use crate::agent::reducer::Agent;
+use crate::trace::{
+    ArtifactDir, PhaseDurations, Receipt, ReceiptCheck, ReceiptFields, ReceiptKey,
+    ReceiptVerification, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
+    exit_code_for,
+};
 use crate::verify::VerificationResult;
 
 pub struct Ending {
@@ -23,43 +30,61 @@ impl Ending {
 }
 
 /// The latest state, replaced atomically.
-pub fn write_state(run: &Prepared, finished: bool) {
-    let stats = run.agent.stats();
+pub fn write_state(artifacts: &ArtifactDir, run_id: &str, agent: &Agent, finished: bool) {
+    let stats = agent.stats();
     let state = serde_json::json!({
-        "run_id": run.run_id,
+        "run_id": run_id,
         "status": if finished { "finished" } else { "running" },
         "turns": stats.turns,
         "tool_calls": stats.tool_calls,
         "tokens": {"input": stats.input_tokens, "output": stats.output_tokens},
-        "plan": run.agent.plan().items,
-        "validated_checkpoint": run.agent.validated_checkpoint(),
+        "plan": agent.plan().items,
+        "validated_checkpoint": agent.validated_checkpoint(),
         "recovery": {"repair_cycles": stats.repair_cycles, "rollbacks": stats.rollbacks},
         "updated": chrono::Utc::now().to_rfc3339(),
     });
-    if let Err(e) = run.artifacts.write_state(&state) {
+    if let Err(e) = artifacts.write_state(&state) {
         tracing::warn!("writing state.json: {e}");
     }
 }
 
 pub async fn finish(
-    mut run: Prepared,
+    run: Prepared,
     mut ending: Ending,
     durations: Durations,
     last_verification: Option<VerificationResult>,
 ) -> RunReport {
+    let Prepared {
+        run_id,
+        options,
+        repo,
+        state,
+        workspace,
+        mut checkpoints,
+        baseline_checkpoint,
+        baseline_fingerprint,
+        container,
+        verifier,
+        artifacts,
+        mut bus,
+        source,
+        agent,
+        started,
+        model_used,
+        ..
+    } = run;
+
     // The complete diff against the baseline, partial work included.
-    let patch = match run.checkpoints.diff_to_workspace(run.baseline_checkpoint) {
-        Ok(p) => p,
-        Err(e) => {
+    let patch = checkpoints
+        .diff_to_workspace(baseline_checkpoint)
+        .unwrap_or_else(|e| {
             tracing::error!("exporting the patch: {e}");
             if ending.outcome == Outcome::Success {
                 ending = Ending::new(Outcome::Failure, format!("the patch could not be exported: {e}"));
             }
             String::new()
-        }
-    };
-    let final_fingerprint = run
-        .checkpoints
+        });
+    let final_fingerprint = checkpoints
         .scan()
         .map(|s| s.fingerprint.to_string())
         .unwrap_or_default();
@@ -74,7 +99,7 @@ pub async fn finish(
                 "the workspace changed after the passing verification; a new pass is required".into(),
             );
         }
-        let credentials = crate::trace::added_credentials(&patch);
+        let credentials = artifacts.redactor().added_credentials(&patch);
         if !credentials.is_empty() {
             ending = Ending::new(
                 Outcome::Failure,
@@ -82,76 +107,98 @@ pub async fn finish(
             );
         }
     }
-    let patch_path = run.artifacts.write_final_patch(&patch);
-    let changed = changed_files(&patch);
-    let duration_ms = run.started.elapsed().as_millis() as u64;
-    run.bus.emit(RunEvent::RunFinished {
+    let stored = artifacts.write_final_patch(&patch);
+    if let Err(e) = &stored {
+        tracing::error!("writing final.patch: {e}");
+    }
+    let duration_ms = started.elapsed().as_millis() as u64;
+    bus.emit(RunEvent::RunFinished {
         outcome: ending.outcome,
         reason: ending.reason.clone(),
         duration_ms,
     });
+    drop(bus);
 
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
-    let Prepared {
-        container,
-        verifier,
-        ..
-    } = run.take_sandbox();
     tokio::join!(container.shutdown(), verifier.shutdown());
     let teardown_ms = teardown.elapsed().as_millis() as u64;
-    let _ = std::fs::remove_dir_all(run.workspace.path());
-    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(&run.state, &run.run_id));
+    let _ = std::fs::remove_dir_all(workspace.path());
+    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(&state, &run_id));
 
-    let stats = run.agent.stats();
-    let model = run.model_used.clone().unwrap_or_else(|| run.source.current());
-    let report = RunReport::new(crate::trace::ReportFields {
-        run_id: run.run_id.clone(),
+    let stats = agent.stats();
+    let report = RunReport {
+        run_id: run_id.clone(),
         outcome: ending.outcome,
         reason: ending.reason.clone(),
-        repo: run.repo.display().to_string(),
-        task: run.options.task.clone(),
-        model,
+        exit_code: exit_code_for(ending.outcome),
+        repo: repo.display().to_string(),
+        task: options.task.clone(),
+        model: model_used.unwrap_or_else(|| source.current()),
         turns: stats.turns,
-        input_tokens: stats.input_tokens,
-        output_tokens: stats.output_tokens,
+        tokens: TokenTotals {
+            input: stats.input_tokens,
+            output: stats.output_tokens,
+        },
         tool_calls: stats.tool_calls,
-        verification: last_verification.as_ref().map(|v| (v.passed, v.checks.clone())),
-        repair_cycles: stats.repair_cycles,
-        rollbacks: stats.rollbacks,
-        changed_files: changed,
-        artifact_dir: run.artifacts.path().display().to_string(),
-        patch: patch_path.map(|p| p.display().to_string()).unwrap_or_default(),
+        verification: VerificationSummary {
+            passed: last_verification.as_ref().is_some_and(|v| v.passed),
+            checks: last_verification
+                .as_ref()
+                .map(|v| v.checks.clone())
+                .unwrap_or_default(),
+        },
+        recovery: RecoverySummary {
+            repair_cycles: stats.repair_cycles,
+            rollbacks: stats.rollbacks,
+        },
+        changed_files: changed_files(&patch),
+        artifact_dir: artifacts.path().display().to_string(),
+        patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,
-        bootstrap_ms: durations.bootstrap_ms,
-        model_ms: durations.model_ms,
-        tools_ms: durations.tools_ms,
-        verification_ms: durations.verification_ms,
-        teardown_ms,
-    });
-    if let Err(e) = run.artifacts.write_report(&report) {
+        durations: PhaseDurations {
+            bootstrap_ms: durations.bootstrap_ms,
+            model_ms: durations.model_ms,
+            tools_ms: durations.tools_ms,
+            verification_ms: durations.verification_ms,
+            teardown_ms,
+        },
+    };
+    if let Err(e) = artifacts.write_report(&report) {
         tracing::error!("writing report.json: {e}");
     }
-    write_state(&run, true);
-    let receipt = crate::trace::load_or_create_key(run.state.root()).and_then(|key| {
-        let events = run.artifacts.path().join("events.jsonl");
+    write_state(&artifacts, &run_id, &agent, true);
+    let receipt = ReceiptKey::load_or_create(&state).and_then(|key| {
+        let events_sha256 = crate::trace::digest(&artifacts.events_path())?;
         Receipt::sign(
             &key,
             ReceiptFields {
-                run_id: run.run_id.clone(),
-                repo: run.repo.display().to_string(),
-                baseline_commit: run.workspace.baseline().to_string(),
-                baseline_fingerprint: run.baseline_fingerprint.clone(),
-                patch: patch.as_bytes(),
-                final_fingerprint: final_fingerprint.clone(),
-                verification: last_verification.as_ref(),
-                events_path: &events,
+                run_id: run_id.clone(),
+                repo: repo.display().to_string(),
+                baseline_commit: workspace.baseline().to_string(),
+                baseline_fingerprint,
+                patch_sha256: stored
+                    .as_ref()
+                    .map(|s| s.sha256.clone())
+                    .unwrap_or_else(|_| hex::encode(Sha256::digest(patch.as_bytes()))),
+                final_fingerprint,
+                verification: ReceiptVerification {
+                    passed: last_verification.as_ref().is_some_and(|v| v.passed),
+                    fingerprint: last_verification
+                        .as_ref()
+                        .map(|v| v.fingerprint.to_string())
+                        .unwrap_or_default(),
+                    checks: last_verification
+                        .as_ref()
+                        .map(|v| v.checks.iter().map(ReceiptCheck::from).collect())
+                        .unwrap_or_default(),
+                },
+                events_sha256,
             },
         )
     });
-    match receipt.and_then(|r| run.artifacts.write_receipt(&r)) {
-        Ok(_) => {}
-        Err(e) => tracing::error!("writing receipt.json: {e}"),
+    if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
+        tracing::error!("writing receipt.json: {e}");
     }
     report
 }

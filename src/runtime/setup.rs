@@ -14,8 +14,9 @@ use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SANDBOX_GID, SANDBOX_UID};
 use crate::state::StateDir;
-use crate::trace::{ArtifactDir, EventLog, Manifest};
-use crate::verify::{self, CheckSpec, Verifier};
+use crate::model::types::ModelId;
+use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestLimits};
+use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
 use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceRoot};
 
 /// Everything a started run owns.
@@ -41,6 +42,19 @@ pub struct Prepared {
     pub hooks: RunHooks,
     pub started: Instant,
     pub deadline: tokio::time::Instant,
+    pub image: String,
+    /// Set when a person chose "approve the rest of the run".
+    pub approve_all: bool,
+    pub edit_seq: u32,
+    pub last_fingerprint: String,
+    /// The provider and model that answered last.
+    pub model_used: Option<ModelId>,
+}
+
+impl Prepared {
+    pub fn outputs_dir(&self) -> PathBuf {
+        self.artifacts.path().join("outputs")
+    }
 }
 
 pub fn new_run_id() -> String {
@@ -119,18 +133,19 @@ pub async fn prepare(
     let baseline = checkpoints.create("baseline")?;
 
     let mut spec = ContainerSpec::new(&image, workspace.path(), &run_id);
+    spec.role = Role::Command;
     spec.network = options.network;
-    let verifier = Verifier::new(
-        docker.clone(),
+    let mut settings = VerifierSettings::new(
         image.clone(),
         workspace.path().to_path_buf(),
         run_id.clone(),
         checks.clone(),
-        artifacts.outputs_dir(),
-        options.allow_zero_tests,
-        options.limits.command_timeout(),
+        artifacts.path().join("outputs"),
         state.checkpoint_store_dir(&run_id).with_extension("verify-cache"),
     );
+    settings.allow_zero_tests = options.allow_zero_tests;
+    settings.check_timeout = options.limits.command_timeout();
+    let verifier = Verifier::new(docker.clone(), settings)?;
     let (container, verifier) = tokio::join!(
         CommandContainer::start(docker.clone(), spec.clone()),
         async {
@@ -140,9 +155,8 @@ pub async fn prepare(
         }
     );
     let container = container?;
-    let _ = Role::Command;
 
-    let log = EventLog::create(&artifacts.path().join("events.jsonl"))?;
+    let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
     let agent = Agent::new(AgentConfig {
         task: options.task.clone(),
@@ -158,14 +172,26 @@ pub async fn prepare(
         task: options.task.clone(),
         baseline_commit: workspace.baseline().to_string(),
         baseline_fingerprint: baseline.fingerprint.to_string(),
-        checks: checks.clone(),
+        checks: checks
+            .iter()
+            .map(|c| ManifestCheck {
+                name: c.name.clone(),
+                command: c.command.clone(),
+            })
+            .collect(),
         bootstrap: bootstrap.clone(),
         model_chain: vec![source.current()],
-        limits: options.limits.clone(),
-        network: options.network,
-        approval: options.approval,
+        limits: ManifestLimits {
+            max_turns: options.limits.max_turns,
+            timeout_ms: options.limits.timeout_ms,
+            command_timeout_ms: options.limits.command_timeout_ms,
+            model_timeout_ms: options.limits.model_timeout_ms,
+            max_tokens: options.limits.max_tokens,
+            network: options.network,
+            approval: format!("{:?}", options.approval).to_lowercase(),
+        },
         created: chrono::Utc::now().to_rfc3339(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     artifacts.write_manifest(&manifest)?;
     Ok(Prepared {
@@ -189,6 +215,11 @@ pub async fn prepare(
         hooks,
         started,
         deadline,
+        image,
+        approve_all: false,
+        edit_seq: 0,
+        last_fingerprint: String::new(),
+        model_used: None,
         options,
     })
 }

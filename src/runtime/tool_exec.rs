@@ -41,7 +41,7 @@ pub async fn execute(p: &mut Parts<'_>, call: &ToolCall) -> Result<ToolResult, S
         Err(e) => failed("invalid arguments", e.to_string()),
         Ok(ParsedCall::EditFile(args)) => edit(p, call, &args).await,
         Ok(parsed) => {
-            let outputs_dir = p.artifacts.outputs_dir();
+            let outputs_dir = p.artifacts.path().join("outputs");
             let mut ctx = ToolContext {
                 root: p.root,
                 container: p.container,
@@ -91,7 +91,7 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
         Ok(prepared) => prepared,
         Err(e) => return failed("patch did not apply", e.to_string()),
     };
-    let credentials = crate::trace::added_credentials(&prepared.patch);
+    let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
     if !credentials.is_empty() {
         return failed(
             "refused: credential",
