@@ -9,9 +9,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use async_openai::error::WrappedError;
-use async_openai::types::chat::{
-    CompletionUsage, CreateChatCompletionResponse, CreateChatCompletionStreamResponse,
-};
+use async_openai::types::chat::{CreateChatCompletionResponse, CreateChatCompletionStreamResponse};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
@@ -19,8 +17,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
 use super::ModelObservation;
 use super::provider::ProviderEndpoint;
 use super::retry::parse_retry_after;
-use super::types::{ModelReply, ModelRequest, ToolCall};
-use super::wire::{StreamAssembler, chat_request, parts_from_response, reply};
+use super::types::{ModelReply, ModelRequest};
+use super::wire::{ReplyParts, StreamAssembler, chat_request, parts_from_response, reply};
 
 /// Why one attempt failed, classified for the retry logic.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,8 +44,6 @@ impl AttemptError {
         }
     }
 }
-
-type Parts = (Option<String>, Vec<ToolCall>, Option<CompletionUsage>);
 
 /// Builds the HTTP client every adapter shares: no retries of its own.
 pub fn http_client() -> Result<reqwest::Client, String> {
@@ -114,21 +110,14 @@ impl OpenAiAdapter {
                 )));
             }
         };
-        let (content, tool_calls, usage) = parts;
-        Ok(reply(
-            req,
-            self.endpoint.id.clone(),
-            content,
-            tool_calls,
-            usage,
-        ))
+        Ok(reply(req, self.endpoint.id.clone(), parts))
     }
 
     async fn exchange(
         &self,
         req: &ModelRequest,
         observe: &mut (dyn FnMut(ModelObservation) + Send),
-    ) -> Result<Parts, AttemptError> {
+    ) -> Result<ReplyParts, AttemptError> {
         let body = chat_request(req, &self.endpoint.id.model, self.streaming);
         let body = serde_json::to_vec(&body).map_err(|e| AttemptError::Rejected {
             status: 0,
@@ -168,7 +157,7 @@ impl OpenAiAdapter {
             .await
             .map_err(|e| AttemptError::transient(format!("reply cut off: {}", error_chain(&e))))?;
         let parts = decode_plain_body(&bytes)?;
-        if let Some(text) = parts.0.clone() {
+        if let Some(text) = parts.content.clone() {
             observe(ModelObservation::Delta(text));
         }
         Ok(parts)
@@ -178,7 +167,7 @@ impl OpenAiAdapter {
 async fn read_event_stream(
     response: reqwest::Response,
     observe: &mut (dyn FnMut(ModelObservation) + Send),
-) -> Result<Parts, AttemptError> {
+) -> Result<ReplyParts, AttemptError> {
     let mut events = response.bytes_stream().eventsource();
     let mut assembler = StreamAssembler::default();
     while let Some(event) = events.next().await {
@@ -209,7 +198,7 @@ fn decode_stream_chunk(data: &str) -> Result<CreateChatCompletionStreamResponse,
 }
 
 /// A complete JSON reply; also accepts an SSE body sent without the SSE content type.
-fn decode_plain_body(bytes: &[u8]) -> Result<Parts, AttemptError> {
+fn decode_plain_body(bytes: &[u8]) -> Result<ReplyParts, AttemptError> {
     let text = String::from_utf8_lossy(bytes);
     match serde_json::from_slice::<CreateChatCompletionResponse>(bytes) {
         Ok(response) => parts_from_response(response).map_err(AttemptError::transient),
@@ -231,7 +220,7 @@ fn decode_plain_body(bytes: &[u8]) -> Result<Parts, AttemptError> {
     }
 }
 
-fn decode_sse_text(text: &str) -> Result<Parts, AttemptError> {
+fn decode_sse_text(text: &str) -> Result<ReplyParts, AttemptError> {
     let mut assembler = StreamAssembler::default();
     for line in text.lines() {
         let Some(data) = line.strip_prefix("data:") else {
@@ -332,7 +321,7 @@ mod tests {
     fn plain_bodies_decode_or_fail_as_transient() {
         let sse = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
         let parts = decode_plain_body(sse.as_bytes()).expect("sse text");
-        assert_eq!(parts.0.as_deref(), Some("hi"));
+        assert_eq!(parts.content.as_deref(), Some("hi"));
         assert!(matches!(
             decode_plain_body(b"<html>oops"),
             Err(AttemptError::Transient { .. })

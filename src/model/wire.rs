@@ -95,10 +95,18 @@ fn wire_message(message: &ChatMessage) -> ChatCompletionRequestMessage {
     }
 }
 
+/// What a reply carries, before the model id and usage fallback are added.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct ReplyParts {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Option<CompletionUsage>,
+}
+
 /// The text and tool calls of a complete (non-streamed) reply.
 pub(crate) fn parts_from_response(
     response: CreateChatCompletionResponse,
-) -> Result<(Option<String>, Vec<ToolCall>, Option<CompletionUsage>), String> {
+) -> Result<ReplyParts, String> {
     let usage = response.usage;
     let Some(choice) = response.choices.into_iter().next() else {
         return Err("the reply has no choices".to_string());
@@ -122,7 +130,11 @@ pub(crate) fn parts_from_response(
         };
         calls.push(normalized_call(position, id, name, arguments)?);
     }
-    Ok((content, calls, usage))
+    Ok(ReplyParts {
+        content,
+        tool_calls: calls,
+        usage,
+    })
 }
 
 fn normalized_call(
@@ -243,9 +255,7 @@ impl StreamAssembler {
 
     /// The assembled reply parts; an error when the stream stopped before the
     /// reply was complete (no `[DONE]` and no finish reason).
-    pub(crate) fn finish(
-        self,
-    ) -> Result<(Option<String>, Vec<ToolCall>, Option<CompletionUsage>), String> {
+    pub(crate) fn finish(self) -> Result<ReplyParts, String> {
         if !self.finished {
             return Err("the stream ended before the reply was complete".to_string());
         }
@@ -256,18 +266,21 @@ impl StreamAssembler {
             .map(|(pos, c)| normalized_call(pos, c.id, c.name, c.arguments))
             .collect::<Result<Vec<_>, _>>()?;
         let content = (!self.content.is_empty()).then_some(self.content);
-        Ok((content, calls, self.usage))
+        Ok(ReplyParts {
+            content,
+            tool_calls: calls,
+            usage: self.usage,
+        })
     }
 }
 
 /// A reply with the provider's token counts, or estimated ones.
-pub(crate) fn reply(
-    req: &ModelRequest,
-    model: ModelId,
-    content: Option<String>,
-    tool_calls: Vec<ToolCall>,
-    usage: Option<CompletionUsage>,
-) -> ModelReply {
+pub(crate) fn reply(req: &ModelRequest, model: ModelId, parts: ReplyParts) -> ModelReply {
+    let ReplyParts {
+        content,
+        tool_calls,
+        usage,
+    } = parts;
     let usage = match usage {
         Some(u) => Usage {
             input: u64::from(u.prompt_tokens),

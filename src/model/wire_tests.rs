@@ -107,7 +107,11 @@ fn stream_assembles_split_tool_calls_by_index() {
         json!([]),
         json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}),
     ));
-    let (content, calls, usage) = asm.finish().expect("complete");
+    let ReplyParts {
+        content,
+        tool_calls: calls,
+        usage,
+    } = asm.finish().expect("complete");
     assert_eq!(content.as_deref(), Some("Let me look."));
     assert_eq!(calls.len(), 2);
     assert_eq!(
@@ -130,7 +134,11 @@ fn complete_calls_under_one_index_stay_separate() {
             {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}}]), json!(null)));
     }
     asm.mark_done();
-    let (_, calls, usage) = asm.finish().expect("complete");
+    let ReplyParts {
+        tool_calls: calls,
+        usage,
+        ..
+    } = asm.finish().expect("complete");
     let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["list_tree", "read_file"]);
     assert!(usage.is_none());
@@ -149,16 +157,15 @@ fn a_stream_without_an_end_is_incomplete() {
 #[test]
 fn usage_is_estimated_when_absent() {
     let req = request();
-    let reply = reply(
-        &req,
-        ModelId {
-            provider: "p".into(),
-            model: "m".into(),
-        },
-        Some("abcd".into()),
-        vec![],
-        None,
-    );
+    let parts = ReplyParts {
+        content: Some("abcd".into()),
+        ..ReplyParts::default()
+    };
+    let model = ModelId {
+        provider: "p".into(),
+        model: "m".into(),
+    };
+    let reply = reply(&req, model, parts);
     assert!(reply.usage.estimated);
     assert_eq!(reply.usage.output, 1);
     assert!(reply.usage.input > 5);

@@ -1,6 +1,8 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod mock_openai;
+
 use std::path::{Path, PathBuf};
 
 use bollard::Docker;
