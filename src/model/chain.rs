@@ -116,11 +116,11 @@ impl ModelChain {
                 Err(Failure::Fatal(error)) => return Err(error),
                 Err(Failure::Exhausted(reason)) => reason,
             };
-            let next = self.active + 1;
-            if !self.fallback || next >= self.adapters.len() {
+            if !self.can_fall_back() {
                 tried.push((id, reason));
                 return Err(ModelError::Unavailable { tried });
             }
+            let next = self.active + 1;
             let to = self.adapters[next].endpoint().id.clone();
             observe(ModelObservation::Fallback {
                 from: id.clone(),
@@ -130,6 +130,10 @@ impl ModelChain {
             tried.push((id, reason));
             self.active = next;
         }
+    }
+
+    fn can_fall_back(&self) -> bool {
+        self.fallback && self.active + 1 < self.adapters.len()
     }
 
     async fn with_retries(
@@ -174,6 +178,14 @@ impl ModelChain {
             retry += 1;
             let delay = self.retry.delay(retry, retry_after);
             if Instant::now() + delay >= deadline {
+                // Waiting would outlive the run: another provider may still
+                // answer in time, else the run's budget is spent.
+                if self.can_fall_back() {
+                    return Err(Failure::Exhausted(format!(
+                        "{reason} (the {} ms wait before a retry would pass the run's deadline)",
+                        delay.as_millis()
+                    )));
+                }
                 return Err(Failure::Fatal(ModelError::DeadlineExceeded));
             }
             observe(ModelObservation::Retry {

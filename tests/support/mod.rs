@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod mock_openai;
+pub mod model_harness;
 
 use std::path::{Path, PathBuf};
 
