@@ -189,12 +189,34 @@ async fn read_event_stream(
 }
 
 fn decode_stream_chunk(data: &str) -> Result<CreateChatCompletionStreamResponse, AttemptError> {
-    serde_json::from_str(data).map_err(|e| match serde_json::from_str::<WrappedError>(data) {
+    let undecodable = |e: serde_json::Error| match serde_json::from_str::<WrappedError>(data) {
         Ok(wrapped) => AttemptError::transient(format!("error in stream: {}", wrapped.error)),
         Err(_) => {
             AttemptError::transient(format!("undecodable stream chunk ({e}): {}", excerpt(data)))
         }
-    })
+    };
+    let mut value: serde_json::Value = serde_json::from_str(data).map_err(undecodable)?;
+    number_tool_call_pieces(&mut value);
+    serde_json::from_value(value).map_err(undecodable)
+}
+
+/// Some OpenAI-compatible servers leave `index` out of tool-call pieces when
+/// each call arrives whole; number them by position so they still decode.
+fn number_tool_call_pieces(chunk: &mut serde_json::Value) {
+    let Some(choices) = chunk.get_mut("choices").and_then(|c| c.as_array_mut()) else {
+        return;
+    };
+    for choice in choices {
+        let pieces = choice
+            .get_mut("delta")
+            .and_then(|d| d.get_mut("tool_calls"))
+            .and_then(|t| t.as_array_mut());
+        for (position, piece) in pieces.into_iter().flatten().enumerate() {
+            if let Some(piece) = piece.as_object_mut() {
+                piece.entry("index").or_insert_with(|| position.into());
+            }
+        }
+    }
 }
 
 /// A complete JSON reply; also accepts an SSE body sent without the SSE content type.
@@ -326,5 +348,20 @@ mod tests {
             decode_plain_body(b"<html>oops"),
             Err(AttemptError::Transient { .. })
         ));
+    }
+
+    #[test]
+    fn tool_call_pieces_without_an_index_are_numbered() {
+        let data = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[
+            {"id":"a","type":"function","function":{"name":"list_tree","arguments":"{}"}},
+            {"id":"b","type":"function","function":{"name":"git","arguments":"{}"}}]}}]}"#;
+        let chunk = decode_stream_chunk(data).expect("decodes");
+        let pieces = chunk.choices[0]
+            .delta
+            .tool_calls
+            .clone()
+            .unwrap_or_default();
+        let indexes: Vec<u32> = pieces.iter().map(|p| p.index).collect();
+        assert_eq!(indexes, [0, 1]);
     }
 }
