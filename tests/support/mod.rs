@@ -1,6 +1,9 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod mock_openai;
+pub mod model_harness;
+
 use std::path::{Path, PathBuf};
 
 use bollard::Docker;
