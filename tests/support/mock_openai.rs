@@ -63,7 +63,8 @@ impl RecordedRequest {
 enum Kind {
     Completion {
         content: Option<String>,
-        calls: Vec<(String, Value)>,
+        /// Tool name and the raw arguments text (valid JSON or not).
+        calls: Vec<(String, String)>,
         usage: Option<(u32, u32)>,
         stream: bool,
         cut: bool,
@@ -91,7 +92,7 @@ impl MockResponse {
                 content: content.map(str::to_string),
                 calls: calls
                     .iter()
-                    .map(|(n, a)| (n.to_string(), a.clone()))
+                    .map(|(n, a)| (n.to_string(), a.to_string()))
                     .collect(),
                 usage: Some((100, 20)),
                 stream,
@@ -109,6 +110,16 @@ impl MockResponse {
     /// A plain JSON completion calling these tools (ids `call_1`, …).
     pub fn tool_calls(calls: &[(&str, Value)]) -> Self {
         Self::completion(None, calls, false)
+    }
+
+    /// A plain JSON completion whose tool calls carry these raw argument
+    /// texts, which need not be valid JSON.
+    pub fn tool_calls_raw(calls: &[(&str, &str)]) -> Self {
+        let mut response = Self::completion(None, &[], false);
+        if let Kind::Completion { calls: c, .. } = &mut response.kind {
+            *c = calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+        }
+        response
     }
 
     /// An SSE stream of this text, a few characters a chunk, then a usage chunk and `[DONE]`.
@@ -421,7 +432,7 @@ fn usage_json(usage: Option<(u32, u32)>) -> Value {
 
 fn plain_completion(
     content: Option<String>,
-    calls: &[(String, Value)],
+    calls: &[(String, String)],
     usage: Option<(u32, u32)>,
 ) -> Value {
     let tool_calls: Vec<Value> = calls
@@ -429,7 +440,7 @@ fn plain_completion(
         .enumerate()
         .map(|(i, (name, args))| {
             json!({"id": format!("call_{}", i + 1), "type": "function",
-                   "function": {"name": name, "arguments": args.to_string()}})
+                   "function": {"name": name, "arguments": args}})
         })
         .collect();
     let mut message = json!({"role": "assistant", "content": content});
@@ -461,7 +472,7 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
 
 fn sse_events(
     content: Option<String>,
-    calls: &[(String, Value)],
+    calls: &[(String, String)],
     usage: Option<(u32, u32)>,
 ) -> Vec<String> {
     let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
@@ -476,7 +487,7 @@ fn sse_events(
     }
     let args: Vec<Vec<String>> = calls
         .iter()
-        .map(|(_, a)| split_in_three(&a.to_string()))
+        .map(|(_, a)| split_in_three(a))
         .collect();
     for (i, (name, _)) in calls.iter().enumerate() {
         events.push(chunk(

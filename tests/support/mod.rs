@@ -65,3 +65,43 @@ pub fn spec(workspace: &Path, test_name: &str) -> ContainerSpec {
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_minicoder"))
 }
+
+/// Commits everything in `dir` as a new one-commit Git repository.
+pub fn git_commit_all(dir: &Path) {
+    let repo = git2::Repository::init(dir).expect("git init");
+    let mut index = repo.index().expect("index");
+    index
+        .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
+        .expect("add");
+    index.write().expect("write index");
+    let tree = repo.find_tree(index.write_tree().expect("tree")).expect("tree");
+    let sig = git2::Signature::now("test", "test@minicoder.invalid").expect("signature");
+    let parents: Vec<git2::Commit> = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .into_iter()
+        .collect();
+    let parents: Vec<&git2::Commit> = parents.iter().collect();
+    repo.commit(Some("HEAD"), &sig, &sig, "test", &tree, &parents)
+        .expect("commit");
+}
+
+/// Names of the containers (running or not) labelled with this run.
+pub async fn containers_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
+    let filters = std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={run_id}", sandbox::labels::RUN)],
+    )]);
+    docker
+        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .flat_map(|c| c.names.unwrap_or_default())
+        .collect()
+}
