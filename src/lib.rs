@@ -10,4 +10,5 @@ pub mod model;
 pub mod owner;
 pub mod sandbox;
 pub mod state;
+pub mod tools;
 pub mod workspace;
