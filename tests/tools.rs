@@ -446,6 +446,30 @@ fn git_status_diff_log_show_on_the_workspace() {
 }
 
 #[test]
+fn host_git_configuration_never_applies() {
+    let f = fixture();
+    ok(git_tool(&f.root, "status", &[]));
+    // The system, global and XDG config search paths point at an empty
+    // private directory, whatever HOME or /etc hold.
+    for level in [
+        git2::ConfigLevel::System,
+        git2::ConfigLevel::Global,
+        git2::ConfigLevel::XDG,
+    ] {
+        // SAFETY: reads a libgit2 option; no test changes it concurrently
+        // except the tools' own one-time isolation, which has run above.
+        let path = unsafe { git2::opts::get_search_path(level) }.expect("search path");
+        let path = PathBuf::from(path.to_str().expect("utf-8"));
+        assert!(
+            path.to_string_lossy().contains("minicoder-no-git-config-"),
+            "{level:?}: {path:?}"
+        );
+        assert_eq!(std::fs::read_dir(&path).expect("dir").count(), 0);
+    }
+    assert!(git2::Config::find_global().is_err());
+}
+
+#[test]
 fn git_refuses_writes_remotes_and_unknown_flags() {
     let f = fixture();
     failed(git_tool(&f.root, "push", &[]), "remote operation");

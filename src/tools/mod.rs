@@ -29,7 +29,7 @@ use crate::sandbox::{CommandContainer, SandboxError};
 use crate::workspace::WorkspaceRoot;
 
 pub use cap::{MODEL_CHAR_LIMIT, cap_for_model};
-pub use edit_file::{PreparedEdit, apply_edit, prepare_edit};
+pub use edit_file::{PreparedEdit, apply_edit, edit_output, prepare_edit};
 pub use error::ToolError;
 pub use parse::{
     EditFileArgs, GitArgs, GitSubcommand, ListTreeArgs, ParsedCall, ReadFileArgs, RipgrepArgs,

@@ -26,6 +26,8 @@ pub async fn run_shell(
         Some(ms) => Duration::from_millis(ms),
     }
     .min(MAX_COMMAND_TIMEOUT);
+    // The spool files go there; the runtime normally made it already.
+    let _ = std::fs::create_dir_all(ctx.outputs_dir);
     let request = CommandRequest::new(args.command.clone())
         .cwd(cwd)
         .timeout(timeout)

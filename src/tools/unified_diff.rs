@@ -266,7 +266,7 @@ pub fn apply_hunks(file: &TextLines, hunks: &[Hunk]) -> Result<TextLines, HunkMi
             hunk_number: i + 1,
             message: mismatch_message(file, hunk, i + 1, hunks.len(), expected, cursor),
         })?;
-        shift = at as isize - expected as isize + shift;
+        shift += at as isize - expected as isize;
         result.extend(file.lines[cursor..at].iter().cloned());
         // Context lines keep the file's own text (they may differ from the
         // patch in trailing whitespace).
