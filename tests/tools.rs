@@ -635,6 +635,20 @@ async fn run_shell_runs_in_the_sandbox_and_reports() {
     assert!(noisy.content.contains("\n1\n2\n") && noisy.content.contains("100000"));
     assert!(noisy.content.contains("characters omitted"));
 
+    let capped = shell(
+        &root,
+        &mut container,
+        outputs.path(),
+        "call_8",
+        serde_json::json!({"command": "true", "timeout_ms": 99_999_999}),
+    )
+    .await;
+    assert!(
+        capped.ok && capped.content.contains("capped at 600000 ms"),
+        "{}",
+        capped.content
+    );
+
     let escape = shell(
         &root,
         &mut container,

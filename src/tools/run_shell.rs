@@ -33,7 +33,19 @@ pub async fn run_shell(
         .timeout(timeout)
         .spool_to(ctx.outputs_dir, &spool_stem(ctx.call_id));
     let outcome = ctx.container.run(request).await?;
-    Ok(render(&outcome, timeout))
+    let mut output = render(&outcome, timeout);
+    if args
+        .timeout_ms
+        .is_some_and(|ms| u128::from(ms) > MAX_COMMAND_TIMEOUT.as_millis())
+    {
+        let note = format!(
+            "note: timeout_ms was capped at {} ms (10 minutes)\n",
+            MAX_COMMAND_TIMEOUT.as_millis()
+        );
+        output.content.insert_str(0, &note);
+        output.full.insert_str(0, &note);
+    }
+    Ok(output)
 }
 
 fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, ToolError> {

@@ -112,3 +112,14 @@ fn malformed_patches_are_explained() {
         "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n--- a/y\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n";
     assert!(parse_unified_diff(two_files).is_err_and(|e| e.contains("more than one file")));
 }
+
+#[test]
+fn a_created_file_can_lack_a_final_newline() {
+    let out = apply(
+        "",
+        "--- /dev/null\n+++ b/x\n@@ -0,0 +1,2 @@\n+a\n+b\n\\ No newline at end of file\n",
+    );
+    assert_eq!(out, Ok("a\nb".to_string()));
+    let out = apply("", "--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+a\n");
+    assert_eq!(out, Ok("a\n".to_string()));
+}
