@@ -5,7 +5,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use super::ToolError;
-use crate::workspace::{EntryKind, EntryMetadata, WorkspaceRoot};
+use crate::workspace::{EntryKind, EntryMetadata, WorkspaceError, WorkspaceRoot};
 
 /// Generated and tool folders that the walkers skip.
 pub const SKIPPED_DIRS: [&str; 8] = [
@@ -79,17 +79,15 @@ pub fn resolved_kind(root: &WorkspaceRoot, rel: &Path) -> Result<EntryKind, Tool
     if meta.kind != EntryKind::Symlink {
         return Ok(meta.kind);
     }
-    // Opening a directory or reading a file through the root resolves the
-    // link in the kernel; an outside target fails with PathEscape.
+    // Opening the target as a directory through the root resolves the link
+    // in the kernel: an outside target fails with PathEscape, a file with
+    // ENOTDIR (whether it is a regular file is checked when it is read).
     match root.read_dir(rel) {
         Ok(_) => Ok(EntryKind::Dir),
-        Err(crate::workspace::WorkspaceError::PathEscape { .. }) => {
-            Err(ToolError::PathEscape { path: display(rel) })
+        Err(WorkspaceError::Io { source, .. }) if source.raw_os_error() == Some(libc::ENOTDIR) => {
+            Ok(EntryKind::File)
         }
-        Err(_) => match root.read(rel) {
-            Ok(_) => Ok(EntryKind::File),
-            Err(e) => Err(ToolError::from_workspace(&display(rel), e)),
-        },
+        Err(e) => Err(ToolError::from_workspace(&display(rel), e)),
     }
 }
 
