@@ -44,8 +44,15 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
             checks,
             ..
         } => format!("run {run_id} on {repo}; checks: {}", checks.join(", ")),
-        RunEvent::BootstrapFinished { passed, duration_ms, .. } => {
-            format!("bootstrap {} in {duration_ms} ms", if *passed { "passed" } else { "FAILED" })
+        RunEvent::BootstrapFinished {
+            passed,
+            duration_ms,
+            ..
+        } => {
+            format!(
+                "bootstrap {} in {duration_ms} ms",
+                if *passed { "passed" } else { "FAILED" }
+            )
         }
         RunEvent::ModelRequest { turn, model, .. } => {
             format!("turn {turn}: asking {}:{}", model.provider, model.model)
@@ -65,7 +72,9 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
         } => format!("  {} {name}: {summary}", if *ok { "✓" } else { "✗" }),
         RunEvent::PolicyRefused { name, reason, .. } => format!("  refused {name}: {reason}"),
         RunEvent::AgentCorrection { .. } => "  the reply called no tool; correcting".to_string(),
-        RunEvent::CheckpointRestored { id, .. } => format!("  restored validated checkpoint {}", short(id)),
+        RunEvent::CheckpointRestored { id, .. } => {
+            format!("  restored validated checkpoint {}", short(id))
+        }
         RunEvent::VerificationCheck { check, .. } => format!(
             "  check {}: {} (exit {}, {} ms)",
             check.name,
@@ -83,7 +92,10 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
             ..
         } => format!("  context compacted: {before_tokens} → {after_tokens} tokens"),
         RunEvent::RunFinished {
-            outcome, reason, duration_ms, ..
+            outcome,
+            reason,
+            duration_ms,
+            ..
         } => format!("finished: {outcome:?} ({reason}) in {duration_ms} ms"),
         _ => return None,
     })

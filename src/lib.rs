@@ -5,11 +5,14 @@
 
 pub mod agent;
 pub mod cli;
+pub mod headless;
 pub mod ids;
 pub mod model;
 pub mod owner;
+pub mod runtime;
 pub mod sandbox;
 pub mod state;
+pub mod tools;
 pub mod trace;
 pub mod verify;
 pub mod workspace;

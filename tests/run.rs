@@ -86,15 +86,25 @@ impl Harness {
         for file in files(&self.artifacts) {
             let bytes = std::fs::read(&file).expect("read artifact");
             assert!(
-                !bytes.windows(API_KEY.len()).any(|w| w == API_KEY.as_bytes()),
+                !bytes
+                    .windows(API_KEY.len())
+                    .any(|w| w == API_KEY.as_bytes()),
                 "the API key is in {}",
                 file.display()
             );
         }
-        for name in ["manifest.json", "state.json", "events.jsonl", "final.patch", "report.json", "receipt.json"] {
+        for name in [
+            "manifest.json",
+            "state.json",
+            "events.jsonl",
+            "final.patch",
+            "report.json",
+            "receipt.json",
+        ] {
             assert!(self.artifacts.join(name).exists(), "{name} is missing");
         }
-        minicoder::trace::verify_chain(&self.artifacts.join("events.jsonl")).expect("the event chain verifies");
+        minicoder::trace::verify_chain(self.artifacts.join("events.jsonl"))
+            .expect("the event chain verifies");
     }
 
     fn events(&self) -> Vec<Value> {
@@ -165,14 +175,19 @@ fn fix_and_complete() -> Vec<MockResponse> {
         ]),
         MockResponse::tool_calls(&[
             ("update_plan", plan(["done", "done"])),
-            ("request_completion", json!({"summary": "page_count rounds up"})),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
         ]),
     ]
 }
 
 #[tokio::test]
 async fn a_fix_that_verifies() {
-    let Some(h) = Harness::new().await else { return };
+    let Some(h) = Harness::new().await else {
+        return;
+    };
     h.mock.push(MockResponse::sse_tool_calls(&[
         ("update_plan", plan(["in_progress", "pending"])),
         ("read_file", json!({"path": "pagination.py"})),
@@ -188,7 +203,17 @@ async fn a_fix_that_verifies() {
     assert_eq!(result["model"]["provider"], "openai");
     assert_eq!(result["turns"], 3);
     assert!(result["tokens"]["input"].as_u64().unwrap_or(0) > 0);
-    for key in ["run_id", "reason", "repo", "task", "tool_calls", "recovery", "artifact_dir", "patch", "duration_ms"] {
+    for key in [
+        "run_id",
+        "reason",
+        "repo",
+        "task",
+        "tool_calls",
+        "recovery",
+        "artifact_dir",
+        "patch",
+        "duration_ms",
+    ] {
         assert!(result.get(key).is_some(), "{key} missing from {result:#}");
     }
     h.assert_guarantees();
@@ -201,33 +226,72 @@ async fn a_fix_that_verifies() {
         .current_dir(copy.path())
         .output()
         .expect("git apply");
-    assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
     // What reached the model: the nine tools, and results answering their calls.
     let first = &h.mock.requests()[0];
     let mut names = first.tool_names();
     names.sort();
     assert_eq!(
         names,
-        ["edit_file", "git", "list_tree", "read_file", "request_completion", "ripgrep", "run_shell", "tree_sitter_symbols", "update_plan"]
+        [
+            "edit_file",
+            "git",
+            "list_tree",
+            "read_file",
+            "request_completion",
+            "ripgrep",
+            "run_shell",
+            "tree_sitter_symbols",
+            "update_plan"
+        ]
     );
-    assert!(h.tool_results().iter().any(|r| r.contains("return total_items // page_size")), "read_file result reached the model");
+    assert!(
+        h.tool_results()
+            .iter()
+            .any(|r| r.contains("return total_items // page_size")),
+        "read_file result reached the model"
+    );
     let types = h.event_types();
-    for t in ["run.started", "model.request", "model.response", "plan.updated", "tool.started", "tool.finished", "checkpoint.created", "verification.started", "verification.check", "verification.finished", "run.finished"] {
+    for t in [
+        "run.started",
+        "model.request",
+        "model.response",
+        "plan.updated",
+        "tool.started",
+        "tool.finished",
+        "checkpoint.created",
+        "verification.started",
+        "verification.check",
+        "verification.finished",
+        "run.finished",
+    ] {
         assert!(types.iter().any(|x| x == t), "no {t} event");
     }
-    let receipt: Value = serde_json::from_str(&std::fs::read_to_string(h.artifacts.join("receipt.json")).expect("receipt")).expect("json");
+    let receipt: Value = serde_json::from_str(
+        &std::fs::read_to_string(h.artifacts.join("receipt.json")).expect("receipt"),
+    )
+    .expect("json");
     assert_eq!(receipt["verification"]["passed"], true);
     assert_eq!(receipt["hmac"].as_str().map(str::len), Some(64));
 }
 
 #[tokio::test]
 async fn completion_before_the_fix_is_refused_then_repaired() {
-    let Some(h) = Harness::new().await else { return };
+    let Some(h) = Harness::new().await else {
+        return;
+    };
     h.mock.push(MockResponse::tool_calls(&[
         ("update_plan", plan(["done", "done"])),
         ("request_completion", json!({"summary": "nothing to do"})),
     ]));
-    h.mock.push(MockResponse::tool_calls(&[("update_plan", plan(["done", "in_progress"]))]));
+    h.mock.push(MockResponse::tool_calls(&[(
+        "update_plan",
+        plan(["done", "in_progress"]),
+    )]));
     h.mock.push_all(fix_and_complete());
     let (_, result) = h.run(&[]).await;
     assert_eq!(result["outcome"], "success", "{result:#}");
@@ -237,25 +301,48 @@ async fn completion_before_the_fix_is_refused_then_repaired() {
         .into_iter()
         .find(|r| r.starts_with("Verification failed"))
         .expect("the verifier's refusal reached the model");
-    assert!(failure.contains("assert 2 == 3"), "the failing output is in the feedback: {failure}");
+    assert!(
+        failure.contains("assert 2 == 3"),
+        "the failing output is in the feedback: {failure}"
+    );
     h.assert_guarantees();
 }
 
 #[tokio::test]
 async fn refusals_and_bad_replies_do_not_end_the_run() {
-    let Some(h) = Harness::new().await else { return };
-    h.mock.push(MockResponse::tool_calls(&[("edit_file", json!({"path": "pagination.py", "patch": FIX}))]));
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    h.mock.push(MockResponse::tool_calls(&[(
+        "edit_file",
+        json!({"path": "pagination.py", "patch": FIX}),
+    )]));
     h.mock.push(MockResponse::text("I think I am done."));
-    h.mock.push(MockResponse::tool_calls_raw(&[("read_file", r#"{"path": "pagination.py""#)]));
-    h.mock.push(MockResponse::tool_calls(&[("delete_repository", json!({}))]));
-    h.mock.push(MockResponse::tool_calls(&[("update_plan", plan(["in_progress", "pending"]))]));
+    h.mock.push(MockResponse::tool_calls_raw(&[(
+        "read_file",
+        r#"{"path": "pagination.py""#,
+    )]));
+    h.mock.push(MockResponse::tool_calls(&[(
+        "delete_repository",
+        json!({}),
+    )]));
+    h.mock.push(MockResponse::tool_calls(&[(
+        "update_plan",
+        plan(["in_progress", "pending"]),
+    )]));
     h.mock.push_all(fix_and_complete());
     let (_, result) = h.run(&[]).await;
     assert_eq!(result["outcome"], "success", "{result:#}");
     let results = h.tool_results().join("\n");
-    assert!(results.contains("a plan is required before edit_file"), "{results}");
+    assert!(
+        results.contains("a plan is required before edit_file"),
+        "{results}"
+    );
     assert!(results.contains("not valid JSON"), "{results}");
-    assert!(results.contains("unknown tool \"delete_repository\""), "{results}");
+    assert!(
+        results.contains("unknown tool \"delete_repository\""),
+        "{results}"
+    );
     assert!(h.all_request_text().contains("Your reply called no tool"));
     let types = h.event_types();
     assert!(types.iter().any(|t| t == "policy.refused"));
@@ -265,10 +352,15 @@ async fn refusals_and_bad_replies_do_not_end_the_run() {
 
 #[tokio::test]
 async fn paths_outside_the_workspace_are_refused() {
-    let Some(h) = Harness::new().await else { return };
+    let Some(h) = Harness::new().await else {
+        return;
+    };
     h.mock.push(MockResponse::tool_calls(&[
         ("update_plan", plan(["in_progress", "pending"])),
-        ("run_shell", json!({"command": "ln -s / root && ln -s /etc/passwd pw"})),
+        (
+            "run_shell",
+            json!({"command": "ln -s / root && ln -s /etc/passwd pw"}),
+        ),
     ]));
     h.mock.push(MockResponse::tool_calls(&[
         ("read_file", json!({"path": "../outside.txt"})),
@@ -283,10 +375,20 @@ async fn paths_outside_the_workspace_are_refused() {
     let reads: Vec<&String> = results.iter().skip(2).take(5).collect();
     assert_eq!(reads.len(), 5, "{results:#?}");
     for r in &reads {
-        assert!(r.to_lowercase().contains("outside the workspace") || r.to_lowercase().contains("refused"), "not refused: {r}");
+        assert!(
+            r.to_lowercase().contains("outside the workspace")
+                || r.to_lowercase().contains("refused"),
+            "not refused: {r}"
+        );
     }
-    assert!(!h.all_request_text().contains("root:x:0:0"), "/etc/passwd reached the model");
-    assert!(!Path::new("/tmp/planted").exists(), "a write escaped the workspace");
+    assert!(
+        !h.all_request_text().contains("root:x:0:0"),
+        "/etc/passwd reached the model"
+    );
+    assert!(
+        !Path::new("/tmp/planted").exists(),
+        "a write escaped the workspace"
+    );
     h.assert_guarantees();
 }
 
@@ -297,20 +399,38 @@ async fn a_zero_test_suite_is_refused() {
     }
     let source = tempfile::tempdir().expect("tempdir");
     std::fs::create_dir(source.path().join("tests")).expect("mkdir");
-    std::fs::write(source.path().join("tests/test_nothing.py"), "# no tests yet\n").expect("write");
+    std::fs::write(
+        source.path().join("tests/test_nothing.py"),
+        "# no tests yet\n",
+    )
+    .expect("write");
     std::fs::write(source.path().join("lib.py"), "X = 1\n").expect("write");
     support::git_commit_all(source.path());
     let h = Harness::with_source(source).await;
     h.mock.push(MockResponse::tool_calls(&[
-        ("update_plan", json!({"items": [{"id": "1", "content": "nothing", "status": "done"}]})),
+        (
+            "update_plan",
+            json!({"items": [{"id": "1", "content": "nothing", "status": "done"}]}),
+        ),
         ("request_completion", json!({"summary": "done"})),
     ]));
-    let (_, result) = h.run(&["--check", "tests", "python3 -m pytest -q", "--max-turns", "2"]).await;
+    let (_, result) = h
+        .run(&[
+            "--check",
+            "tests",
+            "python3 -m pytest -q",
+            "--max-turns",
+            "2",
+        ])
+        .await;
     assert_eq!(result["outcome"], "failure", "{result:#}");
     let check = &result["verification"]["checks"][0];
     assert_eq!(check["passed"], false, "{result:#}");
     let failure = check["failure"].as_str().unwrap_or_default().to_lowercase();
-    assert!(failure.contains("no tests") || failure.contains("0 items") || failure.contains("zero"), "{check:#}");
+    assert!(
+        failure.contains("no tests") || failure.contains("0 items") || failure.contains("zero"),
+        "{check:#}"
+    );
     h.assert_guarantees();
 }
 
@@ -323,36 +443,53 @@ async fn the_third_failed_completion_rolls_back_to_the_validated_state() {
     let source = tempfile::tempdir().expect("tempdir");
     minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
     let file = source.path().join("pagination.py");
-    let fixed = std::fs::read_to_string(&file).expect("read").replace("return total_items // page_size", "return -(-total_items // page_size)");
+    let fixed = std::fs::read_to_string(&file).expect("read").replace(
+        "return total_items // page_size",
+        "return -(-total_items // page_size)",
+    );
     std::fs::write(&file, fixed).expect("write");
     support::git_commit_all(source.path());
     let h = Harness::with_source(source).await;
-    let breaking = FIX.replace("-    return total_items // page_size\n+    return -(-total_items // page_size)", "-    return -(-total_items // page_size)\n+    return total_items // page_size");
+    let breaking = FIX.replace(
+        "-    return total_items // page_size\n+    return -(-total_items // page_size)",
+        "-    return -(-total_items // page_size)\n+    return total_items // page_size",
+    );
     h.mock.push(MockResponse::tool_calls(&[
         ("update_plan", plan(["done", "done"])),
-        ("edit_file", json!({"path": "pagination.py", "patch": breaking})),
+        (
+            "edit_file",
+            json!({"path": "pagination.py", "patch": breaking}),
+        ),
     ]));
     for _ in 0..3 {
-        h.mock.push(MockResponse::tool_calls(&[("request_completion", json!({"summary": "done"}))]));
+        h.mock.push(MockResponse::tool_calls(&[(
+            "request_completion",
+            json!({"summary": "done"}),
+        )]));
     }
     let (_, result) = h.run(&["--max-turns", "5"]).await;
     assert_eq!(result["recovery"]["rollbacks"], 1, "{result:#}");
     assert_eq!(result["recovery"]["repair_cycles"], 2, "{result:#}");
     assert!(h.event_types().iter().any(|t| t == "checkpoint.restored"));
     let patch = std::fs::read_to_string(h.artifacts.join("final.patch")).expect("patch");
-    assert!(patch.trim().is_empty(), "the breaking change was rolled back: {patch}");
+    assert!(
+        patch.trim().is_empty(),
+        "the breaking change was rolled back: {patch}"
+    );
     h.assert_guarantees();
 }
 
 #[tokio::test]
 async fn ctrl_c_mid_command_exits_130_with_partial_work_and_no_containers() {
-    let Some(h) = Harness::new().await else { return };
+    let Some(h) = Harness::new().await else {
+        return;
+    };
     h.mock.push(MockResponse::tool_calls(&[
         ("update_plan", plan(["done", "in_progress"])),
         ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
         ("run_shell", json!({"command": "sleep 50"})),
     ]));
-    let mut child = h.command(&[]).spawn().expect("spawn");
+    let child = h.command(&[]).spawn().expect("spawn");
     let events = h.artifacts.join("events.jsonl");
     let started = std::time::Instant::now();
     loop {
@@ -360,24 +497,38 @@ async fn ctrl_c_mid_command_exits_130_with_partial_work_and_no_containers() {
         if text.contains("\"name\":\"run_shell\"") && text.contains("tool.started") {
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(120), "the command never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the command never started"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     let pid = child.id().expect("pid") as i32;
-    rustix::process::kill_process(rustix::process::Pid::from_raw(pid).expect("pid"), rustix::process::Signal::INT)
-        .expect("SIGINT");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).expect("pid"),
+        rustix::process::Signal::INT,
+    )
+    .expect("SIGINT");
     let cancelled_at = std::time::Instant::now();
     let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
         .await
         .expect("exits promptly")
         .expect("output");
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(cancelled_at.elapsed() < Duration::from_secs(10));
     let result: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
     assert_eq!(result["outcome"], "cancelled");
     let patch = std::fs::read_to_string(h.artifacts.join("final.patch")).expect("patch");
-    assert!(patch.contains("+    return -(-total_items // page_size)"), "partial work exported: {patch}");
+    assert!(
+        patch.contains("+    return -(-total_items // page_size)"),
+        "partial work exported: {patch}"
+    );
     let run_id = result["run_id"].as_str().expect("run id").to_string();
     let docker = minicoder::sandbox::connect().await.expect("docker");
     let left = support::containers_of_run(&docker, &run_id).await;
@@ -387,8 +538,13 @@ async fn ctrl_c_mid_command_exits_130_with_partial_work_and_no_containers() {
 
 #[tokio::test]
 async fn events_mode_streams_jsonl_on_stdout() {
-    let Some(h) = Harness::new().await else { return };
-    h.mock.push(MockResponse::tool_calls(&[("update_plan", plan(["in_progress", "pending"]))]));
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    h.mock.push(MockResponse::tool_calls(&[(
+        "update_plan",
+        plan(["in_progress", "pending"]),
+    )]));
     h.mock.push_all(fix_and_complete());
     let out = h.command(&["--events"]).output().await.expect("run");
     assert_eq!(out.status.code(), Some(0));
@@ -396,7 +552,13 @@ async fn events_mode_streams_jsonl_on_stdout() {
         .lines()
         .map(|l| serde_json::from_str(l).expect("each stdout line is a JSON event"))
         .collect();
-    assert_eq!(lines.first().and_then(|e| e["type"].as_str()), Some("run.started"));
-    assert_eq!(lines.last().and_then(|e| e["type"].as_str()), Some("run.finished"));
+    assert_eq!(
+        lines.first().and_then(|e| e["type"].as_str()),
+        Some("run.started")
+    );
+    assert_eq!(
+        lines.last().and_then(|e| e["type"].as_str()),
+        Some("run.finished")
+    );
     h.assert_guarantees();
 }

@@ -10,14 +10,30 @@ use crate::runtime::{ApprovalMode, RunOptions};
 use crate::state::StateDir;
 
 const FIXTURE: [(&str, &str); 5] = [
-    ("pagination.py", include_str!("../../assets/demo/fixture/pagination.py")),
-    ("tests/test_pagination.py", include_str!("../../assets/demo/fixture/tests/test_pagination.py")),
-    ("pyproject.toml", include_str!("../../assets/demo/fixture/pyproject.toml")),
-    (".minicoder.json", include_str!("../../assets/demo/fixture/.minicoder.json")),
-    ("README.md", include_str!("../../assets/demo/fixture/README.md")),
+    (
+        "pagination.py",
+        include_str!("../../assets/demo/fixture/pagination.py"),
+    ),
+    (
+        "tests/test_pagination.py",
+        include_str!("../../assets/demo/fixture/tests/test_pagination.py"),
+    ),
+    (
+        "pyproject.toml",
+        include_str!("../../assets/demo/fixture/pyproject.toml"),
+    ),
+    (
+        ".minicoder.json",
+        include_str!("../../assets/demo/fixture/.minicoder.json"),
+    ),
+    (
+        "README.md",
+        include_str!("../../assets/demo/fixture/README.md"),
+    ),
 ];
 const SCRIPT: &str = include_str!("../../assets/demo/script.json");
-pub const TASK: &str = "Fix the pagination bug: page_count(21, 10) returns 2, so the partial last page is lost.";
+pub const TASK: &str =
+    "Fix the pagination bug: page_count(21, 10) returns 2, so the partial last page is lost.";
 
 /// Writes the fixture as a fresh one-commit Git repository in `dir`.
 pub fn write_fixture(dir: &Path) -> anyhow::Result<()> {
@@ -49,12 +65,26 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     let source = ScriptedSource::from_json(SCRIPT)?;
     let mut opts = RunOptions::new(&dir, TASK);
     opts.approval = ApprovalMode::Never;
-    eprintln!("minicoder demo: fixing {} with a scripted model in the real sandbox", dir.display());
-    let code = super::run::run_with(opts, Box::new(source), StdoutMode::Result, &dir.display().to_string(), TASK).await;
+    eprintln!(
+        "minicoder demo: fixing {} with a scripted model in the real sandbox",
+        dir.display()
+    );
+    let code = super::run::run_with(
+        opts,
+        Box::new(source),
+        StdoutMode::Result,
+        &dir.display().to_string(),
+        TASK,
+    )
+    .await;
     let unchanged = tree_digest(&dir)? == before;
     eprintln!(
         "source repository {}",
-        if unchanged { "unchanged (byte for byte)" } else { "CHANGED — this is a bug" }
+        if unchanged {
+            "unchanged (byte for byte)"
+        } else {
+            "CHANGED — this is a bug"
+        }
     );
     Ok(code)
 }

@@ -11,9 +11,11 @@ macro_rules! out {
     }};
 }
 
+pub mod demo;
 mod doctor;
 mod gc;
 mod progress;
+mod run;
 mod sandbox;
 
 use std::path::PathBuf;
@@ -143,14 +145,18 @@ pub fn main() -> ExitCode {
     init_tracing();
     let name = match &cli.command {
         None => "the interactive session",
-        Some(Command::Run(_)) => "run",
-        Some(Command::Demo) => "demo",
         Some(Command::Apply { .. }) => "apply",
         Some(Command::Undo { .. }) => "undo",
         Some(Command::Resume { .. }) => "resume",
         Some(Command::Runs) => "runs",
         Some(Command::Show { .. }) => "show",
-        Some(Command::Sandbox { .. } | Command::Doctor | Command::Gc) => "",
+        Some(
+            Command::Sandbox { .. }
+            | Command::Doctor
+            | Command::Gc
+            | Command::Run(_)
+            | Command::Demo,
+        ) => "",
     };
     if !name.is_empty() {
         eprintln!("minicoder: {name} is not implemented yet");
@@ -183,6 +189,8 @@ pub fn main() -> ExitCode {
                 command: SandboxCommand::Probe,
             }) => sandbox::probe().await,
             Some(Command::Doctor) => doctor::run().await,
+            Some(Command::Run(args)) => run::run(args).await,
+            Some(Command::Demo) => demo::run().await,
             Some(Command::Gc) => gc::run().await,
             _ => Ok(ExitCode::from(EXIT_USAGE)),
         }

@@ -67,18 +67,24 @@ pub fn cancel_on_signals(token: CancellationToken) {
             _ = tokio::signal::ctrl_c() => {}
             _ = terminated => {}
         }
-        eprintln!("minicoder: cancelling: stopping work, exporting the partial patch, removing containers");
+        eprintln!(
+            "minicoder: cancelling: stopping work, exporting the partial patch, removing containers"
+        );
         token.cancel();
     });
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !args.non_interactive {
-        eprintln!("minicoder: the full-screen session is not implemented yet; add --non-interactive");
+        eprintln!(
+            "minicoder: the full-screen session is not implemented yet; add --non-interactive"
+        );
         return Ok(ExitCode::from(super::EXIT_USAGE));
     }
     if args.approval == Approval::Each {
-        eprintln!("minicoder: --approval each needs the interactive session; use final or never with --non-interactive");
+        eprintln!(
+            "minicoder: --approval each needs the interactive session; use final or never with --non-interactive"
+        );
         return Ok(ExitCode::from(super::EXIT_USAGE));
     }
     let env: HashMap<String, String> = std::env::vars().collect();
@@ -98,11 +104,19 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         pinned: args.model.clone(),
         benchmark: args.benchmark,
     };
-    let source: Box<dyn ActionSource> = match ModelChain::from_env(&env.clone().into(), &selection) {
-        Ok(chain) => Box::new(chain),
-        Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
-    };
-    Ok(run_with(opts, source, mode, &args.repo.display().to_string(), &args.task).await)
+    let source: Box<dyn ActionSource> =
+        match ModelChain::from_env(&crate::model::Env::from_pairs(env.clone()), &selection) {
+            Ok(chain) => Box::new(chain),
+            Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
+        };
+    Ok(run_with(
+        opts,
+        source,
+        mode,
+        &args.repo.display().to_string(),
+        &args.task,
+    )
+    .await)
 }
 
 /// Runs with a ready action source; prints per `mode`; returns the exit code.

@@ -31,7 +31,11 @@ pub const APPROVAL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// Asks and waits. No approver, a closed channel, a dropped responder and a
 /// timeout all mean refusal.
-pub async fn ask(approver: Option<&Approver>, request: ApprovalRequest, timeout: Duration) -> ApprovalDecision {
+pub async fn ask(
+    approver: Option<&Approver>,
+    request: ApprovalRequest,
+    timeout: Duration,
+) -> ApprovalDecision {
     let Some(approver) = approver else {
         return ApprovalDecision::Refuse(Some(
             "edits need approval and no one is there to approve them".into(),
@@ -66,12 +70,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_dropped_or_missing_responder_is_a_refusal() {
-        assert!(matches!(ask(None, req(), APPROVAL_TIMEOUT).await, ApprovalDecision::Refuse(_)));
+        assert!(matches!(
+            ask(None, req(), APPROVAL_TIMEOUT).await,
+            ApprovalDecision::Refuse(_)
+        ));
         let (tx, mut rx) = mpsc::unbounded_channel();
         let asking = tokio::spawn(async move { ask(Some(&tx), req(), APPROVAL_TIMEOUT).await });
         let (_, responder) = rx.recv().await.expect("request");
         drop(responder);
-        assert!(matches!(asking.await.expect("join"), ApprovalDecision::Refuse(_)));
+        assert!(matches!(
+            asking.await.expect("join"),
+            ApprovalDecision::Refuse(_)
+        ));
     }
 
     #[tokio::test]

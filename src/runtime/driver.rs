@@ -14,6 +14,7 @@ use crate::model::types::{ModelRequest, estimate_tokens};
 use crate::model::{ActionSource, ModelObservation};
 use crate::trace::RunReport;
 use crate::verify::VerificationResult;
+use tokio_util::sync::CancellationToken;
 
 /// Time spent in each kind of work, for the report.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,7 +60,10 @@ pub async fn drive(mut run: Prepared) -> RunReport {
         let Some(effect) = queue.pop_front() else {
             // The reducer always ends with Finish; an empty queue is a bug
             // in it, reported rather than hung on.
-            break Ending::new(Outcome::Failure, "the agent stopped without an outcome".into());
+            break Ending::new(
+                Outcome::Failure,
+                "the agent stopped without an outcome".into(),
+            );
         };
         if let Some(follow_ups) = run.hooks.follow_ups.as_mut() {
             while let Ok(text) = follow_ups.try_recv() {
@@ -84,7 +88,13 @@ pub async fn drive(mut run: Prepared) -> RunReport {
             }
             Effect::RunTool(call) => {
                 let t = Instant::now();
-                let raced = race(&run, tool_exec::execute(&mut run_parts(&mut run), &call)).await;
+                let (cancel, deadline) = (run.hooks.cancel.clone(), run.deadline);
+                let raced = race(
+                    &cancel,
+                    deadline,
+                    tool_exec::execute(&mut run_parts(&mut run), &call),
+                )
+                .await;
                 durations.tools_ms += t.elapsed().as_millis() as u64;
                 match raced {
                     Raced::Done(Ok(result)) => Some(Input::ToolFinished {
@@ -153,11 +163,15 @@ fn interrupted<T>(run: &Prepared, raced: Raced<T>) -> Input {
 }
 
 /// Runs `work` unless the run is cancelled or its deadline passes first.
-async fn race<T>(run: &Prepared, work: impl std::future::Future<Output = T>) -> Raced<T> {
+async fn race<T>(
+    cancel: &CancellationToken,
+    deadline: tokio::time::Instant,
+    work: impl std::future::Future<Output = T>,
+) -> Raced<T> {
     tokio::select! {
         out = work => Raced::Done(out),
-        _ = run.hooks.cancel.cancelled() => Raced::Cancelled,
-        _ = tokio::time::sleep_until(run.deadline) => Raced::TimedOut,
+        _ = cancel.cancelled() => Raced::Cancelled,
+        _ = tokio::time::sleep_until(deadline) => Raced::TimedOut,
     }
 }
 
@@ -176,6 +190,7 @@ pub fn run_parts(run: &mut Prepared) -> tool_exec::Parts<'_> {
         command_timeout: run.options.limits.command_timeout(),
         edit_seq: &mut run.edit_seq,
         last_fingerprint: &mut run.last_fingerprint,
+        call_seq: &mut run.call_seq,
     }
 }
 
@@ -197,13 +212,18 @@ async fn bootstrap(run: &mut Prepared, durations: &mut Durations) -> Result<(), 
         timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
     };
     let work = crate::verify::run_bootstrap(run.docker.clone(), &settings, &run.bootstrap);
-    let raced = race(run, work).await;
+    let raced = race(&run.hooks.cancel.clone(), run.deadline, work).await;
     durations.bootstrap_ms = t.elapsed().as_millis() as u64;
     let (passed, failure) = match raced {
         Raced::Done(Ok(result)) => (result.passed, result.failure),
         Raced::Done(Err(e)) => (false, Some(e.to_string())),
         Raced::Cancelled => return Err((Outcome::Cancelled, "cancelled by the user".into())),
-        Raced::TimedOut => return Err((Outcome::Failure, "the run's time budget ran out during bootstrap".into())),
+        Raced::TimedOut => {
+            return Err((
+                Outcome::Failure,
+                "the run's time budget ran out during bootstrap".into(),
+            ));
+        }
     };
     run.bus.emit(RunEvent::BootstrapFinished {
         passed,
@@ -247,7 +267,11 @@ fn checkpoint(run: &mut Prepared, reason: &str, validated: bool) -> Option<Input
 fn restore(run: &mut Prepared, id: &str) -> Input {
     let restored = git2::Oid::from_str(id)
         .map_err(|e| e.to_string())
-        .and_then(|oid| run.checkpoints.restore(oid, &run.root).map_err(|e| e.to_string()));
+        .and_then(|oid| {
+            run.checkpoints
+                .restore(oid, &run.root)
+                .map_err(|e| e.to_string())
+        });
     match restored {
         Ok(_) => {
             run.bus.emit(RunEvent::CheckpointRestored {

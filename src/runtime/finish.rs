@@ -80,7 +80,10 @@ pub async fn finish(
         .unwrap_or_else(|e| {
             tracing::error!("exporting the patch: {e}");
             if ending.outcome == Outcome::Success {
-                ending = Ending::new(Outcome::Failure, format!("the patch could not be exported: {e}"));
+                ending = Ending::new(
+                    Outcome::Failure,
+                    format!("the patch could not be exported: {e}"),
+                );
             }
             String::new()
         });
@@ -96,14 +99,18 @@ pub async fn finish(
         if verified.as_deref() != Some(final_fingerprint.as_str()) {
             ending = Ending::new(
                 Outcome::Failure,
-                "the workspace changed after the passing verification; a new pass is required".into(),
+                "the workspace changed after the passing verification; a new pass is required"
+                    .into(),
             );
         }
         let credentials = artifacts.redactor().added_credentials(&patch);
         if !credentials.is_empty() {
             ending = Ending::new(
                 Outcome::Failure,
-                format!("the patch would add a credential ({}); it is refused", credentials.join(", ")),
+                format!(
+                    "the patch would add a credential ({}); it is refused",
+                    credentials.join(", ")
+                ),
             );
         }
     }
@@ -169,7 +176,7 @@ pub async fn finish(
     }
     write_state(&artifacts, &run_id, &agent, true);
     let receipt = ReceiptKey::load_or_create(&state).and_then(|key| {
-        let events_sha256 = crate::trace::digest(&artifacts.events_path())?;
+        let events_sha256 = crate::trace::digest(artifacts.events_path())?;
         Receipt::sign(
             &key,
             ReceiptFields {

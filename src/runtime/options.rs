@@ -54,7 +54,8 @@ impl Limits {
             }
         };
         if let Some(n) = num("MINICODER_MAX_TURNS")? {
-            l.max_turns = u32::try_from(n).map_err(|_| "MINICODER_MAX_TURNS is too large".to_string())?;
+            l.max_turns =
+                u32::try_from(n).map_err(|_| "MINICODER_MAX_TURNS is too large".to_string())?;
         }
         if let Some(n) = num("MINICODER_TIMEOUT_MS")? {
             l.timeout_ms = n;
@@ -116,13 +117,19 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn environment_overrides_defaults_and_bad_values_are_named() {
-        let l = Limits::from_env(&env(&[("MINICODER_MAX_TURNS", "7"), ("MINICODER_TIMEOUT_MS", "1000")]))
-            .expect("limits");
+        let l = Limits::from_env(&env(&[
+            ("MINICODER_MAX_TURNS", "7"),
+            ("MINICODER_TIMEOUT_MS", "1000"),
+        ]))
+        .expect("limits");
         assert_eq!(l.max_turns, 7);
         assert_eq!(l.timeout_ms, 1000);
         assert_eq!(l.command_timeout_ms, 60_000);

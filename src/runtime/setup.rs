@@ -10,11 +10,11 @@ use bollard::Docker;
 use super::{EventBus, RunError, RunHooks, RunOptions};
 use crate::agent::reducer::{Agent, AgentConfig};
 use crate::model::ActionSource;
+use crate::model::types::ModelId;
 use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SANDBOX_GID, SANDBOX_UID};
 use crate::state::StateDir;
-use crate::model::types::ModelId;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
 use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceRoot};
@@ -46,6 +46,7 @@ pub struct Prepared {
     /// Set when a person chose "approve the rest of the run".
     pub approve_all: bool,
     pub edit_seq: u32,
+    pub call_seq: u32,
     pub last_fingerprint: String,
     /// The provider and model that answered last.
     pub model_used: Option<ModelId>,
@@ -91,7 +92,9 @@ pub async fn prepare(
             ))
         })?;
     if options.task.trim().is_empty() {
-        return Err(RunError::Invalid("the task is empty: say what to do".into()));
+        return Err(RunError::Invalid(
+            "the task is empty: say what to do".into(),
+        ));
     }
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
@@ -115,8 +118,12 @@ pub async fn prepare(
     // The owner file comes first, so `gc` never finds an ownerless workspace
     // of a live run.
     let ws_dir = state.workspace_dir(&run_id);
-    std::fs::create_dir_all(state.workspaces_dir())
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", state.workspaces_dir().display())))?;
+    std::fs::create_dir_all(state.workspaces_dir()).map_err(|e| {
+        RunError::Invalid(format!(
+            "cannot create {}: {e}",
+            state.workspaces_dir().display()
+        ))
+    })?;
     write_owner_file(
         &sandbox::gc::workspace_owner_file(&state, &run_id),
         &ProcessIdentity::current(),
@@ -141,7 +148,9 @@ pub async fn prepare(
         run_id.clone(),
         checks.clone(),
         artifacts.path().join("outputs"),
-        state.checkpoint_store_dir(&run_id).with_extension("verify-cache"),
+        state
+            .checkpoint_store_dir(&run_id)
+            .with_extension("verify-cache"),
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
@@ -160,7 +169,10 @@ pub async fn prepare(
     let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
     let agent = Agent::new(AgentConfig {
         task: options.task.clone(),
-        checks: checks.iter().map(|c| format!("{}: {}", c.name, c.command)).collect(),
+        checks: checks
+            .iter()
+            .map(|c| format!("{}: {}", c.name, c.command))
+            .collect(),
         max_turns: options.limits.max_turns,
         max_tokens: options.limits.max_tokens,
         context_limit: source.context_limit(),
@@ -218,6 +230,7 @@ pub async fn prepare(
         image,
         approve_all: false,
         edit_seq: 0,
+        call_seq: 0,
         last_fingerprint: String::new(),
         model_used: None,
         options,

@@ -27,6 +27,8 @@ pub struct Parts<'a> {
     pub command_timeout: Duration,
     pub edit_seq: &'a mut u32,
     pub last_fingerprint: &'a mut String,
+    /// Numbers every tool call of the run: model call ids repeat across turns.
+    pub call_seq: &'a mut u32,
 }
 
 /// What goes back to the agent.
@@ -37,6 +39,8 @@ pub struct ToolResult {
 
 pub async fn execute(p: &mut Parts<'_>, call: &ToolCall) -> Result<ToolResult, SandboxError> {
     let started = Instant::now();
+    *p.call_seq += 1;
+    let stem = format!("{:04}-{}", *p.call_seq, sanitize(&call.id));
     let output = match tools::parse_call(&call.name, &call.arguments) {
         Err(e) => failed("invalid arguments", e.to_string()),
         Ok(ParsedCall::EditFile(args)) => edit(p, call, &args).await,
@@ -46,15 +50,15 @@ pub async fn execute(p: &mut Parts<'_>, call: &ToolCall) -> Result<ToolResult, S
                 root: p.root,
                 container: p.container,
                 outputs_dir: &outputs_dir,
-                call_id: &call.id,
+                call_id: &stem,
                 default_timeout: p.command_timeout,
             };
-            tools::execute(&parsed, &mut ctx).await?
+            tools::execute_checked(&parsed, &mut ctx).await?
         }
     };
     let output_file = p
         .artifacts
-        .write_output(&format!("{}-{}.txt", call.id, call.name), output.full.as_bytes())
+        .write_output(&format!("{stem}-{}.txt", call.name), output.full.as_bytes())
         .ok();
     p.bus.emit(RunEvent::ToolFinished {
         call_id: call.id.clone(),
@@ -119,7 +123,9 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
         let decision = approval::ask(p.approver, request, APPROVAL_TIMEOUT).await;
         let (approved, reason) = match &decision {
             ApprovalDecision::Approve => (true, None),
-            ApprovalDecision::ApproveAll => (true, Some("approved for the rest of the run".to_string())),
+            ApprovalDecision::ApproveAll => {
+                (true, Some("approved for the rest of the run".to_string()))
+            }
             ApprovalDecision::Refuse(reason) => (false, reason.clone()),
         };
         p.bus.emit(RunEvent::ApprovalResolved {
@@ -131,7 +137,9 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
             ApprovalDecision::ApproveAll => *p.approve_all = true,
             ApprovalDecision::Approve => {}
             ApprovalDecision::Refuse(_) => {
-                let why = reason.map(|r| format!(" Their reason: {r}")).unwrap_or_default();
+                let why = reason
+                    .map(|r| format!(" Their reason: {r}"))
+                    .unwrap_or_default();
                 return failed(
                     "refused by the person",
                     format!(
@@ -147,9 +155,14 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
         return failed("edit failed", e.to_string());
     }
     *p.edit_seq += 1;
-    let _ = p.artifacts.write_patch(*p.edit_seq, &prepared.path, &prepared.patch);
+    let _ = p
+        .artifacts
+        .write_patch(*p.edit_seq, &prepared.path, &prepared.patch);
     let (added, removed) = count_lines(&prepared.patch);
-    let content = format!("Applied the patch to {}: +{added} -{removed} lines.", prepared.path);
+    let content = format!(
+        "Applied the patch to {}: +{added} -{removed} lines.",
+        prepared.path
+    );
     ToolOutput {
         ok: true,
         full: format!("{content}\n{}", prepared.patch),
@@ -158,6 +171,20 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
         changed_files: vec![prepared.path.clone()],
         exit_code: None,
     }
+}
+
+/// A call id as a file-name part.
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(48)
+        .collect()
 }
 
 fn count_lines(patch: &str) -> (usize, usize) {

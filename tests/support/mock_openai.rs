@@ -117,7 +117,10 @@ impl MockResponse {
     pub fn tool_calls_raw(calls: &[(&str, &str)]) -> Self {
         let mut response = Self::completion(None, &[], false);
         if let Kind::Completion { calls: c, .. } = &mut response.kind {
-            *c = calls.iter().map(|(n, a)| (n.to_string(), a.to_string())).collect();
+            *c = calls
+                .iter()
+                .map(|(n, a)| (n.to_string(), a.to_string()))
+                .collect();
         }
         response
     }
@@ -485,10 +488,7 @@ fn sse_events(
             ));
         }
     }
-    let args: Vec<Vec<String>> = calls
-        .iter()
-        .map(|(_, a)| split_in_three(a))
-        .collect();
+    let args: Vec<Vec<String>> = calls.iter().map(|(_, a)| split_in_three(a)).collect();
     for (i, (name, _)) in calls.iter().enumerate() {
         events.push(chunk(
             json!({"tool_calls": [{"index": i, "id": format!("call_{}", i + 1), "type": "function",

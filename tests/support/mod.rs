@@ -74,7 +74,9 @@ pub fn git_commit_all(dir: &Path) {
         .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
         .expect("add");
     index.write().expect("write index");
-    let tree = repo.find_tree(index.write_tree().expect("tree")).expect("tree");
+    let tree = repo
+        .find_tree(index.write_tree().expect("tree"))
+        .expect("tree");
     let sig = git2::Signature::now("test", "test@minicoder.invalid").expect("signature");
     let parents: Vec<git2::Commit> = repo
         .head()

@@ -1,0 +1,170 @@
+//! `run_shell`: one command in the run's sandbox container.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use super::cap::cap_for_model;
+use super::paths::{self, display};
+use super::{MAX_COMMAND_TIMEOUT, RunShellArgs, ToolContext, ToolError, ToolOutput};
+use crate::sandbox::container::CommandOutcome;
+use crate::sandbox::{CommandRequest, SandboxError};
+use crate::workspace::EntryKind;
+
+/// Characters of each stream the model sees (head and tail kept).
+const STREAM_CHARS: usize = 7_400;
+
+pub async fn run_shell(
+    args: &RunShellArgs,
+    ctx: &mut ToolContext<'_>,
+) -> Result<ToolOutput, SandboxError> {
+    let cwd = match checked_cwd(args, ctx) {
+        Ok(cwd) => cwd,
+        Err(e) => return Ok(ToolOutput::failure(e.to_string())),
+    };
+    let timeout = match args.timeout_ms {
+        Some(0) | None => ctx.default_timeout,
+        Some(ms) => Duration::from_millis(ms),
+    }
+    .min(MAX_COMMAND_TIMEOUT);
+    // The spool files go there; the runtime normally made it already.
+    let _ = std::fs::create_dir_all(ctx.outputs_dir);
+    let request = CommandRequest::new(args.command.clone())
+        .cwd(cwd)
+        .timeout(timeout)
+        .spool_to(ctx.outputs_dir, &spool_stem(ctx.call_id));
+    let outcome = ctx.container.run(request).await?;
+    let mut output = render(&outcome, timeout);
+    if args
+        .timeout_ms
+        .is_some_and(|ms| u128::from(ms) > MAX_COMMAND_TIMEOUT.as_millis())
+    {
+        let note = format!(
+            "note: timeout_ms was capped at {} ms (10 minutes)\n",
+            MAX_COMMAND_TIMEOUT.as_millis()
+        );
+        output.content.insert_str(0, &note);
+        output.full.insert_str(0, &note);
+    }
+    Ok(output)
+}
+
+fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
+    let rel = paths::relative(&args.cwd)?;
+    let meta = paths::metadata(ctx.root, &rel)?;
+    if meta.kind != EntryKind::Dir {
+        return Err(ToolError::BadPath {
+            path: display(&rel),
+            problem: "is not a directory inside the workspace (symlinks are not followed for cwd); give a directory path".into(),
+        });
+    }
+    Ok(display(&rel))
+}
+
+/// A file stem from a call id (ids come from the model and may hold any
+/// character).
+fn spool_stem(call_id: &str) -> String {
+    let stem: String = call_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(100)
+        .collect();
+    if stem.is_empty() { "call".into() } else { stem }
+}
+
+fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
+    let millis = outcome.duration.as_millis();
+    let status = if outcome.timed_out {
+        format!(
+            "timed out after {} s; the command and every process it started were killed",
+            timeout.as_secs_f64()
+        )
+    } else {
+        match (outcome.exit_code, outcome.signal) {
+            (_, Some(signal)) => format!(
+                "killed by signal {signal}{}",
+                if signal == 9 {
+                    " (SIGKILL: perhaps the memory or PID limit)"
+                } else {
+                    ""
+                }
+            ),
+            (Some(code), None) => format!("exit code {code}"),
+            (None, None) => "ended without an exit code".to_string(),
+        }
+    };
+    let summary = if outcome.timed_out {
+        format!("timed out after {millis} ms")
+    } else if let Some(code) = outcome.exit_code {
+        format!("exit {code} in {millis} ms")
+    } else {
+        format!("{status} in {millis} ms")
+    };
+    let mut head = format!("{status}; duration {millis} ms\n");
+    if let Some(reason) = &outcome.container_replaced {
+        let _ = writeln!(
+            head,
+            "note: the sandbox container was replaced ({reason}); files outside the workspace were reset"
+        );
+    }
+    let stdout = outcome.stdout.text();
+    let stderr = outcome.stderr.text();
+    let mut content = head.clone();
+    let mut full = head;
+    for (name, text, stream) in [
+        ("stdout", &stdout, &outcome.stdout),
+        ("stderr", &stderr, &outcome.stderr),
+    ] {
+        if text.is_empty() {
+            let _ = writeln!(content, "--- {name}: (empty)");
+            let _ = writeln!(full, "--- {name}: (empty)");
+            continue;
+        }
+        let mut note = String::new();
+        if stream.truncated() {
+            let _ = write!(
+                note,
+                " ({} bytes in all; only the first 1 MB was kept{})",
+                stream.total_bytes,
+                stream
+                    .spool
+                    .as_ref()
+                    .map(|p| format!(", the full stream is in {}", p.display()))
+                    .unwrap_or_default()
+            );
+        }
+        let _ = writeln!(content, "--- {name}{note}:");
+        let _ = writeln!(full, "--- {name}{note}:");
+        content.push_str(&cap_for_model(text, STREAM_CHARS));
+        full.push_str(text);
+        if !text.ends_with('\n') {
+            content.push('\n');
+            full.push('\n');
+        }
+    }
+    ToolOutput {
+        ok: outcome.success(),
+        content: cap_for_model(&content, super::MODEL_CHAR_LIMIT),
+        full,
+        summary,
+        changed_files: Vec::new(),
+        exit_code: outcome.exit_code,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spool_stems_are_safe_file_names() {
+        assert_eq!(spool_stem("call_1"), "call_1");
+        assert_eq!(spool_stem("../../x"), "______x");
+        assert_eq!(spool_stem(""), "call");
+    }
+}
