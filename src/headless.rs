@@ -15,6 +15,8 @@ pub enum StdoutMode {
     Result,
     /// Every event as a JSON line (the final object is not printed).
     Events,
+    /// Nothing: the caller prints its own summary.
+    Nothing,
 }
 
 /// Consumes events until the sender is dropped: progress lines on stderr and,

@@ -69,24 +69,59 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         "minicoder demo: fixing {} with a scripted model in the real sandbox",
         dir.display()
     );
-    let code = super::run::run_with(
+    let (code, report) = super::run::run_with(
         opts,
         Box::new(source),
-        StdoutMode::Result,
+        StdoutMode::Nothing,
         &dir.display().to_string(),
         TASK,
     )
     .await;
     let unchanged = tree_digest(&dir)? == before;
-    eprintln!(
-        "source repository {}",
-        if unchanged {
-            "unchanged (byte for byte)"
-        } else {
-            "CHANGED — this is a bug"
-        }
-    );
+    if let Some(report) = report {
+        print_summary(&report, unchanged);
+    }
+    if !unchanged {
+        anyhow::bail!(
+            "the source repository {} changed during the run",
+            dir.display()
+        );
+    }
     Ok(code)
+}
+
+fn print_summary(report: &crate::trace::RunReport, unchanged: bool) {
+    let checks: Vec<String> = report
+        .verification
+        .checks
+        .iter()
+        .map(|c| format!("{} {}", c.name, if c.passed { "passed" } else { "failed" }))
+        .collect();
+    let checks = if checks.is_empty() {
+        "none".to_string()
+    } else {
+        checks.join(", ")
+    };
+    out!(
+        "\nminicoder demo: {:?} in {:.2} s ({})",
+        report.outcome,
+        report.duration_ms as f64 / 1000.0,
+        report.reason
+    );
+    out!(
+        "  {} turns, {} tool calls; verification: {checks}",
+        report.turns,
+        report.tool_calls
+    );
+    out!("  changed:   {}", report.changed_files.join(", "));
+    let source = if unchanged {
+        "unchanged, byte for byte"
+    } else {
+        "CHANGED"
+    };
+    out!("  source:    {source}");
+    out!("  patch:     {}", report.patch);
+    out!("  artifacts: {}", report.artifact_dir);
 }
 
 /// SHA-256 over every file of a tree (paths and bytes), `.git` included.

@@ -10,6 +10,7 @@ use crate::agent::Outcome;
 use crate::headless::{self, StdoutMode};
 use crate::model::{ActionSource, ModelChain, ModelSelection};
 use crate::runtime::{self, ApprovalMode, Limits, RunHooks, RunOptions};
+use crate::trace::RunReport;
 
 pub fn exit_code(outcome: Outcome) -> u8 {
     match outcome {
@@ -109,26 +110,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Ok(chain) => Box::new(chain),
             Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
         };
-    Ok(run_with(
-        opts,
-        source,
-        mode,
-        &args.repo.display().to_string(),
-        &args.task,
-    )
-    .await)
+    let repo = args.repo.display().to_string();
+    let (code, report) = run_with(opts, source, mode, &repo, &args.task).await;
+    if let Some(report) = report
+        && mode == StdoutMode::Result
+    {
+        headless::print_result(&report);
+    }
+    Ok(code)
 }
 
-/// Runs with a ready action source; prints per `mode`; returns the exit code.
+/// Runs with a ready action source, progress on stderr (and events on
+/// stdout in `Events` mode); returns the exit code and, for a run that
+/// started, its report. A run that could not start prints its failure object.
 pub async fn run_with(
     opts: RunOptions,
     source: Box<dyn ActionSource>,
     mode: StdoutMode,
     repo: &str,
     task: &str,
-) -> ExitCode {
+) -> (ExitCode, Option<RunReport>) {
     if let Err(e) = super::sandbox::docker_with_image().await {
-        return failure_object(repo, task, &format!("{e:#}"), mode);
+        return (failure_object(repo, task, &format!("{e:#}"), mode), None);
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let consumer = tokio::spawn(headless::consume(rx, mode, true));
@@ -143,13 +146,8 @@ pub async fn run_with(
     let result = runtime::run(opts, source, hooks).await;
     let _ = consumer.await;
     match result {
-        Ok(report) => {
-            if mode == StdoutMode::Result {
-                headless::print_result(&report);
-            }
-            ExitCode::from(exit_code(report.outcome))
-        }
-        Err(e) => failure_object(repo, task, &e.to_string(), mode),
+        Ok(report) => (ExitCode::from(exit_code(report.outcome)), Some(report)),
+        Err(e) => (failure_object(repo, task, &e.to_string(), mode), None),
     }
 }
 

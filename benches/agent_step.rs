@@ -1,0 +1,110 @@
+//! Agent overhead per step, excluding model and tool time: one step is the
+//! reducer taking a model reply with a tool call, the events it emits being
+//! written to the hash-chained, redacted `events.jsonl`, the tool result
+//! going back in, the next request being built (with a history of 30 earlier
+//! steps), and `state.json` being replaced atomically — everything the
+//! runtime does between the model answering and the next request, except
+//! the tool itself. Reference: mini-swe-agent ≈ 10 ms per step; budget ≤ 1 ms.
+//!
+//! Run: `cargo bench --bench agent_step`
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use minicoder::agent::events::{RunEvent, VerificationReason};
+use minicoder::agent::reducer::{Agent, AgentConfig, Effect, Input};
+use minicoder::model::types::{ModelId, ModelReply, ToolCall, Usage};
+use minicoder::runtime::EventBus;
+use minicoder::trace::ArtifactDir;
+
+fn reply(i: u64) -> Input {
+    Input::ModelReplied(ModelReply {
+        content: Some("Reading the next file to find where the page count is computed.".into()),
+        tool_calls: vec![ToolCall {
+            id: format!("call_{i}"),
+            name: "read_file".into(),
+            arguments: format!(
+                r#"{{"path": "src/module_{i}.py", "start_line": 1, "end_line": 80}}"#
+            ),
+        }],
+        usage: Usage {
+            input: 4000,
+            output: 60,
+            estimated: false,
+        },
+        model: ModelId {
+            provider: "openai".into(),
+            model: "m".into(),
+        },
+    })
+}
+
+fn result_text() -> String {
+    (1..=80)
+        .map(|n| format!("{n:>5}| def function_{n}(x):  # some realistic source line\n"))
+        .collect()
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let repo = tempfile::tempdir().expect("tempdir");
+    let artifacts = ArtifactDir::create(dir.path().join("run"), repo.path()).expect("artifacts");
+    let mut bus = EventBus::new(artifacts.create_event_log().expect("log"), Vec::new());
+    let mut agent = Agent::new(AgentConfig {
+        task: "Fix the pagination bug".into(),
+        checks: vec!["tests: python3 -m pytest -q".into()],
+        max_turns: u32::MAX,
+        max_tokens: u64::MAX,
+        context_limit: 1_000_000_000,
+        tools: minicoder::tools::specs(),
+    });
+    agent.handle(Input::Start);
+    agent.handle(Input::Verified {
+        reason: VerificationReason::Baseline,
+        passed: false,
+        feedback: String::new(),
+    });
+    let content = result_text();
+    let mut i = 0u64;
+    let mut step = |bus: &mut EventBus, agent: &mut Agent| {
+        i += 1;
+        let mut effects = agent.handle(reply(i));
+        effects.extend(agent.handle(Input::ToolFinished {
+            call_id: format!("call_{i}"),
+            ok: true,
+            content: content.clone(),
+        }));
+        bus.emit(RunEvent::ToolFinished {
+            call_id: format!("call_{i}"),
+            name: "read_file".into(),
+            ok: true,
+            summary: "lines 1-80".into(),
+            result: content.clone(),
+            output_file: None,
+            duration_ms: 1,
+            changed_files: vec![],
+        });
+        let mut calls = 0;
+        for e in effects {
+            match e {
+                Effect::Emit(ev) => bus.emit(ev),
+                Effect::CallModel(req) => calls += req.messages.len(),
+                _ => {}
+            }
+        }
+        let state = serde_json::json!({"turns": agent.stats().turns, "plan": agent.plan().items});
+        artifacts.write_state(&state).expect("state");
+        calls
+    };
+    for _ in 0..30 {
+        step(&mut bus, &mut agent); // a history of 30 earlier steps
+    }
+    let mut group = c.benchmark_group("agent");
+    group.sample_size(200);
+    group.bench_function(
+        "overhead per step (reducer + events.jsonl + state.json)",
+        |b| b.iter(|| step(&mut bus, &mut agent)),
+    );
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
