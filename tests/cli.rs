@@ -29,7 +29,6 @@ fn text(out: &Output) -> (String, String) {
 fn commands_not_built_yet_say_so_with_exit_2() {
     for args in [
         &["run", ".", "task"][..],
-        &["demo"],
         &["apply", "r1"],
         &["undo", "r1"],
         &["resume", "r1"],
@@ -174,4 +173,24 @@ async fn sandbox_probe_passes_every_check() {
         );
     }
     assert_eq!(out.status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn the_demo_fixes_the_fixture_in_the_real_sandbox() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let out = tokio::task::spawn_blocking(|| minicoder(&["demo"], &[]))
+        .await
+        .expect("join");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("minicoder demo: Success"), "{stdout}");
+    assert!(stdout.contains("verification: tests passed"), "{stdout}");
+    assert!(stdout.contains("changed:   pagination.py"), "{stdout}");
+    assert!(stdout.contains("source:    unchanged, byte for byte"), "{stdout}");
+    // The baseline was verified and failed before the fix: the verifier, not
+    // the script, decided.
+    assert!(stderr.contains("verification (Baseline): failed"), "{stderr}");
+    assert!(stderr.contains("verification (Completion): passed"), "{stderr}");
 }
