@@ -305,6 +305,54 @@ mod tests {
     }
 
     #[test]
+    fn persist_appends_trusted_entries_and_rewrites_damaged_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("cache");
+        let len = |f: &Path| std::fs::metadata(f).expect("stat").len();
+        let old = 10 * RACY_WINDOW_NS;
+        let both = [b"a".as_slice(), b"b".as_slice()];
+        let mut cache = StatCache::new();
+        let fresh = vec![
+            (b"a".to_vec(), entry(1_000, old)),
+            (b"b".to_vec(), entry(2_000, old)),
+        ];
+        cache.update(fresh, both.into_iter());
+        cache.persist(&file).expect("first write");
+        let full = len(&file);
+
+        // A trusted re-hash is appended as one record; a racy one is not.
+        let mut changed = entry(3_000, old);
+        changed.sha256 = [9; 32];
+        let racy = entry(old - 1, old);
+        cache.update(
+            vec![(b"a".to_vec(), changed), (b"b".to_vec(), racy)],
+            both.into_iter(),
+        );
+        cache.persist(&file).expect("append");
+        assert_eq!(len(&file), full + (4 + FIXED + 1 + CHECK) as u64);
+        let loaded = StatCache::load(&file);
+        assert_eq!(loaded.get(b"a"), Some(&changed));
+        assert_eq!(loaded.get(b"b"), Some(&entry(2_000, old)));
+        cache.persist(&file).expect("nothing new");
+        assert_eq!(len(&file), full + (4 + FIXED + 1 + CHECK) as u64);
+
+        // A torn append loses only itself, and the next persist rewrites.
+        let mut bytes = std::fs::read(&file).expect("read");
+        bytes.truncate(bytes.len() - 3);
+        std::fs::write(&file, &bytes).expect("write");
+        let mut torn = StatCache::load(&file);
+        assert_eq!(torn.get(b"a"), Some(&entry(1_000, old)));
+        assert_eq!(torn.len(), 2);
+        torn.persist(&file).expect("rewrite");
+        assert_eq!(len(&file), full);
+
+        // Paths no longer seen are forgotten.
+        cache.update(Vec::new(), [b"a".as_slice()].into_iter());
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get(b"b").is_none());
+    }
+
+    #[test]
     fn save_load_round_trip_and_corruption() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("cache");
