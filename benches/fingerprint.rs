@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use minicoder::workspace::{CheckpointStore, ExcludeSet, Fingerprinter};
+use minicoder::workspace::{CheckpointStore, ExcludeSet, Fingerprinter, fingerprint};
 
 const DIRS: usize = 100;
 const FILES: usize = 100;
@@ -100,7 +100,8 @@ fn main() {
         *n += 1;
         std::fs::write(dir.join("dir042/file042.txt"), format!("change {n}\n")).expect("write");
     };
-    let (fp_t, cp_t, git_t) = (
+    let (fp_t, cp_t, git_t, cold_t) = (
+        RefCell::new(Vec::new()),
         RefCell::new(Vec::new()),
         RefCell::new(Vec::new()),
         RefCell::new(Vec::new()),
@@ -136,6 +137,18 @@ fn main() {
             )
         })
     });
+    group.bench_function("fingerprint (from scratch, no cache)", |b| {
+        b.iter_custom(|n| {
+            timed(
+                &cold_t,
+                n,
+                || bump(&ws),
+                || {
+                    fingerprint(&ws, &ExcludeSet::default()).expect("scan");
+                },
+            )
+        })
+    });
     group.measurement_time(Duration::from_secs(8));
     group.bench_function("git add -A && git commit", |b| {
         b.iter_custom(|n| {
@@ -150,11 +163,18 @@ fn main() {
     group.finish();
     c.final_summary();
 
-    let (f, k, g) = (median(&fp_t), median(&cp_t), median(&git_t));
+    let (f, k, g, s) = (
+        median(&fp_t),
+        median(&cp_t),
+        median(&git_t),
+        median(&cold_t),
+    );
     println!(
-        "summary: median fingerprint {f:.2} ms, checkpoint {k:.2} ms, git add+commit {g:.2} ms; \
-         ratios fingerprint/git {:.3}, checkpoint/git {:.3} (budget: ≤ 50 ms each)",
+        "summary: median fingerprint {f:.2} ms, checkpoint {k:.2} ms, git add+commit {g:.2} ms, \
+         from-scratch fingerprint {s:.2} ms; ratios fingerprint/git {:.3}, checkpoint/git {:.3}, \
+         from-scratch/git {:.3} (budget: ≤ 50 ms each for the incremental ones)",
         f / g,
-        k / g
+        k / g,
+        s / g
     );
 }

@@ -10,7 +10,7 @@
 //! directory) records blob ids that are known to be in the store, so an
 //! incremental checkpoint reads and writes only the files that changed.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -43,6 +43,8 @@ pub struct Checkpoint {
 pub struct CheckpointStore {
     repo: Repository,
     scanner: Fingerprinter,
+    /// Trees this store has written since it was opened.
+    stored_trees: HashSet<Oid>,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -72,7 +74,11 @@ impl CheckpointStore {
         };
         let scanner =
             Fingerprinter::new(workspace, excludes).with_cache_file(store_dir.join(CACHE_FILE))?;
-        Ok(Self { repo, scanner })
+        Ok(Self {
+            repo,
+            scanner,
+            stored_trees: HashSet::new(),
+        })
     }
 
     /// Records the workspace as it is now, after the latest checkpoint.
@@ -257,7 +263,7 @@ impl CheckpointStore {
             .repo
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
-        let tree_id = write_tree(&odb, &snapshot.entries)?;
+        let tree_id = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
         Ok((snapshot, tree_id))
     }
 

@@ -31,19 +31,20 @@
 //! Scans are incremental through a [`StatCache`]; see that module for the
 //! racy-file rule.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid};
-use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::stat_cache::{CachedHash, StatCache, StatKey};
+use super::walk::{Found, io_error, open_dir_beneath, stat_key, walk};
 use super::{EntryKind, WorkspaceError};
 
 /// The tool caches left out by default, matched by directory name at any depth.
@@ -185,7 +186,7 @@ impl Fingerprinter {
     }
 
     /// Loads the cache from `file` (which must be outside the workspace) and
-    /// saves it there after every scan.
+    /// brings it up to date there after every scan (see [`StatCache`]).
     pub fn with_cache_file(mut self, file: impl Into<PathBuf>) -> Result<Self, WorkspaceError> {
         let file = file.into();
         let inside = match (
@@ -229,41 +230,80 @@ impl Fingerprinter {
         &mut self,
         sink: &mut BlobSink<'_>,
     ) -> Result<Snapshot, WorkspaceError> {
-        let mut scan = Scan {
-            excludes: &self.excludes,
-            old: self.cache.take_entries(),
-            new: HashMap::new(),
-            entries: Vec::new(),
-            rehashed: 0,
-            started_ns: now_ns(),
-            sink,
-            workspace: &self.workspace,
-        };
+        let started_ns = now_ns();
         let root = rustix::fs::open(
             &self.workspace,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| WorkspaceError::io(&self.workspace, e));
-        let walked = root.and_then(|root| scan.walk(root, &mut Vec::new()));
-        let Scan {
-            new,
-            mut entries,
-            rehashed,
-            ..
-        } = scan;
-        self.cache.set_entries(new);
-        walked?;
+        .map_err(|e| WorkspaceError::io(&self.workspace, e))?;
+        let found = walk(&root, &self.workspace, &self.excludes, self.cache.entries())?;
+        let mut reader = Reader {
+            root: &root,
+            workspace: &self.workspace,
+            open: None,
+        };
+        let mut entries = Vec::with_capacity(found.len());
+        let mut fresh = Vec::new();
+        let mut rehashed = 0;
+        for item in found {
+            match item {
+                Found::File {
+                    rel,
+                    name_start,
+                    cached,
+                } => {
+                    let hash = match cached {
+                        Some(hash) => hash,
+                        None => {
+                            let (key, bytes) = reader.read(&rel, name_start)?;
+                            rehashed += 1;
+                            let hash = CachedHash {
+                                key,
+                                sha256: Sha256::digest(&bytes).into(),
+                                blob: oid_bytes(sink(&bytes)?),
+                                recorded_ns: started_ns,
+                            };
+                            fresh.push((rel.clone(), hash));
+                            hash
+                        }
+                    };
+                    entries.push(FingerprintEntry {
+                        path: PathBuf::from(OsString::from_vec(rel)),
+                        kind: EntryKind::File,
+                        mode: if hash.key.mode & 0o111 != 0 {
+                            MODE_EXEC
+                        } else {
+                            MODE_FILE
+                        },
+                        digest: EntryDigest::Content(hash.sha256),
+                        blob: Oid::from_bytes(&hash.blob)
+                            .map_err(WorkspaceError::git("reading a cached blob id"))?,
+                    });
+                }
+                Found::Symlink { rel, target } => {
+                    let blob = sink(&target)?;
+                    entries.push(FingerprintEntry {
+                        path: PathBuf::from(OsString::from_vec(rel)),
+                        kind: EntryKind::Symlink,
+                        mode: MODE_LINK,
+                        digest: EntryDigest::LinkTarget(PathBuf::from(OsString::from_vec(target))),
+                        blob,
+                    });
+                }
+            }
+        }
         entries.sort_unstable_by(|a, b| {
             a.path
                 .as_os_str()
                 .as_bytes()
                 .cmp(b.path.as_os_str().as_bytes())
         });
-        if let Some(file) = &self.cache_file
-            && rehashed > 0
-        {
-            self.cache.save(file)?;
+        let files = entries.iter().filter(|e| e.kind == EntryKind::File);
+        self.cache
+            .update(fresh, files.map(|e| e.path.as_os_str().as_bytes()));
+        if let Some(file) = &self.cache_file {
+            self.cache.persist(file)?;
         }
         Ok(Snapshot {
             fingerprint: digest(&entries),
@@ -298,164 +338,49 @@ pub fn digest(entries: &[FingerprintEntry]) -> Fingerprint {
     Fingerprint(h.finalize().into())
 }
 
-struct Scan<'a, 'b> {
-    excludes: &'a ExcludeSet,
-    old: HashMap<Vec<u8>, CachedHash>,
-    new: HashMap<Vec<u8>, CachedHash>,
-    entries: Vec<FingerprintEntry>,
-    rehashed: usize,
-    started_ns: i64,
-    sink: &'a mut BlobSink<'b>,
+/// Reads the files the cache could not vouch for, reopening their
+/// directories from the root without following symlinks.
+struct Reader<'a> {
+    root: &'a OwnedFd,
     workspace: &'a Path,
+    /// The directory opened last, by relative path (files of one directory
+    /// usually come together).
+    open: Option<(Vec<u8>, OwnedFd)>,
 }
 
-impl Scan<'_, '_> {
-    fn err(&self, rel: &[u8], e: impl Into<std::io::Error>) -> WorkspaceError {
-        WorkspaceError::io(self.workspace.join(OsStr::from_bytes(rel)), e)
-    }
-
-    /// Walks the directory `fd`, whose relative path is `prefix` (empty or
-    /// ending in `/`). Nothing is followed: children are opened relative to
-    /// their parent with `O_NOFOLLOW`, so a concurrent swap of a directory
-    /// for a symlink cannot lead the walk outside.
-    fn walk(
-        &mut self,
-        fd: std::os::fd::OwnedFd,
-        prefix: &mut Vec<u8>,
-    ) -> Result<(), WorkspaceError> {
-        let mut dir = Dir::new(fd).map_err(|e| self.err(prefix, e))?;
-        while let Some(entry) = dir.read() {
-            let entry = entry.map_err(|e| self.err(prefix, e))?;
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." || name == b".git" {
-                continue;
-            }
-            let dfd = dir.fd().map_err(|e| self.err(prefix, e))?;
-            let name = OsStr::from_bytes(name);
-            let len = prefix.len();
-            prefix.extend_from_slice(name.as_bytes());
-            let result = self.visit(dfd, name, entry.file_type(), prefix);
-            prefix.truncate(len);
-            result?;
-        }
-        Ok(())
-    }
-
-    fn visit(
-        &mut self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        t: FileType,
-        rel: &mut Vec<u8>,
-    ) -> Result<(), WorkspaceError> {
-        let mut stat = None;
-        let t = if t == FileType::Unknown {
-            let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                .map_err(|e| self.err(rel, e))?;
-            stat = Some(st);
-            FileType::from_raw_mode(st.st_mode)
-        } else {
-            t
-        };
-        match t {
-            FileType::Directory if self.excludes.excludes_dir(name) => Ok(()),
-            FileType::Directory => {
-                let child = rustix::fs::openat(
-                    dir,
-                    name,
-                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                )
-                .map_err(|e| self.err(rel, e))?;
-                rel.push(b'/');
-                self.walk(child, rel)
-            }
-            FileType::RegularFile => {
-                let st = match stat {
-                    Some(st) => st,
-                    None => rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-                        .map_err(|e| self.err(rel, e))?,
-                };
-                self.file(dir, name, stat_key(&st), rel)
-            }
-            FileType::Symlink => {
-                let target =
-                    rustix::fs::readlinkat(dir, name, Vec::new()).map_err(|e| self.err(rel, e))?;
-                let target = target.as_bytes();
-                let blob = (self.sink)(target)?;
-                self.entries.push(FingerprintEntry {
-                    path: PathBuf::from(OsStr::from_bytes(rel)),
-                    kind: EntryKind::Symlink,
-                    mode: MODE_LINK,
-                    digest: EntryDigest::LinkTarget(PathBuf::from(OsStr::from_bytes(target))),
-                    blob,
-                });
-                Ok(())
-            }
-            _ => Ok(()),
-        }
-    }
-
-    fn file(
-        &mut self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
-        key: StatKey,
-        rel: &[u8],
-    ) -> Result<(), WorkspaceError> {
-        let cached = self
-            .old
-            .remove_entry(rel)
-            .filter(|(_, c)| c.is_valid_for(&key));
-        let (path, hash) = match cached {
-            Some(hit) => hit,
-            None => {
-                let (key, bytes) = self.read_file(dir, name, rel)?;
-                self.rehashed += 1;
-                let hash = CachedHash {
-                    key,
-                    sha256: Sha256::digest(&bytes).into(),
-                    blob: oid_bytes((self.sink)(&bytes)?),
-                    recorded_ns: self.started_ns,
-                };
-                (rel.to_vec(), hash)
-            }
-        };
-        self.entries.push(FingerprintEntry {
-            path: PathBuf::from(OsStr::from_bytes(&path)),
-            kind: EntryKind::File,
-            mode: if hash.key.mode & 0o111 != 0 {
-                MODE_EXEC
-            } else {
-                MODE_FILE
-            },
-            digest: EntryDigest::Content(hash.sha256),
-            blob: Oid::from_bytes(&hash.blob)
-                .map_err(WorkspaceError::git("reading a cached blob id"))?,
-        });
-        self.new.insert(path, hash);
-        Ok(())
-    }
-
+impl Reader<'_> {
     /// Reads a regular file without following a symlink or blocking on a
-    /// fifo swapped in since the directory was read; the facts recorded are
-    /// those of the file actually read.
-    fn read_file(
-        &self,
-        dir: BorrowedFd<'_>,
-        name: &OsStr,
+    /// fifo swapped in since it was examined; the facts returned are those
+    /// of the file actually read.
+    fn read(
+        &mut self,
         rel: &[u8],
+        name_start: usize,
     ) -> Result<(StatKey, Vec<u8>), WorkspaceError> {
+        let (dir, name) = rel.split_at(name_start);
+        let reuse = matches!(&self.open, Some((path, _)) if path.as_slice() == dir);
+        if !reuse {
+            let fd = open_dir_beneath(self.root.as_fd(), dir, self.workspace)?;
+            self.open = Some((dir.to_vec(), fd));
+        }
+        let Some((_, dir_fd)) = &self.open else {
+            return Err(io_error(
+                self.workspace,
+                rel,
+                std::io::Error::other("directory not open"),
+            ));
+        };
         let fd = rustix::fs::openat(
-            dir.as_fd(),
-            name,
+            dir_fd.as_fd(),
+            OsStr::from_bytes(name),
             OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| self.err(rel, e))?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| self.err(rel, e))?;
+        .map_err(|e| io_error(self.workspace, rel, e))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| io_error(self.workspace, rel, e))?;
         if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
-            return Err(self.err(
+            return Err(io_error(
+                self.workspace,
                 rel,
                 std::io::Error::other("changed into a non-regular file during the scan"),
             ));
@@ -463,20 +388,8 @@ impl Scan<'_, '_> {
         let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0));
         std::fs::File::from(fd)
             .read_to_end(&mut bytes)
-            .map_err(|e| self.err(rel, e))?;
+            .map_err(|e| io_error(self.workspace, rel, e))?;
         Ok((stat_key(&st), bytes))
-    }
-}
-
-// The field types of `struct stat` differ between architectures.
-#[allow(clippy::unnecessary_cast)]
-fn stat_key(st: &rustix::fs::Stat) -> StatKey {
-    StatKey {
-        size: st.st_size as u64,
-        mtime_ns: (st.st_mtime as i64).saturating_mul(1_000_000_000) + st.st_mtime_nsec as i64,
-        ctime_ns: (st.st_ctime as i64).saturating_mul(1_000_000_000) + st.st_ctime_nsec as i64,
-        ino: st.st_ino as u64,
-        mode: st.st_mode as u32,
     }
 }
 

@@ -207,3 +207,41 @@ pub(crate) fn age_cache(f: &mut Fingerprinter) {
     }
     f.cache.set_entries(entries);
 }
+
+#[test]
+fn parallel_walk_finds_every_entry_of_a_wide_deep_tree() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let mut expected = Vec::new();
+    for a in 0..12 {
+        for b in 0..4 {
+            let dir = ws.join(format!("d{a}/e{b}/f"));
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            for c in 0..3 {
+                std::fs::write(dir.join(format!("x{c}")), format!("{a}{b}{c}")).expect("write");
+                expected.push(format!("d{a}/e{b}/f/x{c}"));
+            }
+        }
+        symlink("e0", ws.join(format!("d{a}/link"))).expect("symlink");
+        expected.push(format!("d{a}/link"));
+    }
+    expected.sort();
+    let mut f = Fingerprinter::new(&ws, ExcludeSet::default());
+    let first = f.scan().expect("scan");
+    let paths: Vec<String> = first
+        .entries
+        .iter()
+        .map(|e| e.path.to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(paths, expected);
+    assert_eq!(first.rehashed, 12 * 4 * 3);
+    assert_eq!(first.fingerprint, fp(&ws));
+
+    std::fs::write(ws.join("d7/e2/f/x1"), b"changed").expect("write");
+    std::fs::remove_file(ws.join("d3/e0/f/x0")).expect("rm");
+    let again = f.scan().expect("scan");
+    assert_eq!(again.fingerprint, fp(&ws));
+    assert_ne!(again.fingerprint, first.fingerprint);
+    assert_eq!(again.entries.len(), expected.len() - 1);
+    assert_eq!(f.cache().len(), 12 * 4 * 3 - 1);
+}

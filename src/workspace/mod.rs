@@ -7,6 +7,7 @@ mod error;
 mod fingerprint;
 pub mod stat_cache;
 mod tree;
+mod walk;
 
 pub use checkpoint::{Checkpoint, CheckpointStore};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};

@@ -8,8 +8,12 @@
 //! again without its facts changing. Such an entry is never trusted; the file
 //! is read again on every scan until it is old enough.
 //!
-//! The cache is only an accelerator: a missing, truncated or corrupt cache
-//! file loads as an empty cache, and every entry carries its own checksum.
+//! The cache is only an accelerator. On disk it is a header followed by
+//! records, each with its own checksum: loading keeps the records before
+//! the first damaged one (a missing file loads as an empty cache). After a
+//! scan only the entries hashed anew are appended, and only those that a
+//! later scan may trust (racy ones never are); the file is rewritten from
+//! memory when it has grown to twice the live entries or was damaged.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -24,7 +28,12 @@ use super::WorkspaceError;
 /// timestamps, and costs only a re-read of recently changed files.
 pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
-const MAGIC: &[u8; 8] = b"MCSTAT1\n";
+const MAGIC: &[u8; 8] = b"MCSTAT2\n";
+/// Payload bytes of a record before the path.
+const FIXED: usize = 8 * 4 + 4 + 32 + 20 + 8;
+const CHECK: usize = 8;
+/// Superseded records tolerated in the file before it is rewritten.
+const SLACK: usize = 1024;
 
 /// The `lstat` facts that identify a version of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +68,10 @@ impl CachedHash {
 #[derive(Debug, Default, Clone)]
 pub struct StatCache {
     entries: HashMap<Vec<u8>, CachedHash>,
+    /// Trustworthy entries recorded since the file was last written.
+    unsaved: Vec<(Vec<u8>, CachedHash)>,
+    /// Records in the file, if it is known to be intact and in this format.
+    records_on_disk: Option<usize>,
 }
 
 impl StatCache {
@@ -78,42 +91,95 @@ impl StatCache {
         self.entries.get(path)
     }
 
+    pub(crate) fn entries(&self) -> &HashMap<Vec<u8>, CachedHash> {
+        &self.entries
+    }
+
+    #[cfg(test)]
     pub(crate) fn take_entries(&mut self) -> HashMap<Vec<u8>, CachedHash> {
         std::mem::take(&mut self.entries)
     }
 
+    #[cfg(test)]
     pub(crate) fn set_entries(&mut self, entries: HashMap<Vec<u8>, CachedHash>) {
         self.entries = entries;
+        self.records_on_disk = None;
     }
 
-    /// Loads a cache file; anything unreadable yields an empty cache.
-    pub fn load(path: &Path) -> Self {
-        let entries = std::fs::read(path)
-            .ok()
-            .and_then(|bytes| decode(&bytes))
-            .unwrap_or_default();
-        Self { entries }
-    }
-
-    /// Writes the cache atomically (temporary file, then rename).
-    pub fn save(&self, path: &Path) -> Result<(), WorkspaceError> {
-        let mut body = Vec::with_capacity(16 + self.entries.len() * 160);
-        body.extend_from_slice(MAGIC);
-        body.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
-        for (p, e) in &self.entries {
-            body.extend_from_slice(&(p.len() as u64).to_le_bytes());
-            body.extend_from_slice(p);
-            body.extend_from_slice(&e.key.size.to_le_bytes());
-            body.extend_from_slice(&e.key.mtime_ns.to_le_bytes());
-            body.extend_from_slice(&e.key.ctime_ns.to_le_bytes());
-            body.extend_from_slice(&e.key.ino.to_le_bytes());
-            body.extend_from_slice(&e.key.mode.to_le_bytes());
-            body.extend_from_slice(&e.sha256);
-            body.extend_from_slice(&e.blob);
-            body.extend_from_slice(&e.recorded_ns.to_le_bytes());
+    /// Records the files hashed by a scan (`fresh`) and forgets every path
+    /// not among the files it saw (`seen`).
+    pub(crate) fn update<'p>(
+        &mut self,
+        fresh: Vec<(Vec<u8>, CachedHash)>,
+        seen: impl Iterator<Item = &'p [u8]> + Clone,
+    ) {
+        for (path, hash) in fresh {
+            if hash.is_valid_for(&hash.key) {
+                self.unsaved.push((path.clone(), hash));
+            }
+            self.entries.insert(path, hash);
         }
-        let sum = Sha256::digest(&body);
-        body.extend_from_slice(&sum);
+        if self.entries.len() > seen.clone().count() {
+            let seen: std::collections::HashSet<&[u8]> = seen.collect();
+            self.entries
+                .retain(|path, _| seen.contains(path.as_slice()));
+        }
+    }
+
+    /// Brings the cache file up to date: appends the unsaved entries, or
+    /// rewrites the file when it holds too many superseded records, is
+    /// damaged or missing.
+    pub(crate) fn persist(&mut self, path: &Path) -> Result<(), WorkspaceError> {
+        let limit = 2 * self.entries.len() + SLACK;
+        match self.records_on_disk {
+            Some(_) if self.unsaved.is_empty() => Ok(()),
+            Some(n) if n + self.unsaved.len() <= limit => {
+                let mut body = Vec::with_capacity(self.unsaved.len() * (FIXED + 64));
+                for (p, e) in &self.unsaved {
+                    encode(&mut body, p, e);
+                }
+                self.records_on_disk = None;
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| WorkspaceError::io(path, e))?;
+                file.write_all(&body)
+                    .map_err(|e| WorkspaceError::io(path, e))?;
+                self.records_on_disk = Some(n + self.unsaved.len());
+                self.unsaved.clear();
+                Ok(())
+            }
+            _ => {
+                self.records_on_disk = None;
+                self.save(path)?;
+                self.records_on_disk = Some(self.entries.len());
+                self.unsaved.clear();
+                Ok(())
+            }
+        }
+    }
+
+    /// Loads a cache file; records after the first damaged one (and a file
+    /// in another format) are ignored.
+    pub fn load(path: &Path) -> Self {
+        let (entries, records_on_disk) = std::fs::read(path)
+            .ok()
+            .map(|bytes| decode(&bytes))
+            .unwrap_or_default();
+        Self {
+            entries,
+            unsaved: Vec::new(),
+            records_on_disk,
+        }
+    }
+
+    /// Writes the whole cache atomically (temporary file, then rename).
+    pub fn save(&self, path: &Path) -> Result<(), WorkspaceError> {
+        let mut body = Vec::with_capacity(16 + self.entries.len() * (FIXED + 64));
+        body.extend_from_slice(MAGIC);
+        for (p, e) in &self.entries {
+            encode(&mut body, p, e);
+        }
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut tmp =
             tempfile::NamedTempFile::new_in(dir).map_err(|e| WorkspaceError::io(dir, e))?;
@@ -125,36 +191,68 @@ impl StatCache {
     }
 }
 
-fn decode(bytes: &[u8]) -> Option<HashMap<Vec<u8>, CachedHash>> {
-    let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-    if Sha256::digest(body).as_slice() != sum {
-        return None;
+/// Appends one record: payload length (u32), payload, and the first
+/// [`CHECK`] bytes of the payload's SHA-256.
+fn encode(body: &mut Vec<u8>, path: &[u8], e: &CachedHash) {
+    let start = body.len() + 4;
+    body.extend_from_slice(
+        &u32::try_from(FIXED + path.len())
+            .unwrap_or(u32::MAX)
+            .to_le_bytes(),
+    );
+    body.extend_from_slice(&e.key.size.to_le_bytes());
+    body.extend_from_slice(&e.key.mtime_ns.to_le_bytes());
+    body.extend_from_slice(&e.key.ctime_ns.to_le_bytes());
+    body.extend_from_slice(&e.key.ino.to_le_bytes());
+    body.extend_from_slice(&e.key.mode.to_le_bytes());
+    body.extend_from_slice(&e.sha256);
+    body.extend_from_slice(&e.blob);
+    body.extend_from_slice(&e.recorded_ns.to_le_bytes());
+    body.extend_from_slice(path);
+    let sum = Sha256::digest(&body[start..]);
+    body.extend_from_slice(&sum[..CHECK]);
+}
+
+/// The entries of a cache file, and its record count if it is intact.
+fn decode(bytes: &[u8]) -> (HashMap<Vec<u8>, CachedHash>, Option<usize>) {
+    let mut entries = HashMap::new();
+    let mut r = Reader(bytes);
+    if r.take(MAGIC.len()) != Some(MAGIC.as_slice()) {
+        return (entries, None);
     }
-    let mut r = Reader(body);
-    if r.take(MAGIC.len())? != MAGIC {
-        return None;
-    }
-    let count = r.u64()?;
-    let mut entries = HashMap::with_capacity(usize::try_from(count).ok()?.min(1 << 24));
-    for _ in 0..count {
-        let len = usize::try_from(r.u64()?).ok()?;
-        let path = r.take(len)?.to_vec();
-        let key = StatKey {
-            size: r.u64()?,
-            mtime_ns: r.i64()?,
-            ctime_ns: r.i64()?,
-            ino: r.u64()?,
-            mode: u32::from_le_bytes(r.array()?),
-        };
-        let entry = CachedHash {
-            key,
-            sha256: r.array()?,
-            blob: r.array()?,
-            recorded_ns: r.i64()?,
+    let mut records = 0;
+    while !r.0.is_empty() {
+        let Some((path, entry)) = record(&mut r) else {
+            return (entries, None);
         };
         entries.insert(path, entry);
+        records += 1;
     }
-    r.0.is_empty().then_some(entries)
+    (entries, Some(records))
+}
+
+fn record(r: &mut Reader<'_>) -> Option<(Vec<u8>, CachedHash)> {
+    let len = usize::try_from(u32::from_le_bytes(r.array()?)).ok()?;
+    let payload = r.take(len)?;
+    let check = r.take(CHECK)?;
+    if len < FIXED || Sha256::digest(payload)[..CHECK] != *check {
+        return None;
+    }
+    let mut p = Reader(payload);
+    let key = StatKey {
+        size: p.u64()?,
+        mtime_ns: p.i64()?,
+        ctime_ns: p.i64()?,
+        ino: p.u64()?,
+        mode: u32::from_le_bytes(p.array()?),
+    };
+    let entry = CachedHash {
+        key,
+        sha256: p.array()?,
+        blob: p.array()?,
+        recorded_ns: p.i64()?,
+    };
+    Some((p.0.to_vec(), entry))
 }
 
 struct Reader<'a>(&'a [u8]);
@@ -204,6 +302,54 @@ mod tests {
         let mut other = old.key;
         other.size += 1;
         assert!(!old.is_valid_for(&other));
+    }
+
+    #[test]
+    fn persist_appends_trusted_entries_and_rewrites_damaged_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("cache");
+        let len = |f: &Path| std::fs::metadata(f).expect("stat").len();
+        let old = 10 * RACY_WINDOW_NS;
+        let both = [b"a".as_slice(), b"b".as_slice()];
+        let mut cache = StatCache::new();
+        let fresh = vec![
+            (b"a".to_vec(), entry(1_000, old)),
+            (b"b".to_vec(), entry(2_000, old)),
+        ];
+        cache.update(fresh, both.into_iter());
+        cache.persist(&file).expect("first write");
+        let full = len(&file);
+
+        // A trusted re-hash is appended as one record; a racy one is not.
+        let mut changed = entry(3_000, old);
+        changed.sha256 = [9; 32];
+        let racy = entry(old - 1, old);
+        cache.update(
+            vec![(b"a".to_vec(), changed), (b"b".to_vec(), racy)],
+            both.into_iter(),
+        );
+        cache.persist(&file).expect("append");
+        assert_eq!(len(&file), full + (4 + FIXED + 1 + CHECK) as u64);
+        let loaded = StatCache::load(&file);
+        assert_eq!(loaded.get(b"a"), Some(&changed));
+        assert_eq!(loaded.get(b"b"), Some(&entry(2_000, old)));
+        cache.persist(&file).expect("nothing new");
+        assert_eq!(len(&file), full + (4 + FIXED + 1 + CHECK) as u64);
+
+        // A torn append loses only itself, and the next persist rewrites.
+        let mut bytes = std::fs::read(&file).expect("read");
+        bytes.truncate(bytes.len() - 3);
+        std::fs::write(&file, &bytes).expect("write");
+        let mut torn = StatCache::load(&file);
+        assert_eq!(torn.get(b"a"), Some(&entry(1_000, old)));
+        assert_eq!(torn.len(), 2);
+        torn.persist(&file).expect("rewrite");
+        assert_eq!(len(&file), full);
+
+        // Paths no longer seen are forgotten.
+        cache.update(Vec::new(), [b"a".as_slice()].into_iter());
+        assert_eq!(cache.len(), 1);
+        assert!(cache.get(b"b").is_none());
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! Git tree objects built directly from a sorted entry list.
 //!
 //! Blob ids come from the stat cache, so building a tree reads no file and
-//! looks up no object: each directory's tree is serialized here and written
-//! once (the object database skips objects it already has).
+//! looks up no object: each directory's tree is serialized and hashed here,
+//! and written only if it is not among the trees this store is known to
+//! hold already (an unchanged directory costs no object-database call).
 
 use git2::{ObjectType, Odb, Oid};
+use std::collections::HashSet;
 use std::os::unix::ffi::OsStrExt;
 
 use super::{FingerprintEntry, WorkspaceError};
@@ -12,60 +14,90 @@ use super::{FingerprintEntry, WorkspaceError};
 const MODE_TREE: u32 = 0o040000;
 
 /// Writes the trees for `entries` (sorted by path bytes), deepest first, and
-/// returns the id of the root tree.
+/// returns the id of the root tree. `stored` holds ids of trees known to be
+/// in `odb`; those are not written again, and new ones are added.
 pub(crate) fn write_tree(
     odb: &Odb<'_>,
     entries: &[FingerprintEntry],
+    stored: &mut HashSet<Oid>,
 ) -> Result<Oid, WorkspaceError> {
     let paths: Vec<&[u8]> = entries
         .iter()
         .map(|e| e.path.as_os_str().as_bytes())
         .collect();
-    write_dir(odb, entries, &paths, 0)
+    let mut trees = Trees { odb, stored };
+    trees.write_dir(entries, &paths, 0)
 }
 
-/// `entries[i]` has path `paths[i]`; all share the first `prefix` bytes,
-/// which name the directory being written (empty, or ending in `/`).
-fn write_dir(
-    odb: &Odb<'_>,
-    entries: &[FingerprintEntry],
-    paths: &[&[u8]],
-    prefix: usize,
-) -> Result<Oid, WorkspaceError> {
-    let mut items: Vec<(&[u8], u32, Oid)> = Vec::new();
-    let mut i = 0;
-    while i < entries.len() {
-        let rest = &paths[i][prefix..];
-        match rest.iter().position(|&b| b == b'/') {
-            None => {
-                items.push((rest, entries[i].mode, entries[i].blob));
-                i += 1;
-            }
-            Some(slash) => {
-                let dir = &rest[..=slash];
-                let end = i + paths[i..]
-                    .iter()
-                    .take_while(|p| p[prefix..].starts_with(dir))
-                    .count();
-                let oid = write_dir(odb, &entries[i..end], &paths[i..end], prefix + dir.len())?;
-                items.push((&rest[..slash], MODE_TREE, oid));
-                i = end;
+struct Trees<'a, 'r> {
+    odb: &'a Odb<'r>,
+    stored: &'a mut HashSet<Oid>,
+}
+
+impl Trees<'_, '_> {
+    /// `entries[i]` has path `paths[i]`; all share the first `prefix` bytes,
+    /// which name the directory being written (empty, or ending in `/`).
+    fn write_dir(
+        &mut self,
+        entries: &[FingerprintEntry],
+        paths: &[&[u8]],
+        prefix: usize,
+    ) -> Result<Oid, WorkspaceError> {
+        let mut items: Vec<(&[u8], u32, Oid)> = Vec::new();
+        let mut i = 0;
+        while i < entries.len() {
+            let rest = &paths[i][prefix..];
+            match rest.iter().position(|&b| b == b'/') {
+                None => {
+                    items.push((rest, entries[i].mode, entries[i].blob));
+                    i += 1;
+                }
+                Some(slash) => {
+                    let dir = &rest[..=slash];
+                    let end = i + paths[i..]
+                        .iter()
+                        .take_while(|p| p[prefix..].starts_with(dir))
+                        .count();
+                    let oid =
+                        self.write_dir(&entries[i..end], &paths[i..end], prefix + dir.len())?;
+                    items.push((&rest[..slash], MODE_TREE, oid));
+                    i = end;
+                }
             }
         }
+        // Git orders a tree's entries by name, comparing a directory as if its
+        // name ended in '/'. Sorting full paths by bytes already yields that
+        // order, so this only confirms it (linear on sorted input).
+        items.sort_by(|a, b| git_name(a).cmp(git_name(b)));
+        let mut buf = Vec::with_capacity(items.len() * 48);
+        for (name, mode, oid) in items {
+            push_mode(&mut buf, mode);
+            buf.extend_from_slice(name);
+            buf.push(0);
+            buf.extend_from_slice(oid.as_bytes());
+        }
+        let id = Oid::hash_object(ObjectType::Tree, &buf)
+            .map_err(WorkspaceError::git("hashing a tree"))?;
+        if !self.stored.contains(&id) {
+            let written = self
+                .odb
+                .write(ObjectType::Tree, &buf)
+                .map_err(WorkspaceError::git("writing a tree"))?;
+            self.stored.insert(written);
+        }
+        Ok(id)
     }
-    // Git orders a tree's entries by name, comparing a directory as if its
-    // name ended in '/'. Sorting full paths by bytes already yields that
-    // order, so this only confirms it (linear on sorted input).
-    items.sort_by(|a, b| git_name(a).cmp(git_name(b)));
-    let mut buf = Vec::with_capacity(items.len() * 48);
-    for (name, mode, oid) in items {
-        buf.extend_from_slice(format!("{mode:o} ").as_bytes());
-        buf.extend_from_slice(name);
-        buf.push(0);
-        buf.extend_from_slice(oid.as_bytes());
+}
+
+/// The octal mode as Git writes it in a tree (no leading zero), and a space.
+fn push_mode(buf: &mut Vec<u8>, mode: u32) {
+    match mode {
+        MODE_TREE => buf.extend_from_slice(b"40000 "),
+        0o100644 => buf.extend_from_slice(b"100644 "),
+        0o100755 => buf.extend_from_slice(b"100755 "),
+        0o120000 => buf.extend_from_slice(b"120000 "),
+        _ => buf.extend_from_slice(format!("{mode:o} ").as_bytes()),
     }
-    odb.write(ObjectType::Tree, &buf)
-        .map_err(WorkspaceError::git("writing a tree"))
 }
 
 fn git_name<'a>((name, mode, _): &'a (&[u8], u32, Oid)) -> impl Iterator<Item = u8> + 'a {
@@ -96,7 +128,13 @@ mod tests {
                 blob: odb.write(ObjectType::Blob, p.as_bytes()).expect("blob"),
             })
             .collect();
-        let ours = write_tree(&odb, &entries).expect("tree");
+        let mut stored = HashSet::new();
+        let ours = write_tree(&odb, &entries, &mut stored).expect("tree");
+        assert_eq!(
+            write_tree(&odb, &entries, &mut stored).expect("again"),
+            ours
+        );
+        assert!(stored.contains(&ours));
 
         let mut index = git2::Index::new().expect("index");
         for e in &entries {
