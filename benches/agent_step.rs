@@ -8,7 +8,7 @@
 //!
 //! Run: `cargo bench --bench agent_step`
 
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use minicoder::agent::events::{RunEvent, VerificationReason};
 use minicoder::agent::reducer::{Agent, AgentConfig, Effect, Input};
 use minicoder::model::types::{ModelId, ModelReply, ToolCall, Usage};
@@ -43,66 +43,78 @@ fn result_text() -> String {
         .collect()
 }
 
+/// One step: a reply with a tool call, its result, the next request built,
+/// the events written, the state replaced. Returns the next request's size.
+fn step(
+    bus: &mut EventBus,
+    artifacts: &ArtifactDir,
+    agent: &mut Agent,
+    i: u64,
+    content: &str,
+) -> usize {
+    let mut effects = agent.handle(reply(i));
+    effects.extend(agent.handle(Input::ToolFinished {
+        call_id: format!("call_{i}"),
+        ok: true,
+        content: content.to_string(),
+    }));
+    bus.emit(RunEvent::ToolFinished {
+        call_id: format!("call_{i}"),
+        name: "read_file".into(),
+        ok: true,
+        summary: "lines 1-80".into(),
+        result: content.to_string(),
+        output_file: None,
+        duration_ms: 1,
+        changed_files: vec![],
+    });
+    let mut messages = 0;
+    for e in effects {
+        match e {
+            Effect::Emit(ev) => bus.emit(ev),
+            Effect::CallModel(req) => messages += req.messages.len(),
+            _ => {}
+        }
+    }
+    let state = serde_json::json!({"turns": agent.stats().turns, "plan": agent.plan().items});
+    artifacts.write_state(&state).expect("state");
+    messages
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = tempfile::tempdir().expect("tempdir");
     let artifacts = ArtifactDir::create(dir.path().join("run"), repo.path()).expect("artifacts");
     let mut bus = EventBus::new(artifacts.create_event_log().expect("log"), Vec::new());
-    let mut agent = Agent::new(AgentConfig {
-        task: "Fix the pagination bug".into(),
-        checks: vec!["tests: python3 -m pytest -q".into()],
-        max_turns: u32::MAX,
-        max_tokens: u64::MAX,
-        context_limit: 1_000_000_000,
-        tools: minicoder::tools::specs(),
-    });
-    agent.handle(Input::Start);
-    agent.handle(Input::Verified {
-        reason: VerificationReason::Baseline,
-        passed: false,
-        feedback: String::new(),
-    });
     let content = result_text();
-    let mut i = 0u64;
-    let mut step = |bus: &mut EventBus, agent: &mut Agent| {
-        i += 1;
-        let mut effects = agent.handle(reply(i));
-        effects.extend(agent.handle(Input::ToolFinished {
-            call_id: format!("call_{i}"),
-            ok: true,
-            content: content.clone(),
-        }));
-        bus.emit(RunEvent::ToolFinished {
-            call_id: format!("call_{i}"),
-            name: "read_file".into(),
-            ok: true,
-            summary: "lines 1-80".into(),
-            result: content.clone(),
-            output_file: None,
-            duration_ms: 1,
-            changed_files: vec![],
-        });
-        let mut calls = 0;
-        for e in effects {
-            match e {
-                Effect::Emit(ev) => bus.emit(ev),
-                Effect::CallModel(req) => calls += req.messages.len(),
-                _ => {}
-            }
-        }
-        let state = serde_json::json!({"turns": agent.stats().turns, "plan": agent.plan().items});
-        artifacts.write_state(&state).expect("state");
-        calls
-    };
-    for _ in 0..30 {
-        step(&mut bus, &mut agent); // a history of 30 earlier steps
-    }
-    let mut group = c.benchmark_group("agent");
+    let mut group = c.benchmark_group("agent overhead per step");
     group.sample_size(200);
-    group.bench_function(
-        "overhead per step (reducer + events.jsonl + state.json)",
-        |b| b.iter(|| step(&mut bus, &mut agent)),
-    );
+    for history in [10u64, 30, 50] {
+        let mut template = Agent::new(AgentConfig {
+            task: "Fix the pagination bug".into(),
+            checks: vec!["tests: python3 -m pytest -q".into()],
+            max_turns: u32::MAX,
+            max_tokens: u64::MAX,
+            context_limit: 1_000_000,
+            tools: minicoder::tools::specs(),
+        });
+        template.handle(Input::Start);
+        template.handle(Input::Verified {
+            reason: VerificationReason::Baseline,
+            passed: false,
+            feedback: String::new(),
+        });
+        for i in 0..history {
+            step(&mut bus, &artifacts, &mut template, i, &content);
+        }
+        group.bench_function(format!("after {history} steps"), |b| {
+            b.iter_batched(
+                || template.clone(),
+                |mut agent| step(&mut bus, &artifacts, &mut agent, 1000, &content),
+                BatchSize::SmallInput,
+            )
+        });
+    }
     group.finish();
 }
 

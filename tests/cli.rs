@@ -188,9 +188,18 @@ async fn the_demo_fixes_the_fixture_in_the_real_sandbox() {
     assert!(stdout.contains("minicoder demo: Success"), "{stdout}");
     assert!(stdout.contains("verification: tests passed"), "{stdout}");
     assert!(stdout.contains("changed:   pagination.py"), "{stdout}");
-    assert!(stdout.contains("source:    unchanged, byte for byte"), "{stdout}");
+    assert!(
+        stdout.contains("source:    unchanged, byte for byte"),
+        "{stdout}"
+    );
     // The baseline was verified and failed before the fix: the verifier, not
     // the script, decided.
-    assert!(stderr.contains("verification (Baseline): failed"), "{stderr}");
-    assert!(stderr.contains("verification (Completion): passed"), "{stderr}");
+    assert!(
+        stderr.contains("verification (Baseline): failed"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("verification (Completion): passed"),
+        "{stderr}"
+    );
 }

@@ -101,7 +101,7 @@ pub struct AgentStats {
     pub verifications: u32,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Agent {
     config: AgentConfig,
     system: String,

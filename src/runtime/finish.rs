@@ -43,8 +43,34 @@ pub fn write_state(artifacts: &ArtifactDir, run_id: &str, agent: &Agent, finishe
         "recovery": {"repair_cycles": stats.repair_cycles, "rollbacks": stats.rollbacks},
         "updated": chrono::Utc::now().to_rfc3339(),
     });
-    if let Err(e) = artifacts.write_state(&state) {
+    let written = if finished {
+        artifacts.write_state_durable(&state)
+    } else {
+        artifacts.write_state(&state)
+    };
+    if let Err(e) = written {
         tracing::warn!("writing state.json: {e}");
+    }
+}
+
+/// Spooled command and check output is written raw by the sandbox while it
+/// streams; before the run ends every file under `outputs/` is redacted in
+/// place, so no artifact keeps a credential.
+pub fn redact_outputs(artifacts: &ArtifactDir) {
+    let Ok(entries) = std::fs::read_dir(artifacts.path().join("outputs")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let redacted = artifacts.redactor().redact_bytes(&bytes);
+        if redacted.as_bytes() != bytes.as_slice()
+            && let Err(e) = std::fs::write(&path, redacted)
+        {
+            tracing::error!("redacting {}: {e}", path.display());
+        }
     }
 }
 
@@ -114,6 +140,7 @@ pub async fn finish(
             );
         }
     }
+    redact_outputs(&artifacts);
     let stored = artifacts.write_final_patch(&patch);
     if let Err(e) = &stored {
         tracing::error!("writing final.patch: {e}");

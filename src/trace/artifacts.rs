@@ -153,7 +153,13 @@ impl ArtifactDir {
     /// Replaces `state.json` atomically: `state.json.tmp`, fsync, rename.
     pub fn write_state(&self, state: &impl Serialize) -> Result<(), TraceError> {
         let text = self.redacted_json("the run state", state)?;
-        self.write_atomic(STATE_FILE, text.as_bytes())
+        self.write_atomic(STATE_FILE, text.as_bytes(), Durability::Replace)
+    }
+
+    /// Like [`Self::write_state`], and forces it to disk: for the final state.
+    pub fn write_state_durable(&self, state: &impl Serialize) -> Result<(), TraceError> {
+        let text = self.redacted_json("the run state", state)?;
+        self.write_atomic(STATE_FILE, text.as_bytes(), Durability::Sync)
     }
 
     pub fn read_state<S: DeserializeOwned>(&self) -> Result<S, TraceError> {
@@ -182,7 +188,7 @@ impl ArtifactDir {
     /// Writes (or replaces) `final.patch`, atomically.
     pub fn write_final_patch(&self, patch: &str) -> Result<StoredFile, TraceError> {
         let text = self.redactor.redact(patch);
-        self.write_atomic(FINAL_PATCH_FILE, text.as_bytes())?;
+        self.write_atomic(FINAL_PATCH_FILE, text.as_bytes(), Durability::Sync)?;
         Ok(StoredFile {
             relative_path: FINAL_PATCH_FILE.to_string(),
             sha256: sha256_hex(text.as_bytes()),
@@ -193,7 +199,7 @@ impl ArtifactDir {
     /// Writes (or replaces) `report.json`, atomically.
     pub fn write_report(&self, report: &RunReport) -> Result<(), TraceError> {
         let text = self.redacted_json("the report", report)?;
-        self.write_atomic(REPORT_FILE, text.as_bytes())
+        self.write_atomic(REPORT_FILE, text.as_bytes(), Durability::Sync)
     }
 
     pub fn read_report(&self) -> Result<RunReport, TraceError> {
@@ -211,7 +217,11 @@ impl ArtifactDir {
                 what: "a field of receipt.json".to_string(),
             });
         }
-        self.write_atomic(RECEIPT_FILE, format!("{text}\n").as_bytes())
+        self.write_atomic(
+            RECEIPT_FILE,
+            format!("{text}\n").as_bytes(),
+            Durability::Sync,
+        )
     }
 
     pub fn read_receipt(&self) -> Result<Receipt, TraceError> {
@@ -242,9 +252,18 @@ impl ArtifactDir {
             .map_err(TraceError::io("write the artifact", &path))
     }
 
-    /// Write `<name>.tmp`, fsync, rename over `<name>`, fsync the directory:
-    /// a reader sees the old content or the new, never a mix.
-    fn write_atomic(&self, name: &str, bytes: &[u8]) -> Result<(), TraceError> {
+    /// Write `<name>.tmp`, rename over `<name>`: a reader (or a process that
+    /// crashed and restarts) sees the old content or the new, never a mix.
+    /// With [`Durability::Sync`] the file and the directory are also fsynced,
+    /// so the new content survives a power loss; per-step state writes skip
+    /// that (two fsyncs cost milliseconds a step here, and the event log is not
+    /// synced per line either).
+    fn write_atomic(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        durability: Durability,
+    ) -> Result<(), TraceError> {
         let path = self.root.join(name);
         let tmp = self.root.join(format!("{name}.tmp"));
         let mut file = OpenOptions::new()
@@ -254,15 +273,25 @@ impl ArtifactDir {
             .mode(0o600)
             .open(&tmp)
             .map_err(TraceError::io("create the temporary file", &tmp))?;
+        let sync = durability == Durability::Sync;
         file.write_all(bytes)
-            .and_then(|()| file.sync_all())
+            .and_then(|()| if sync { file.sync_all() } else { Ok(()) })
             .map_err(TraceError::io("write the temporary file", &tmp))?;
         drop(file);
         std::fs::rename(&tmp, &path).map_err(TraceError::io("replace", &path))?;
+        if !sync {
+            return Ok(());
+        }
         File::open(&self.root)
             .and_then(|dir| dir.sync_all())
             .map_err(TraceError::io("sync the artifact directory", &self.root))
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Replace,
+    Sync,
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path, what: &'static str) -> Result<T, TraceError> {
