@@ -98,7 +98,9 @@ fn bench(c: &mut Criterion) {
             context_limit: 1_000_000,
             tools: minicoder::tools::specs(),
         });
-        template.handle(Input::Start);
+        template.handle(Input::Start {
+            baseline_checkpoint: "base".into(),
+        });
         template.handle(Input::Verified {
             reason: VerificationReason::Baseline,
             passed: false,

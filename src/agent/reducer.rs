@@ -33,7 +33,9 @@ pub struct AgentConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     /// The workspace exists and its baseline checkpoint is taken.
-    Start,
+    Start {
+        baseline_checkpoint: String,
+    },
     CheckpointCreated {
         id: String,
         validated: bool,
@@ -73,6 +75,16 @@ pub enum Effect {
     Checkpoint {
         reason: String,
         validated: bool,
+    },
+    /// Verify the baseline in the background, on its own copy of the baseline
+    /// checkpoint, while the agent works; the result comes back as
+    /// `Verified { reason: Baseline, .. }` whenever it is ready.
+    VerifyBaseline {
+        attempt: u32,
+    },
+    /// Mark an existing checkpoint as a verified-good state.
+    MarkValidated {
+        checkpoint: String,
     },
     CallModel(ModelRequest),
     RunTool(ToolCall),
@@ -117,6 +129,7 @@ pub struct Agent {
     no_tool_streak: u32,
     validated: Option<String>,
     failures_since_validated: u32,
+    baseline_checkpoint: Option<String>,
     finished: bool,
 }
 
@@ -139,6 +152,7 @@ impl Agent {
             no_tool_streak: 0,
             validated: None,
             failures_since_validated: 0,
+            baseline_checkpoint: None,
             finished: false,
         }
     }
@@ -170,13 +184,16 @@ impl Agent {
         }
         let mut fx = Vec::new();
         match input {
-            Input::Start => {
-                // A passing baseline verification checkpoints a validated state.
+            Input::Start {
+                baseline_checkpoint,
+            } => {
+                // The baseline is verified concurrently; the agent starts now.
+                self.baseline_checkpoint = Some(baseline_checkpoint);
                 self.stats.verifications += 1;
-                fx.push(Effect::Verify {
-                    reason: VerificationReason::Baseline,
+                fx.push(Effect::VerifyBaseline {
                     attempt: self.stats.verifications,
                 });
+                self.next_turn(&mut fx);
             }
             Input::CheckpointCreated { id, validated } => {
                 if validated {
@@ -380,13 +397,17 @@ impl Agent {
     ) {
         match reason {
             VerificationReason::Baseline => {
-                if passed {
-                    fx.push(Effect::Checkpoint {
-                        reason: "baseline verified".into(),
-                        validated: true,
-                    });
+                // Arrives whenever the background verification ends; the
+                // agent is already working. A pass makes the baseline the
+                // validated state (unless a later one was validated already).
+                if passed
+                    && self.validated.is_none()
+                    && let Some(id) = self.baseline_checkpoint.clone()
+                {
+                    self.validated = Some(id.clone());
+                    self.failures_since_validated = 0;
+                    fx.push(Effect::MarkValidated { checkpoint: id });
                 }
-                self.next_turn(fx);
             }
             VerificationReason::AfterRestore => {
                 let state = if passed { "passes" } else { "fails" };

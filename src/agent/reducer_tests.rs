@@ -40,17 +40,18 @@ fn reply(calls: Vec<ToolCall>) -> Input {
 const PLAN_WIP: &str = r#"{"items":[{"id":"1","content":"fix it","status":"in_progress"}]}"#;
 const PLAN_DONE: &str = r#"{"items":[{"id":"1","content":"fix it","status":"done"}]}"#;
 
+fn start(a: &mut Agent) -> Vec<Effect> {
+    a.handle(Input::Start {
+        baseline_checkpoint: "base".into(),
+    })
+}
+
 /// An agent past the baseline verification (which `baseline_passes` decides).
 fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
     let mut a = Agent::new(config());
-    let fx = a.handle(Input::Start);
-    assert_eq!(
-        fx,
-        vec![Effect::Verify {
-            reason: V::Baseline,
-            attempt: 1
-        }]
-    );
+    let fx = start(&mut a);
+    assert_eq!(fx[0], Effect::VerifyBaseline { attempt: 1 });
+    assert!(calls_model(&fx), "the agent does not wait for the baseline");
     let fx = a.handle(Input::Verified {
         reason: V::Baseline,
         passed: baseline_passes,
@@ -77,35 +78,26 @@ fn calls_model(fx: &[Effect]) -> bool {
 }
 
 #[test]
-fn a_passing_baseline_is_checkpointed_as_validated_then_the_model_is_called() {
-    let (mut a, fx) = started(true);
+fn a_passing_baseline_marks_the_baseline_checkpoint_validated() {
+    let (a, fx) = started(true);
     assert_eq!(
-        fx[0],
-        Effect::Checkpoint {
-            reason: "baseline verified".into(),
-            validated: true
-        }
+        fx,
+        vec![Effect::MarkValidated {
+            checkpoint: "base".into()
+        }]
     );
-    assert!(calls_model(&fx));
-    a.handle(Input::CheckpointCreated {
-        id: "c1".into(),
-        validated: true,
-    });
-    assert_eq!(a.validated_checkpoint(), Some("c1"));
-    assert_eq!(a.stats().turns, 1);
+    assert_eq!(a.validated_checkpoint(), Some("base"));
+    assert_eq!(
+        a.stats().turns,
+        1,
+        "no extra turn: the agent was already working"
+    );
 }
 
 #[test]
 fn a_failing_baseline_invents_no_validated_state() {
     let (a, fx) = started(false);
-    assert!(!has(&fx, |e| matches!(
-        e,
-        Effect::Checkpoint {
-            validated: true,
-            ..
-        }
-    )));
-    assert!(calls_model(&fx));
+    assert!(fx.is_empty(), "{fx:?}");
     assert_eq!(a.validated_checkpoint(), None);
 }
 
@@ -280,10 +272,6 @@ fn only_the_verifier_decides_success() {
 #[test]
 fn the_third_failed_completion_after_a_validated_state_restores_it() {
     let (mut a, _) = started(true);
-    a.handle(Input::CheckpointCreated {
-        id: "good".into(),
-        validated: true,
-    });
     for i in 1..=2 {
         complete(&mut a, &format!("c{i}"));
         let fx = a.handle(Input::Verified {
@@ -303,10 +291,10 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
     assert_eq!(
         fx.last(),
         Some(&Effect::Restore {
-            checkpoint: "good".into()
+            checkpoint: "base".into()
         })
     );
-    let fx = a.handle(Input::Restored { id: "good".into() });
+    let fx = a.handle(Input::Restored { id: "base".into() });
     assert!(matches!(
         fx.last(),
         Some(Effect::Verify {
@@ -345,12 +333,7 @@ fn the_turn_budget_ends_the_run() {
     let mut cfg = config();
     cfg.max_turns = 2;
     let mut a = Agent::new(cfg);
-    a.handle(Input::Start);
-    a.handle(Input::Verified {
-        reason: V::Baseline,
-        passed: false,
-        feedback: String::new(),
-    });
+    start(&mut a);
     let fx = a.handle(reply(vec![call("r", "read_file", r#"{"path":"a"}"#)]));
     assert!(matches!(fx.last(), Some(Effect::RunTool(_))));
     let fx = a.handle(Input::ToolFinished {
@@ -375,12 +358,7 @@ fn the_token_budget_ends_the_run() {
     let mut cfg = config();
     cfg.max_tokens = 50;
     let mut a = Agent::new(cfg);
-    a.handle(Input::Start);
-    a.handle(Input::Verified {
-        reason: V::Baseline,
-        passed: false,
-        feedback: String::new(),
-    });
+    start(&mut a);
     let fx = a.handle(reply(vec![]));
     assert!(
         matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("token budget"))
@@ -392,12 +370,7 @@ fn a_growing_context_is_compacted_and_an_exhausted_one_stops() {
     let mut cfg = config();
     cfg.context_limit = 6_000;
     let mut a = Agent::new(cfg);
-    a.handle(Input::Start);
-    a.handle(Input::Verified {
-        reason: V::Baseline,
-        passed: false,
-        feedback: String::new(),
-    });
+    start(&mut a);
     let mut compacted = false;
     for i in 0..12 {
         let id = format!("r{i}");
@@ -418,12 +391,7 @@ fn a_growing_context_is_compacted_and_an_exhausted_one_stops() {
         context_limit: 3_000,
         ..config()
     });
-    a.handle(Input::Start);
-    a.handle(Input::Verified {
-        reason: V::Baseline,
-        passed: false,
-        feedback: String::new(),
-    });
+    start(&mut a);
     a.handle(reply(vec![call("big", "read_file", r#"{"path":"a"}"#)]));
     let fx = a.handle(Input::ToolFinished {
         call_id: "big".into(),

@@ -5,6 +5,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use super::baseline::{self, BaselineJob};
 use super::finish::{self, Ending};
 use super::setup::Prepared;
 use super::tool_exec;
@@ -48,8 +49,11 @@ pub async fn drive(mut run: Prepared) -> RunReport {
     });
 
     let mut queue: VecDeque<Effect> = VecDeque::new();
+    let mut baseline: Option<BaselineJob> = None;
     match bootstrap(&mut run, &mut durations).await {
-        Ok(()) => queue.extend(run.agent.handle(Input::Start)),
+        Ok(()) => queue.extend(run.agent.handle(Input::Start {
+            baseline_checkpoint: run.baseline_checkpoint.to_string(),
+        })),
         Err(reason) => queue.push_back(Effect::Finish {
             outcome: reason.0,
             reason: reason.1,
@@ -65,6 +69,12 @@ pub async fn drive(mut run: Prepared) -> RunReport {
                 "the agent stopped without an outcome".into(),
             );
         };
+        if baseline.as_ref().is_some_and(BaselineJob::is_finished)
+            && let Some(job) = baseline.take()
+        {
+            let input = baseline_done(&mut run, job).await;
+            queue.extend(run.agent.handle(input));
+        }
         if let Some(follow_ups) = run.hooks.follow_ups.as_mut() {
             while let Ok(text) = follow_ups.try_recv() {
                 queue.extend(run.agent.handle(Input::FollowUp(text)));
@@ -77,6 +87,33 @@ pub async fn drive(mut run: Prepared) -> RunReport {
             }
             Effect::Finish { outcome, reason } => break Ending::new(outcome, reason),
             Effect::Checkpoint { reason, validated } => checkpoint(&mut run, &reason, validated),
+            Effect::VerifyBaseline { attempt } => {
+                run.bus.emit(RunEvent::VerificationStarted {
+                    attempt,
+                    reason: VerificationReason::Baseline,
+                    checks: run.checks.iter().map(|c| c.name.clone()).collect(),
+                });
+                match baseline::spawn(&run, attempt) {
+                    Ok(job) => baseline = Some(job),
+                    // Without a verified baseline there is no rollback target;
+                    // the run itself goes on.
+                    Err(e) => tracing::warn!("the baseline verification could not start: {e}"),
+                }
+                None
+            }
+            Effect::MarkValidated { checkpoint } => {
+                let marked = git2::Oid::from_str(&checkpoint)
+                    .map_err(|e| e.to_string())
+                    .and_then(|oid| {
+                        run.checkpoints
+                            .mark_validated(oid)
+                            .map_err(|e| e.to_string())
+                    });
+                if let Err(e) = marked {
+                    tracing::warn!("marking {checkpoint} validated: {e}");
+                }
+                None
+            }
             Effect::CallModel(request) => {
                 let t = Instant::now();
                 let raced = call_model(&mut run, request).await;
@@ -112,6 +149,20 @@ pub async fn drive(mut run: Prepared) -> RunReport {
                 let t = Instant::now();
                 let raced = verify(&mut run, reason, attempt).await;
                 durations.verification_ms += t.elapsed().as_millis() as u64;
+                // The baseline's verdict decides whether this failure counts
+                // against a validated state: it must reach the agent first.
+                // (It ran concurrently, so it is normally finished by now.)
+                if reason == VerificationReason::Completion
+                    && let Some(job) = baseline.as_mut()
+                {
+                    let (cancel, deadline) = (run.hooks.cancel.clone(), run.deadline);
+                    if let Raced::Done(()) = race(&cancel, deadline, job.wait()).await
+                        && let Some(job) = baseline.take()
+                    {
+                        let input = baseline_done(&mut run, job).await;
+                        queue.extend(run.agent.handle(input));
+                    }
+                }
                 match raced {
                     Raced::Done(Ok(result)) => {
                         let input = Input::Verified {
@@ -135,7 +186,42 @@ pub async fn drive(mut run: Prepared) -> RunReport {
         }
         finish::write_state(&run.artifacts, &run.run_id, &run.agent, false);
     };
+    if let Some(job) = baseline.take() {
+        job.cancel().await;
+    }
     finish::finish(run, ending, durations, last_verification).await
+}
+
+/// Reports a finished baseline verification and turns it into an input.
+async fn baseline_done(run: &mut Prepared, job: BaselineJob) -> Input {
+    let attempt = job.attempt;
+    let done = job.join().await;
+    for check in &done.checks {
+        run.bus.emit(RunEvent::VerificationCheck {
+            attempt,
+            check: check.clone(),
+        });
+    }
+    let passed = match &done.result {
+        Ok(result) => {
+            run.bus.emit(RunEvent::VerificationFinished {
+                attempt,
+                reason: VerificationReason::Baseline,
+                passed: result.passed,
+                fingerprint: result.fingerprint.to_string(),
+            });
+            result.passed
+        }
+        Err(e) => {
+            tracing::warn!("the baseline verification failed to run: {e}");
+            false
+        }
+    };
+    Input::Verified {
+        reason: VerificationReason::Baseline,
+        passed,
+        feedback: String::new(),
+    }
 }
 
 impl<T> Raced<T> {

@@ -4,6 +4,7 @@
 //! artifacts and no containers left.
 
 mod approval;
+mod baseline;
 mod bus;
 mod driver;
 mod finish;

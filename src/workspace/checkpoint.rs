@@ -210,20 +210,44 @@ impl CheckpointStore {
             if have.get(path) == Some(&(mode, blob)) {
                 continue;
             }
-            let blob = self
-                .repo
-                .find_blob(blob)
-                .map_err(WorkspaceError::git("reading a checkpoint blob"))?;
-            if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                root.create_dir_all(parent)?;
-            }
-            match mode {
-                MODE_LINK => root.symlink(path, Path::new(OsStr::from_bytes(blob.content())))?,
-                MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755)?,
-                _ => root.write_with_mode(path, blob.content(), 0o644)?,
-            }
+            self.write_entry(root, path, mode, blob)?;
         }
         Ok(checkpoint)
+    }
+
+    /// Writes every file of checkpoint `id` into `root`, a directory other
+    /// than the store's workspace (a copy to verify the baseline on, while
+    /// the agent changes the workspace). `root` is expected to be empty.
+    pub fn export(&self, id: Oid, root: &WorkspaceRoot) -> Result<(), WorkspaceError> {
+        let tree = self
+            .commit(id)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        for (path, &(mode, blob)) in &flatten(&tree)? {
+            self.write_entry(root, Path::new(OsStr::from_bytes(path)), mode, blob)?;
+        }
+        Ok(())
+    }
+
+    fn write_entry(
+        &self,
+        root: &WorkspaceRoot,
+        path: &Path,
+        mode: u32,
+        blob: Oid,
+    ) -> Result<(), WorkspaceError> {
+        let blob = self
+            .repo
+            .find_blob(blob)
+            .map_err(WorkspaceError::git("reading a checkpoint blob"))?;
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            root.create_dir_all(parent)?;
+        }
+        match mode {
+            MODE_LINK => root.symlink(path, Path::new(OsStr::from_bytes(blob.content()))),
+            MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755),
+            _ => root.write_with_mode(path, blob.content(), 0o644),
+        }
     }
 
     /// Marks checkpoint `id` as the validated state to return to.

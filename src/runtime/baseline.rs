@@ -1,0 +1,127 @@
+//! The baseline verification runs in the background, on its own copy of the
+//! baseline checkpoint, while the agent works: the baseline's verdict decides
+//! the rollback target, not when the agent may start.
+
+use std::path::PathBuf;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::setup::{Prepared, workspace_owner};
+use crate::agent::events::CheckReport;
+use crate::owner::{ProcessIdentity, write_owner_file};
+use crate::sandbox::gc::workspace_owner_file;
+use crate::verify::{VerificationResult, Verifier, VerifierSettings};
+use crate::workspace::WorkspaceRoot;
+
+pub struct BaselineDone {
+    pub result: Result<VerificationResult, String>,
+    pub checks: Vec<CheckReport>,
+}
+
+pub struct BaselineJob {
+    pub attempt: u32,
+    handle: Option<JoinHandle<BaselineDone>>,
+    done: Option<BaselineDone>,
+    cancel: CancellationToken,
+    dir: PathBuf,
+    owner_file: PathBuf,
+}
+
+impl BaselineJob {
+    pub fn is_finished(&self) -> bool {
+        self.done.is_some() || self.handle.as_ref().is_none_or(JoinHandle::is_finished)
+    }
+
+    /// Waits for the verification to end, keeping its result. Cancel-safe:
+    /// dropping this future mid-way loses nothing.
+    pub async fn wait(&mut self) {
+        if self.done.is_some() {
+            return;
+        }
+        let Some(handle) = self.handle.as_mut() else {
+            return;
+        };
+        let done = match handle.await {
+            Ok(done) => done,
+            Err(e) => BaselineDone {
+                result: Err(format!("the baseline verification task failed: {e}")),
+                checks: Vec::new(),
+            },
+        };
+        self.handle = None;
+        self.done = Some(done);
+    }
+
+    /// The result (waiting for it if needed); the copy is removed.
+    pub async fn join(mut self) -> BaselineDone {
+        self.wait().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(&self.owner_file);
+        self.done.take().unwrap_or(BaselineDone {
+            result: Err("the baseline verification has no result".into()),
+            checks: Vec::new(),
+        })
+    }
+
+    /// Stops it (its containers are removed) and waits for that.
+    pub async fn cancel(self) {
+        self.cancel.cancel();
+        let _ = self.join().await;
+    }
+}
+
+/// Copies the baseline checkpoint to `workspaces/<run>-baseline` and starts
+/// verifying it in the background.
+pub fn spawn(run: &Prepared, attempt: u32) -> Result<BaselineJob, String> {
+    let name = format!("{}-baseline", run.run_id);
+    let dir = run.state.workspace_dir(&name);
+    let owner_file = workspace_owner_file(&run.state, &name);
+    write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let owner = workspace_owner();
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
+    }
+    let root = WorkspaceRoot::open(&dir)
+        .map_err(|e| e.to_string())?
+        .with_owner(owner);
+    run.checkpoints
+        .export(run.baseline_checkpoint, &root)
+        .map_err(|e| e.to_string())?;
+    let mut settings = VerifierSettings::new(
+        run.image.clone(),
+        dir.clone(),
+        run.run_id.clone(),
+        run.checks.clone(),
+        run.outputs_dir(),
+        run.state
+            .checkpoint_store_dir(&run.run_id)
+            .with_extension("baseline-cache"),
+    );
+    settings.allow_zero_tests = run.options.allow_zero_tests;
+    settings.check_timeout = run.options.limits.command_timeout();
+    let mut verifier = Verifier::new(run.docker.clone(), settings).map_err(|e| e.to_string())?;
+    let cancel = CancellationToken::new();
+    let token = cancel.clone();
+    let handle = tokio::spawn(async move {
+        let mut checks = Vec::new();
+        let result = {
+            let mut observe = |c: &CheckReport| checks.push(c.clone());
+            tokio::select! {
+                r = verifier.verify(attempt, &mut observe) => r.map_err(|e| e.to_string()),
+                _ = token.cancelled() => Err("the run ended first".to_string()),
+            }
+        };
+        verifier.shutdown().await;
+        BaselineDone { result, checks }
+    });
+    Ok(BaselineJob {
+        attempt,
+        handle: Some(handle),
+        done: None,
+        cancel,
+        dir,
+        owner_file,
+    })
+}
