@@ -192,14 +192,24 @@ async fn the_demo_fixes_the_fixture_in_the_real_sandbox() {
         stdout.contains("source:    unchanged, byte for byte"),
         "{stdout}"
     );
-    // The baseline was verified and failed before the fix: the verifier, not
-    // the script, decided.
-    assert!(
-        stderr.contains("verification (Baseline): failed"),
-        "{stderr}"
-    );
+    // The verifier, not the script, decided.
     assert!(
         stderr.contains("verification (Completion): passed"),
         "{stderr}"
     );
+    assert!(
+        !stderr.contains("verification (Baseline): passed"),
+        "the bug was in the baseline: {stderr}"
+    );
+    // Nothing of the run is left: no container, whatever was in flight.
+    let docker = minicoder::sandbox::connect().await.expect("docker");
+    let run_id = stderr
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("run ")
+                .and_then(|r| r.split_whitespace().next())
+        })
+        .expect("the run id is printed");
+    let left = support::containers_of_run(&docker, run_id).await;
+    assert!(left.is_empty(), "containers left: {left:?}");
 }

@@ -126,7 +126,9 @@ async fn background_processes_do_not_survive() {
     let out = sh(
         &mut c,
         "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &) ; \
-         sh -c 'sleep 303 & exit' ; ps -eo comm | grep -c sleep",
+         sh -c 'sleep 303 & exit' ; \
+         for i in $(seq 50); do [ $(ps -eo comm | grep -c sleep) -ge 4 ] && break; sleep 0.1; done; \
+         ps -eo comm | grep -c sleep",
     )
     .await;
     assert_eq!(out.stdout.text().trim(), "4", "the sleeps ran: {out:?}");

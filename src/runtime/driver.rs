@@ -149,10 +149,13 @@ pub async fn drive(mut run: Prepared) -> RunReport {
                 let t = Instant::now();
                 let raced = verify(&mut run, reason, attempt).await;
                 durations.verification_ms += t.elapsed().as_millis() as u64;
-                // The baseline's verdict decides whether this failure counts
-                // against a validated state: it must reach the agent first.
-                // (It ran concurrently, so it is normally finished by now.)
+                // The baseline's verdict decides whether a failure counts
+                // against a validated state, so before a failed completion
+                // reaches the agent, the baseline's must have. (A pass ends
+                // the run whatever the baseline says: no need to wait.)
+                let failed = matches!(&raced, Raced::Done(Ok(r)) if !r.passed);
                 if reason == VerificationReason::Completion
+                    && failed
                     && let Some(job) = baseline.as_mut()
                 {
                     let (cancel, deadline) = (run.hooks.cancel.clone(), run.deadline);
@@ -162,6 +165,11 @@ pub async fn drive(mut run: Prepared) -> RunReport {
                         let input = baseline_done(&mut run, job).await;
                         queue.extend(run.agent.handle(input));
                     }
+                }
+                if failed {
+                    // The agent will repair and ask again: have a fresh
+                    // container ready by then.
+                    run.verifier.prewarm().await;
                 }
                 match raced {
                     Raced::Done(Ok(result)) => {

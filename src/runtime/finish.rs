@@ -85,6 +85,7 @@ pub async fn finish(
         options,
         repo,
         state,
+        docker,
         workspace,
         mut checkpoints,
         baseline_checkpoint,
@@ -156,6 +157,9 @@ pub async fn finish(
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
     tokio::join!(container.shutdown(), verifier.shutdown());
+    if let Err(e) = crate::sandbox::gc::remove_run(&docker, &run_id).await {
+        tracing::warn!("checking for containers left by the run: {e}");
+    }
     let teardown_ms = teardown.elapsed().as_millis() as u64;
     let _ = std::fs::remove_dir_all(workspace.path());
     let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(&state, &run_id));

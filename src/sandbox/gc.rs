@@ -103,6 +103,26 @@ pub async fn remove_owned(docker: &Docker, owner: &ProcessIdentity) -> Result<us
     Ok(ids.len())
 }
 
+/// Removes every container of `run_id`: the last step of a run's teardown,
+/// catching any container whose removal was left to a dropped future.
+pub async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, SandboxError> {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={run_id}", labels::RUN)],
+    )]);
+    let containers = docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .map_err(|e| SandboxError::docker("list containers", e))?;
+    let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
+    futures_util::future::join_all(ids.iter().map(|id| super::container::remove(docker, id))).await;
+    Ok(ids.len())
+}
+
 /// Removes private workspaces whose owner file names a dead process (or is
 /// missing: the owner file is written before the workspace is created).
 pub fn collect_workspaces(state: &StateDir, report: &mut GcReport) {

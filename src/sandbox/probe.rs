@@ -295,7 +295,9 @@ async fn unprivileged(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
 async fn no_survivors(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
     let first = sh(
         c,
-        "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &); ps -eo comm --no-headers | grep -c '^sleep'",
+        "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &); \
+         for i in $(seq 50); do [ $(ps -eo comm --no-headers | grep -c '^sleep') -ge 3 ] && break; sleep 0.1; done; \
+         ps -eo comm --no-headers | grep -c '^sleep'",
         T,
     )
     .await?;

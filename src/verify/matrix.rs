@@ -5,7 +5,7 @@
 //! fingerprint taken at the start.
 //!
 //! Speed: a fresh container costs ~300 ms to start, so the verifier keeps one
-//! spare started ahead of time ([`Verifier::prewarm`], and again after every
+//! spare started ahead of time ([`Verifier::prewarm`], and for each next
 //! check). A started, never used container is still fresh. Used containers are
 //! removed in the background and awaited in [`Verifier::shutdown`].
 
@@ -145,11 +145,13 @@ impl Verifier {
         let fingerprint = initial.fingerprint;
         let mut before = initial;
         let mut reports = Vec::with_capacity(self.settings.checks.len());
-        for check in self.settings.checks.clone() {
-            let outcome = self.run_check(&check, attempt).await?;
+        let checks = self.settings.checks.clone();
+        for (i, check) in checks.iter().enumerate() {
+            let more = i + 1 < checks.len();
+            let outcome = self.run_check(check, attempt, more).await?;
             let after = self.fingerprinter.scan()?;
             let changed = changed_paths(&before, &after);
-            let report = self.report(&check, &outcome, &changed);
+            let report = self.report(check, &outcome, &changed);
             observe(&report);
             reports.push(report);
             if !changed.is_empty() {
@@ -183,8 +185,15 @@ impl Verifier {
         &mut self,
         check: &CheckSpec,
         attempt: u32,
+        more: bool,
     ) -> Result<CommandOutcome, VerifyError> {
         let mut container = self.take_fresh_container().await?;
+        // The next check's container starts while this one runs. After the
+        // last check none is started: the caller prewarms when it knows
+        // another verification will come, so a passing run ends at once.
+        if more {
+            self.start_spare();
+        }
         let request = CommandRequest::new(&check.command)
             .timeout(self.settings.check_timeout)
             .spool_to(
@@ -193,7 +202,6 @@ impl Verifier {
             );
         let outcome = container.run(request).await;
         self.removals.push(tokio::spawn(container.shutdown()));
-        self.start_spare();
         Ok(outcome?)
     }
 
