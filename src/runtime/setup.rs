@@ -74,6 +74,15 @@ pub fn workspace_owner() -> Option<(u32, u32)> {
         .then_some((SANDBOX_UID, SANDBOX_GID))
 }
 
+/// Waits for a container that is no longer wanted and removes it.
+async fn abandon(
+    starting: tokio::task::JoinHandle<Result<CommandContainer, crate::sandbox::SandboxError>>,
+) {
+    if let Ok(Ok(container)) = starting.await {
+        container.shutdown().await;
+    }
+}
+
 pub async fn prepare(
     options: RunOptions,
     source: Box<dyn ActionSource>,
@@ -129,22 +138,19 @@ pub async fn prepare(
         &ProcessIdentity::current(),
     )
     .map_err(|e| RunError::Invalid(format!("cannot write the workspace owner file: {e}")))?;
+    // The containers start (≈ 200 ms each) while the workspace is copied and
+    // checkpointed: the bind mount only needs the directory to exist.
     let owner = workspace_owner();
-    let workspace = PrivateWorkspace::create(&repo, &ws_dir, owner)?;
-    let root = workspace.root()?;
-    let mut checkpoints = CheckpointStore::open(
-        &state.checkpoint_store_dir(&run_id),
-        workspace.path(),
-        ExcludeSet::default(),
-    )?;
-    let baseline = checkpoints.create("baseline")?;
-
-    let mut spec = ContainerSpec::new(&image, workspace.path(), &run_id);
+    std::fs::create_dir(&ws_dir)
+        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", ws_dir.display())))?;
+    // (`PrivateWorkspace::create` gives it to the sandbox user once filled.)
+    let mut spec = ContainerSpec::new(&image, &ws_dir, &run_id);
     spec.role = Role::Command;
     spec.network = options.network;
+    let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
     let mut settings = VerifierSettings::new(
         image.clone(),
-        workspace.path().to_path_buf(),
+        ws_dir.clone(),
         run_id.clone(),
         checks.clone(),
         artifacts.path().join("outputs"),
@@ -154,16 +160,56 @@ pub async fn prepare(
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
-    let verifier = Verifier::new(docker.clone(), settings)?;
-    let (container, verifier) = tokio::join!(
-        CommandContainer::start(docker.clone(), spec.clone()),
-        async {
-            let mut v = verifier;
-            v.prewarm().await;
-            v
+    let verifier = Verifier::new(docker.clone(), settings);
+    let mut verifier = match verifier {
+        Ok(v) => v,
+        Err(e) => {
+            abandon(starting).await;
+            return Err(e.into());
         }
-    );
-    let container = container?;
+    };
+    verifier.prewarm().await;
+    let copied = {
+        let (repo, ws_dir, state, run_id) =
+            (repo.clone(), ws_dir.clone(), state.clone(), run_id.clone());
+        tokio::task::spawn_blocking(move || -> Result<_, RunError> {
+            let workspace = PrivateWorkspace::create(&repo, &ws_dir, owner)?;
+            let root = workspace.root()?;
+            let mut checkpoints = CheckpointStore::open(
+                &state.checkpoint_store_dir(&run_id),
+                workspace.path(),
+                ExcludeSet::default(),
+            )?;
+            let baseline = checkpoints.create("baseline")?;
+            Ok((workspace, root, checkpoints, baseline))
+        })
+        .await
+        .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))
+        .and_then(|r| r)
+    };
+    let (workspace, root, checkpoints, baseline) = match copied {
+        Ok(parts) => parts,
+        Err(e) => {
+            abandon(starting).await;
+            verifier.shutdown().await;
+            let _ = std::fs::remove_dir_all(&ws_dir);
+            let _ = std::fs::remove_file(sandbox::gc::workspace_owner_file(&state, &run_id));
+            return Err(e);
+        }
+    };
+    let container = match starting.await {
+        Ok(Ok(container)) => container,
+        Ok(Err(e)) => {
+            verifier.shutdown().await;
+            return Err(e.into());
+        }
+        Err(e) => {
+            verifier.shutdown().await;
+            return Err(RunError::Invalid(format!(
+                "starting the command container failed: {e}"
+            )));
+        }
+    };
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
