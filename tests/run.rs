@@ -326,14 +326,23 @@ async fn refusals_and_bad_replies_do_not_end_the_run() {
         "delete_repository",
         json!({}),
     )]));
-    h.mock.push(MockResponse::tool_calls(&[(
-        "update_plan",
-        plan(["in_progress", "pending"]),
-    )]));
+    h.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan(["in_progress", "pending"])),
+        (
+            "edit_file",
+            json!({"path": "config.py", "patch": "--- /dev/null\n+++ b/config.py\n@@ -0,0 +1 @@\n+AWS_KEY = \"AKIAIOSFODNN7EXAMPLE\"\n"}),
+        ),
+    ]));
     h.mock.push_all(fix_and_complete());
     let (_, result) = h.run(&[]).await;
     assert_eq!(result["outcome"], "success", "{result:#}");
+    assert_eq!(
+        result["changed_files"],
+        json!(["pagination.py"]),
+        "the credential never reached the workspace"
+    );
     let results = h.tool_results().join("\n");
+    assert!(results.contains("would add a credential"), "{results}");
     assert!(
         results.contains("a plan is required before edit_file"),
         "{results}"

@@ -55,8 +55,8 @@ pub fn write_fixture(dir: &Path) -> anyhow::Result<()> {
 }
 
 pub async fn run() -> anyhow::Result<ExitCode> {
-    let (docker, _) = super::sandbox::docker_with_image().await?;
-    super::sandbox::startup_gc(&docker).await;
+    // Fail early, before writing the fixture, if Docker is not there.
+    super::sandbox::docker_with_image().await?;
     let state = StateDir::from_env()?;
     let dir = state.root().join("demo").join(crate::ids::random_hex(4));
     std::fs::create_dir_all(&dir)?;

@@ -130,8 +130,9 @@ pub async fn run_with(
     repo: &str,
     task: &str,
 ) -> (ExitCode, Option<RunReport>) {
-    if let Err(e) = super::sandbox::docker_with_image().await {
-        return (failure_object(repo, task, &format!("{e:#}"), mode), None);
+    match super::sandbox::docker_with_image().await {
+        Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
+        Err(e) => return (failure_object(repo, task, &format!("{e:#}"), mode), None),
     }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let consumer = tokio::spawn(headless::consume(rx, mode, true));
