@@ -2,19 +2,12 @@
 //! result that says what was wrong and how to proceed; it never ends the run.
 
 use super::plan::Plan;
+use crate::tools::ToolName;
 
-/// The nine tools offered to the model, by exact name.
-pub const TOOL_NAMES: [&str; 9] = [
-    "list_tree",
-    "read_file",
-    "ripgrep",
-    "tree_sitter_symbols",
-    "edit_file",
-    "run_shell",
-    "git",
-    "update_plan",
-    "request_completion",
-];
+/// The names of the nine tools, for messages.
+fn tool_names() -> String {
+    ToolName::ALL.map(ToolName::as_str).join(", ")
+}
 
 /// Tools that change the workspace or run code: a plan is required first,
 /// and a checkpoint is taken before each.
@@ -24,10 +17,10 @@ pub fn needs_plan(tool: &str) -> bool {
 
 /// Why a call is refused before it runs, if it is.
 pub fn refusal(tool: &str, arguments: &str, plan: &Plan) -> Option<String> {
-    if !TOOL_NAMES.contains(&tool) {
+    if ToolName::from_name(tool).is_none() {
         return Some(format!(
             "unknown tool {tool:?}. The tools are: {}. Call one of them.",
-            TOOL_NAMES.join(", ")
+            tool_names()
         ));
     }
     if let Err(e) = serde_json::from_str::<serde_json::Value>(arguments)

@@ -213,13 +213,8 @@ fn init_tracing() {
         .try_init();
 }
 
-/// Runs `work` until it ends or Ctrl-C / SIGTERM arrives. On a signal the
-/// work is dropped, every container this process owns is removed, and `None`
-/// is returned: the caller exits 130.
-pub(crate) async fn until_cancelled<T>(
-    docker: Option<&bollard::Docker>,
-    work: impl std::future::Future<Output = T>,
-) -> Option<T> {
+/// Resolves on the first Ctrl-C (SIGINT) or SIGTERM.
+pub(crate) async fn shutdown_signal() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).ok();
     let terminated = async {
@@ -229,9 +224,21 @@ pub(crate) async fn until_cancelled<T>(
         }
     };
     tokio::select! {
-        out = work => return Some(out),
         _ = tokio::signal::ctrl_c() => {}
         _ = terminated => {}
+    }
+}
+
+/// Runs `work` until it ends or Ctrl-C / SIGTERM arrives. On a signal the
+/// work is dropped, every container this process owns is removed, and `None`
+/// is returned: the caller exits 130.
+pub(crate) async fn until_cancelled<T>(
+    docker: Option<&bollard::Docker>,
+    work: impl std::future::Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        out = work => return Some(out),
+        _ = shutdown_signal() => {}
     }
     eprintln!("minicoder: cancelled; removing this process's containers");
     if let Some(docker) = docker {

@@ -56,18 +56,7 @@ pub fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptio
 /// Cancels `token` on Ctrl-C or SIGTERM.
 pub fn cancel_on_signals(token: CancellationToken) {
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate()).ok();
-        let terminated = async {
-            match term.as_mut() {
-                Some(t) => t.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminated => {}
-        }
+        super::shutdown_signal().await;
         eprintln!(
             "minicoder: cancelling: stopping work, exporting the partial patch, removing containers"
         );

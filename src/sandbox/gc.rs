@@ -86,30 +86,18 @@ pub async fn collect_docker(docker: &Docker, report: &mut GcReport) -> Result<()
 /// Removes every container owned by `owner` (used on cancellation: whatever
 /// the dropped work left running goes, without waiting for a stop timeout).
 pub async fn remove_owned(docker: &Docker, owner: &ProcessIdentity) -> Result<usize, SandboxError> {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{}={}", labels::OWNER, owner.to_label())],
-    )]);
-    let containers = docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .map_err(|e| SandboxError::docker("list containers", e))?;
-    let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
-    futures_util::future::join_all(ids.iter().map(|id| super::container::remove(docker, id))).await;
-    Ok(ids.len())
+    remove_labelled(docker, labels::OWNER, &owner.to_label()).await
 }
 
 /// Removes every container of `run_id`: the last step of a run's teardown,
 /// catching any container whose removal was left to a dropped future.
 pub async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, SandboxError> {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{}={run_id}", labels::RUN)],
-    )]);
+    remove_labelled(docker, labels::RUN, run_id).await
+}
+
+/// Force-removes, concurrently, every container labelled `key=value`.
+async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usize, SandboxError> {
+    let filters = HashMap::from([("label".to_string(), vec![format!("{key}={value}")])]);
     let containers = docker
         .list_containers(Some(ListContainersOptions {
             all: true,
