@@ -14,5 +14,6 @@ pub mod sandbox;
 pub mod state;
 pub mod tools;
 pub mod trace;
+pub mod tui;
 pub mod verify;
 pub mod workspace;

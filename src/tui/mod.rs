@@ -1,0 +1,3 @@
+//! The interactive session's groundwork: colour themes and the keymap, both as data.
+
+pub mod theme;
