@@ -1,3 +1,4 @@
 //! The interactive session's groundwork: colour themes and the keymap, both as data.
 
+pub mod keymap;
 pub mod theme;

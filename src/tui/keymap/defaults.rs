@@ -1,0 +1,63 @@
+//! The key bindings minicoder ships with (SPEC §11).
+
+use crossterm::event::KeyCode;
+
+use super::{Action, Context, Key};
+
+/// Every default binding, in the order the help overlay lists them.
+pub fn default_bindings() -> Vec<(Context, Key, Action)> {
+    use Action::*;
+    use Context::*;
+    let scrolling = [
+        (Key::char('k'), ScrollUp),
+        (Key::code(KeyCode::Up), ScrollUp),
+        (Key::char('j'), ScrollDown),
+        (Key::code(KeyCode::Down), ScrollDown),
+        (Key::code(KeyCode::PageUp), PageUp),
+        (Key::code(KeyCode::PageDown), PageDown),
+        (Key::char('g'), Top),
+        (Key::code(KeyCode::Home), Top),
+        (Key::char('G'), Bottom),
+        (Key::code(KeyCode::End), Bottom),
+    ];
+    let mut bindings = vec![
+        (Global, Key::ctrl('c'), Cancel),
+        (Global, Key::char('q'), Quit),
+        (Global, Key::char('?'), Action::Help),
+        (Global, Key::code(KeyCode::Tab), FocusNext),
+        (Global, Key::code(KeyCode::BackTab), FocusPrev),
+        (Global, Key::char('z'), Zoom),
+    ];
+    bindings.extend(scrolling.map(|(key, action)| (Global, key, action)));
+    bindings.extend([
+        (Input, Key::code(KeyCode::Enter), Submit),
+        (Input, Key::code(KeyCode::Esc), Dismiss),
+        (Stream, Key::code(KeyCode::Enter), Expand),
+        (Stream, Key::char('o'), ShowOutput),
+        (Diff, Key::code(KeyCode::Enter), Expand),
+        (Diff, Key::char(']'), NextHunk),
+        (Diff, Key::char('['), PrevHunk),
+        (Diff, Key::char('}'), NextFile),
+        (Diff, Key::char('{'), PrevFile),
+        (Matrix, Key::code(KeyCode::Enter), ShowOutput),
+        (Plan, Key::code(KeyCode::Enter), Expand),
+        (Approval, Key::char('y'), Approve),
+        (Approval, Key::char('n'), Refuse),
+        (Approval, Key::char('a'), ApproveAll),
+        (Approval, Key::code(KeyCode::Esc), Dismiss),
+        (Review, Key::char(' '), ToggleHunk),
+        (Review, Key::char('A'), ToggleAll),
+        (Review, Key::char(']'), NextHunk),
+        (Review, Key::char('['), PrevHunk),
+        (Review, Key::char('}'), NextFile),
+        (Review, Key::char('{'), PrevFile),
+        (Review, Key::code(KeyCode::Enter), Apply),
+        (Review, Key::code(KeyCode::Esc), Dismiss),
+        // Deliberate shadows: in the help overlay `q` and `?` close it instead of quitting
+        // or reopening it.
+        (Context::Help, Key::code(KeyCode::Esc), Dismiss),
+        (Context::Help, Key::char('q'), Dismiss),
+        (Context::Help, Key::char('?'), Dismiss),
+    ]);
+    bindings
+}
