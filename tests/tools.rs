@@ -4,9 +4,10 @@
 
 mod support;
 
+use support::{git, write};
+
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use minicoder::sandbox::CommandContainer;
@@ -14,32 +15,6 @@ use minicoder::tools::{
     ParsedCall, ToolContext, ToolOutput, execute, execute_without_container, parse_call,
 };
 use minicoder::workspace::{PrivateWorkspace, WorkspaceRoot};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, bytes).expect("write");
-}
 
 const LIB_RS: &str = "pub struct Counter {\n    n: u32,\n}\n\nimpl Counter {\n    pub fn bump(&mut self) {\n        self.n += 1;\n    }\n}\n\npub fn add(a: u32, b: u32) -> u32 {\n    a + b\n}\n";
 

@@ -1,6 +1,10 @@
 //! Integration tests of the private workspace: copy, confinement,
 //! fingerprints and checkpoints, on real repositories made with `git`.
 
+mod support;
+
+use support::{git, write};
+
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
@@ -11,32 +15,6 @@ use minicoder::workspace::{
     fingerprint,
 };
 use sha2::{Digest, Sha256};
-
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn write(path: &Path, bytes: &[u8]) {
-    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
-    std::fs::write(path, bytes).expect("write");
-}
 
 /// A source repository with tracked, untracked, ignored and special cases.
 fn source_repo() -> (tempfile::TempDir, PathBuf) {

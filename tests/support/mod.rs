@@ -5,6 +5,7 @@ pub mod mock_openai;
 pub mod model_harness;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use bollard::Docker;
 use minicoder::sandbox::{self, ContainerSpec};
@@ -106,4 +107,32 @@ pub async fn containers_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
         .into_iter()
         .flat_map(|c| c.names.unwrap_or_default())
         .collect()
+}
+
+/// Runs the `git` program in `dir` with a fixed identity; fails the test on error.
+pub fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Writes `bytes` to `path`, creating its parent directories.
+pub fn write(path: &Path, bytes: &[u8]) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, bytes).expect("write");
 }
