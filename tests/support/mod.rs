@@ -3,6 +3,7 @@
 
 pub mod mock_openai;
 pub mod model_harness;
+pub mod run_events;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -9,7 +9,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, StatefulWidget, Widget};
+use ratatui::widgets::{Block, BorderType, StatefulWidget, Widget};
 
 use super::draw::{self, BodyContext, Pen};
 use super::model::DiffModel;
@@ -107,6 +107,7 @@ impl StatefulWidget for DiffView<'_> {
             Meaning::Border
         };
         let block = Block::bordered()
+            .border_type(BorderType::Rounded)
             .border_style(self.theme.get(border))
             .title(self.title_line(state));
         let inner = block.inner(area);

@@ -29,10 +29,12 @@ pub enum Action {
     Apply,
     Submit,
     ShowOutput,
+    FocusInput,
+    ShowApproval,
 }
 
 /// Every action with its name in keymap files and its line in the help overlay.
-const ACTIONS: [(Action, &str, &str); 26] = [
+const ACTIONS: [(Action, &str, &str); 28] = [
     (Action::Quit, "quit", "quit minicoder"),
     (Action::Cancel, "cancel", "cancel the run (twice: quit)"),
     (Action::Help, "help", "show every key"),
@@ -75,6 +77,16 @@ const ACTIONS: [(Action, &str, &str); 26] = [
     (Action::Apply, "apply", "apply the reviewed patch"),
     (Action::Submit, "submit", "send the task or follow-up"),
     (Action::ShowOutput, "show-output", "show the full output"),
+    (
+        Action::FocusInput,
+        "focus-input",
+        "type a task or a follow-up",
+    ),
+    (
+        Action::ShowApproval,
+        "show-approval",
+        "show the edit waiting for approval",
+    ),
 ];
 
 impl Action {

@@ -27,6 +27,8 @@ pub fn default_bindings() -> Vec<(Context, Key, Action)> {
         (Global, Key::code(KeyCode::Tab), FocusNext),
         (Global, Key::code(KeyCode::BackTab), FocusPrev),
         (Global, Key::char('z'), Zoom),
+        (Global, Key::char('i'), FocusInput),
+        (Global, Key::char('p'), ShowApproval),
     ];
     bindings.extend(scrolling.map(|(key, action)| (Global, key, action)));
     bindings.extend([

@@ -1,0 +1,443 @@
+//! The interactive session's state machine: one [`AppEvent`] stream in, [`Op`]s out.
+//!
+//! `App` never does IO of its own beyond reading an output file the person asked
+//! to see: the session loop performs the ops (start a run, send a follow-up,
+//! cancel, parse a diff off the UI thread, save the reviewed patch) and feeds the
+//! results back as events. Snapshot tests drive it with real [`RunEvent`]s.
+
+mod keys;
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::KeyEvent;
+use ratatui::Frame;
+use ratatui_textarea::TextArea;
+use tokio::sync::oneshot;
+
+use super::diff::{DiffModel, DiffViewState, ReviewSelection};
+use super::keymap::{Context, Keymap};
+use super::run_view::{NoteKind, Phase, RunView};
+use super::theme::Theme;
+use crate::agent::{Outcome, RunEvent};
+use crate::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
+use crate::trace::RunReport;
+
+/// Everything that can change the screen, from any source, through one channel.
+#[derive(Debug)]
+pub enum AppEvent {
+    Key(KeyEvent),
+    Paste(String),
+    Resize,
+    Run(RunEvent),
+    Approval(ApprovalRequest, oneshot::Sender<ApprovalDecision>),
+    /// The run returned: its report, or why it could not start.
+    RunEnded(Result<Box<RunReport>, String>),
+    /// A background parse of the live diff finished.
+    DiffParsed {
+        generation: u64,
+        model: Arc<DiffModel>,
+    },
+    /// The reviewed patch was saved (or not).
+    ReviewSaved(Result<String, String>),
+    /// A second passed while a run is going (the elapsed clock).
+    Tick,
+    /// SIGTERM, or the terminal went away: cancel any run, then quit.
+    Terminate,
+}
+
+/// What the app asks the session loop to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Start(String),
+    FollowUp(String),
+    Cancel,
+    ParseDiff { generation: u64, text: String },
+    SaveReview { patch: String, artifact_dir: String },
+}
+
+/// The panes, in focus order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Stream,
+    Diff,
+    Matrix,
+    Plan,
+    Input,
+}
+
+impl Pane {
+    pub const ORDER: [Pane; 5] = [
+        Pane::Stream,
+        Pane::Diff,
+        Pane::Matrix,
+        Pane::Plan,
+        Pane::Input,
+    ];
+
+    pub fn context(self) -> Context {
+        match self {
+            Pane::Stream => Context::Stream,
+            Pane::Diff => Context::Diff,
+            Pane::Matrix => Context::Matrix,
+            Pane::Plan => Context::Plan,
+            Pane::Input => Context::Input,
+        }
+    }
+}
+
+/// The elapsed clock: real, or fixed for snapshots.
+#[derive(Debug, Clone, Copy)]
+pub enum Clock {
+    Real,
+    Fixed(Duration),
+}
+
+/// A scrollable text shown over the panes (full tool or check output).
+#[derive(Debug, Clone)]
+pub struct Pager {
+    pub title: String,
+    pub lines: Vec<String>,
+    pub scroll: usize,
+}
+
+#[derive(Debug, Clone)]
+pub enum Overlay {
+    Help(Context),
+    ConfirmCancel,
+    Pager(Pager),
+}
+
+/// An edit waiting for `y`/`n`/`a`.
+#[derive(Debug)]
+pub struct PendingApproval {
+    pub request: ApprovalRequest,
+    pub responder: oneshot::Sender<ApprovalDecision>,
+    pub patch: DiffModel,
+    pub scroll: usize,
+    /// Shown, or hidden with Esc to look around first.
+    pub visible: bool,
+    /// Typing the reason for a refusal.
+    pub reason: Option<TextArea<'static>>,
+}
+
+/// The final review of the verified patch, per file and per hunk.
+#[derive(Debug)]
+pub struct Review {
+    pub model: DiffModel,
+    pub selection: ReviewSelection,
+    pub state: DiffViewState,
+    pub artifact_dir: String,
+    pub saved: Option<Result<String, String>>,
+}
+
+/// The tool-call stream's selection and scroll.
+#[derive(Debug, Clone, Default)]
+pub struct StreamState {
+    pub selected: usize,
+    pub offset: usize,
+    /// Keep the newest entry selected as entries arrive.
+    pub follow: bool,
+    pub expanded: HashSet<usize>,
+}
+
+pub struct App {
+    pub view: RunView,
+    pub keymap: Keymap,
+    pub theme: Theme,
+    pub approval_mode: ApprovalMode,
+    pub focus: Pane,
+    pub zoomed: bool,
+    pub input: TextArea<'static>,
+    pub overlay: Option<Overlay>,
+    pub approval: Option<PendingApproval>,
+    pub approvals: VecDeque<(ApprovalRequest, oneshot::Sender<ApprovalDecision>)>,
+    pub review: Option<Review>,
+    pub diff: Arc<DiffModel>,
+    pub diff_state: DiffViewState,
+    pub stream_state: StreamState,
+    pub matrix_row: usize,
+    pub plan_scroll: usize,
+    /// A one-line message in the status area until the next key.
+    pub flash: Option<String>,
+    pub report: Option<Box<RunReport>>,
+    pub clock: Clock,
+    started: Option<Instant>,
+    ops: Vec<Op>,
+    dirty: bool,
+    quit: bool,
+    quit_after_run: bool,
+}
+
+impl App {
+    pub fn new(repo: &str, keymap: Keymap, theme: Theme, approval_mode: ApprovalMode) -> App {
+        let mut app = App {
+            view: RunView::new(repo),
+            keymap,
+            theme,
+            approval_mode,
+            focus: Pane::Input,
+            zoomed: false,
+            input: TextArea::default(),
+            overlay: None,
+            approval: None,
+            approvals: VecDeque::new(),
+            review: None,
+            diff: Arc::new(DiffModel::default()),
+            diff_state: DiffViewState::default(),
+            stream_state: StreamState {
+                follow: true,
+                ..StreamState::default()
+            },
+            matrix_row: 0,
+            plan_scroll: 0,
+            flash: None,
+            report: None,
+            clock: Clock::Real,
+            started: None,
+            ops: Vec::new(),
+            dirty: true,
+            quit: false,
+            quit_after_run: false,
+        };
+        app.reset_input();
+        app
+    }
+
+    /// Starts a run of `task` right away (the task was given on the command line).
+    pub fn start(&mut self, task: &str) {
+        let task = task.trim();
+        if task.is_empty() {
+            return;
+        }
+        self.view.start(task);
+        self.diff = Arc::new(DiffModel::default());
+        self.diff_state = DiffViewState::default();
+        self.stream_state = StreamState {
+            follow: true,
+            ..StreamState::default()
+        };
+        self.matrix_row = 0;
+        self.plan_scroll = 0;
+        self.review = None;
+        self.report = None;
+        self.started = Some(Instant::now());
+        self.focus = Pane::Stream;
+        self.ops.push(Op::Start(task.to_string()));
+        self.reset_input();
+        self.dirty = true;
+    }
+
+    pub fn update(&mut self, event: AppEvent) {
+        self.dirty = true;
+        match event {
+            AppEvent::Key(key) => self.handle_key(key),
+            AppEvent::Paste(text) => self.paste(&text),
+            AppEvent::Resize | AppEvent::Tick => {}
+            AppEvent::Terminate => {
+                if self.view.is_running() {
+                    self.ops.push(Op::Cancel);
+                    self.quit_after_run = true;
+                } else {
+                    self.quit = true;
+                }
+            }
+            AppEvent::Run(event) => self.run_event(event),
+            AppEvent::Approval(request, responder) => {
+                self.approvals.push_back((request, responder));
+                self.next_approval();
+            }
+            AppEvent::RunEnded(result) => self.run_ended(result),
+            AppEvent::DiffParsed { generation, model } => {
+                if generation == self.view.diff_generation {
+                    self.diff_state.follow_model(&self.diff, &model);
+                    self.diff = model;
+                } else {
+                    self.dirty = false;
+                }
+            }
+            AppEvent::ReviewSaved(result) => {
+                if let Some(review) = self.review.as_mut() {
+                    review.saved = Some(result);
+                }
+            }
+        }
+    }
+
+    fn run_event(&mut self, event: RunEvent) {
+        if matches!(event, RunEvent::RunStarted { .. }) {
+            self.started.get_or_insert_with(Instant::now);
+        }
+        let generation = self.view.diff_generation;
+        self.view.apply(&event);
+        if self.view.diff_generation != generation {
+            self.ops.push(Op::ParseDiff {
+                generation: self.view.diff_generation,
+                text: self.view.diff.clone(),
+            });
+        }
+        if self.stream_state.follow {
+            self.stream_state.selected = self.view.stream.len().saturating_sub(1);
+        }
+    }
+
+    fn run_ended(&mut self, result: Result<Box<RunReport>, String>) {
+        // Whatever happened, nobody is left to answer pending approvals: refuse them.
+        if let Some(pending) = self.approval.take() {
+            let _ = pending
+                .responder
+                .send(ApprovalDecision::Refuse(Some("the run ended".into())));
+        }
+        self.approvals.clear();
+        if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
+            self.overlay = None;
+        }
+        match result {
+            Err(reason) => {
+                self.view.phase = Phase::Failed(reason.clone());
+                self.view.note(
+                    NoteKind::Error,
+                    format!("the run could not start: {reason}"),
+                );
+            }
+            Ok(report) => {
+                if !matches!(self.view.phase, Phase::Finished { .. }) {
+                    self.view.phase = Phase::Finished {
+                        outcome: report.outcome,
+                        reason: report.reason.clone(),
+                        duration_ms: report.duration_ms,
+                    };
+                }
+                let kind = match report.outcome {
+                    Outcome::Success => NoteKind::Info,
+                    Outcome::Failure => NoteKind::Error,
+                    Outcome::Cancelled => NoteKind::Warning,
+                };
+                self.view.note(kind, format!("patch: {}", report.patch));
+                self.open_review(&report);
+                self.report = Some(report);
+            }
+        }
+        if self.quit_after_run {
+            self.quit = true;
+        }
+        if self.review.is_none() {
+            self.focus = Pane::Input;
+        }
+        if self.input.is_empty() {
+            self.reset_input();
+        }
+    }
+
+    /// With `--approval final`, a verified patch is reviewed before it is used.
+    fn open_review(&mut self, report: &RunReport) {
+        if self.approval_mode != ApprovalMode::Final || report.outcome != Outcome::Success {
+            return;
+        }
+        let text =
+            std::fs::read_to_string(&report.patch).unwrap_or_else(|_| self.view.diff.clone());
+        let model = DiffModel::parse(&text);
+        if model.is_empty() {
+            return;
+        }
+        self.review = Some(Review {
+            selection: ReviewSelection::new(&model),
+            model,
+            state: DiffViewState::default(),
+            artifact_dir: report.artifact_dir.clone(),
+            saved: None,
+        });
+    }
+
+    /// Shows the next queued approval, if none is shown.
+    fn next_approval(&mut self) {
+        if self.approval.is_some() {
+            return;
+        }
+        if let Some((request, responder)) = self.approvals.pop_front() {
+            let patch = DiffModel::parse(&request.patch);
+            self.approval = Some(PendingApproval {
+                request,
+                responder,
+                patch,
+                scroll: 0,
+                visible: true,
+                reason: None,
+            });
+        }
+    }
+
+    fn answer_approval(&mut self, decision: ApprovalDecision) {
+        if let Some(pending) = self.approval.take() {
+            // A run that already ended dropped its receiver; nothing is waiting then.
+            let _ = pending.responder.send(decision.clone());
+        }
+        if decision == ApprovalDecision::ApproveAll {
+            // Everything already queued is part of "the rest of the run".
+            while let Some((_, responder)) = self.approvals.pop_front() {
+                let _ = responder.send(ApprovalDecision::Approve);
+            }
+        }
+        self.next_approval();
+    }
+
+    fn paste(&mut self, text: &str) {
+        if let Some(reason) = self.approval.as_mut().and_then(|a| a.reason.as_mut()) {
+            reason.insert_str(text.replace(['\r', '\n'], " "));
+        } else if self.focus == Pane::Input && self.overlay.is_none() && self.review.is_none() {
+            self.input.insert_str(text.replace('\r', ""));
+        }
+    }
+
+    pub(crate) fn reset_input(&mut self) {
+        let mut input = TextArea::default();
+        input.set_cursor_line_style(ratatui::style::Style::default());
+        input.set_placeholder_text(if self.view.is_running() {
+            "a follow-up for the agent (sent with its next turn)"
+        } else {
+            "describe the task, then press Enter"
+        });
+        self.input = input;
+    }
+
+    /// Ops for the session loop, oldest first.
+    pub fn take_ops(&mut self) -> Vec<Op> {
+        std::mem::take(&mut self.ops)
+    }
+
+    /// Whether something changed since the last frame; clears the flag.
+    pub fn take_dirty(&mut self) -> bool {
+        std::mem::replace(&mut self.dirty, false)
+    }
+
+    pub fn is_dirty(&self) -> bool {
+        self.dirty
+    }
+
+    pub fn should_quit(&self) -> bool {
+        self.quit
+    }
+
+    /// The elapsed clock only needs ticks while a run is going.
+    pub fn wants_ticks(&self) -> bool {
+        self.view.is_running() && matches!(self.clock, Clock::Real)
+    }
+
+    pub fn elapsed(&self) -> Option<Duration> {
+        match self.clock {
+            Clock::Fixed(d) => Some(d),
+            Clock::Real => match (&self.view.phase, self.started) {
+                (Phase::Finished { duration_ms, .. }, _) => {
+                    Some(Duration::from_millis(*duration_ms))
+                }
+                (_, Some(start)) => Some(start.elapsed()),
+                _ => None,
+            },
+        }
+    }
+
+    pub fn draw(&mut self, frame: &mut Frame) {
+        super::draw::draw(self, frame);
+    }
+}

@@ -1,0 +1,401 @@
+//! What each key does, by context: overlays first, then the approval modal, the
+//! final review, and the focused pane.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+
+use super::{App, Op, Overlay, Pager, Pane};
+use crate::runtime::ApprovalDecision;
+use crate::tui::keymap::{Action, Context};
+use crate::tui::run_view::{CellState, NoteKind, StreamEntry};
+
+/// How many lines of a file the pager shows at most (the tail is kept).
+const PAGER_LINES: usize = 20_000;
+
+impl App {
+    pub(super) fn handle_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            self.dirty = false;
+            return;
+        }
+        self.flash = None;
+        if self.keymap.lookup(Context::Global, &key) == Some(Action::Cancel)
+            && !self.typing_reason()
+        {
+            self.interrupt();
+            return;
+        }
+        if let Some(overlay) = self.overlay.take() {
+            self.overlay_key(overlay, &key);
+            return;
+        }
+        if self.approval.as_ref().is_some_and(|a| a.visible) {
+            self.approval_key(&key);
+            return;
+        }
+        if self.review.is_some() {
+            self.review_key(&key);
+            return;
+        }
+        let context = self.focus.context();
+        // `?` in an empty task box is a question, not text.
+        if self.focus == Pane::Input
+            && self.input.is_empty()
+            && self.keymap.lookup(Context::Global, &key) == Some(Action::Help)
+        {
+            self.overlay = Some(Overlay::Help(context));
+            return;
+        }
+        match self.keymap.lookup(context, &key) {
+            Some(action) => self.act(action),
+            None if self.focus == Pane::Input => {
+                self.input.input(key);
+            }
+            None => self.dirty = false,
+        }
+    }
+
+    fn typing_reason(&self) -> bool {
+        self.approval
+            .as_ref()
+            .is_some_and(|a| a.visible && a.reason.is_some())
+    }
+
+    /// Ctrl-C: with a run going, ask first; asked already, cancel and quit; idle, quit.
+    fn interrupt(&mut self) {
+        if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
+            self.overlay = None;
+            self.ops.push(Op::Cancel);
+            self.quit_after_run = true;
+        } else if self.view.is_running() {
+            self.overlay = Some(Overlay::ConfirmCancel);
+        } else {
+            self.quit = true;
+        }
+    }
+
+    fn overlay_key(&mut self, overlay: Overlay, key: &KeyEvent) {
+        match overlay {
+            Overlay::ConfirmCancel => match key.code {
+                KeyCode::Char('y') | KeyCode::Enter => {
+                    self.ops.push(Op::Cancel);
+                    self.view
+                        .note(NoteKind::Warning, "cancelling: exporting the partial patch");
+                }
+                KeyCode::Char('n') | KeyCode::Esc => {}
+                _ => self.overlay = Some(Overlay::ConfirmCancel),
+            },
+            Overlay::Help(context) => match self.keymap.lookup(Context::Help, key) {
+                Some(Action::Dismiss) | None => {}
+                Some(_) => self.overlay = Some(Overlay::Help(context)),
+            },
+            Overlay::Pager(mut pager) => {
+                let keep = match self.keymap.lookup(Context::Help, key) {
+                    Some(Action::Dismiss) => false,
+                    Some(action) => {
+                        scroll(&mut pager.scroll, pager.lines.len(), action, 10);
+                        true
+                    }
+                    None => true,
+                };
+                if keep {
+                    self.overlay = Some(Overlay::Pager(pager));
+                }
+            }
+        }
+    }
+
+    fn approval_key(&mut self, key: &KeyEvent) {
+        let Some(pending) = self.approval.as_mut() else {
+            return;
+        };
+        if let Some(reason) = pending.reason.as_mut() {
+            match key.code {
+                KeyCode::Enter => {
+                    let text = reason.lines().join(" ").trim().to_string();
+                    let reason = (!text.is_empty()).then_some(text);
+                    self.answer_approval(ApprovalDecision::Refuse(reason));
+                }
+                KeyCode::Esc => pending.reason = None,
+                _ => {
+                    reason.input(*key);
+                }
+            }
+            return;
+        }
+        match self.keymap.lookup(Context::Approval, key) {
+            Some(Action::Approve) => self.answer_approval(ApprovalDecision::Approve),
+            Some(Action::ApproveAll) => self.answer_approval(ApprovalDecision::ApproveAll),
+            Some(Action::Refuse) => {
+                let mut reason = ratatui_textarea::TextArea::default();
+                reason.set_cursor_line_style(ratatui::style::Style::default());
+                reason.set_placeholder_text("why (optional), then Enter");
+                pending.reason = Some(reason);
+            }
+            Some(Action::Dismiss) => {
+                pending.visible = false;
+                self.flash = Some("an edit waits for approval: press p to see it again".into());
+            }
+            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Approval)),
+            Some(action) => {
+                let lines = pending.patch.line_count() + pending.patch.files.len() * 2;
+                scroll(&mut pending.scroll, lines, action, 10);
+            }
+            None => self.dirty = false,
+        }
+    }
+
+    fn review_key(&mut self, key: &KeyEvent) {
+        let Some(review) = self.review.as_mut() else {
+            return;
+        };
+        let (file, hunk) = (review.state.selected_file(), review.state.selected_hunk());
+        match self.keymap.lookup(Context::Review, key) {
+            Some(Action::ToggleHunk) => review.selection.toggle(file, hunk),
+            Some(Action::ToggleAll) => review.selection.toggle_all(),
+            Some(Action::NextHunk) => review.state.next_hunk(&review.model),
+            Some(Action::PrevHunk) => review.state.prev_hunk(&review.model),
+            Some(Action::NextFile) => review.state.next_file(&review.model),
+            Some(Action::PrevFile) => review.state.prev_file(&review.model),
+            Some(Action::ScrollDown) => review.state.scroll_by(&review.model, 1),
+            Some(Action::ScrollUp) => review.state.scroll_by(&review.model, -1),
+            Some(Action::PageDown) => review.state.page(&review.model, 1),
+            Some(Action::PageUp) => review.state.page(&review.model, -1),
+            Some(Action::Top) => review.state.top(&review.model),
+            Some(Action::Bottom) => review.state.bottom(&review.model),
+            Some(Action::Apply) => {
+                if review.selection.chosen().0 == 0 {
+                    self.flash = Some("no hunk is chosen: space chooses one, A all".into());
+                } else {
+                    let patch = review.selection.selected_patch(&review.model);
+                    self.ops.push(Op::SaveReview {
+                        patch,
+                        artifact_dir: review.artifact_dir.clone(),
+                    });
+                }
+            }
+            Some(Action::Dismiss) => {
+                self.review = None;
+                self.focus = Pane::Input;
+            }
+            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Review)),
+            Some(Action::Quit) => self.quit = true,
+            _ => self.dirty = false,
+        }
+    }
+
+    pub(super) fn act(&mut self, action: Action) {
+        match action {
+            Action::Quit => {
+                if self.view.is_running() {
+                    self.flash = Some("a run is going: Ctrl-C cancels it first".into());
+                } else {
+                    self.quit = true;
+                }
+            }
+            Action::Cancel => self.interrupt(),
+            Action::Help => self.overlay = Some(Overlay::Help(self.focus.context())),
+            Action::FocusNext | Action::FocusPrev => {
+                let i = Pane::ORDER
+                    .iter()
+                    .position(|p| *p == self.focus)
+                    .unwrap_or(0);
+                let n = Pane::ORDER.len();
+                let next = if action == Action::FocusNext {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.focus = Pane::ORDER[next];
+            }
+            Action::FocusInput => self.focus = Pane::Input,
+            Action::Zoom => self.zoomed = !self.zoomed && self.focus != Pane::Input,
+            Action::ShowApproval => match self.approval.as_mut() {
+                Some(pending) => pending.visible = true,
+                None => self.flash = Some("no edit is waiting for approval".into()),
+            },
+            Action::Submit => self.submit(),
+            Action::Dismiss if self.focus == Pane::Input => self.focus = Pane::Stream,
+            _ => self.pane_action(action),
+        }
+    }
+
+    fn submit(&mut self) {
+        let text = self.input.lines().join("\n").trim().to_string();
+        if text.is_empty() {
+            return;
+        }
+        if self.view.is_running() {
+            self.ops.push(Op::FollowUp(text.clone()));
+            self.view.note(
+                NoteKind::User,
+                format!("you (sent with the next turn): {text}"),
+            );
+            self.reset_input();
+        } else {
+            self.start(&text);
+        }
+    }
+
+    fn pane_action(&mut self, action: Action) {
+        match self.focus {
+            Pane::Stream => self.stream_action(action),
+            Pane::Diff => {
+                let (model, state) = (&self.diff, &mut self.diff_state);
+                match action {
+                    Action::NextHunk => state.next_hunk(model),
+                    Action::PrevHunk => state.prev_hunk(model),
+                    Action::NextFile => state.next_file(model),
+                    Action::PrevFile => state.prev_file(model),
+                    Action::ScrollDown => state.scroll_by(model, 1),
+                    Action::ScrollUp => state.scroll_by(model, -1),
+                    Action::PageDown => state.page(model, 1),
+                    Action::PageUp => state.page(model, -1),
+                    Action::Top => state.top(model),
+                    Action::Bottom => state.bottom(model),
+                    _ => self.dirty = false,
+                }
+            }
+            Pane::Matrix => match action {
+                Action::ShowOutput | Action::Expand => self.show_check_output(),
+                _ => {
+                    let rows = self.view.matrix.checks.len();
+                    scroll(&mut self.matrix_row, rows, action, 5);
+                }
+            },
+            Pane::Plan => {
+                let len = self.view.plan.len();
+                scroll(&mut self.plan_scroll, len, action, 5);
+            }
+            Pane::Input => self.dirty = false,
+        }
+    }
+
+    fn stream_action(&mut self, action: Action) {
+        let len = self.view.stream.len();
+        let state = &mut self.stream_state;
+        match action {
+            Action::Expand => {
+                if !state.expanded.remove(&state.selected) {
+                    state.expanded.insert(state.selected);
+                }
+            }
+            Action::ShowOutput => self.show_tool_output(),
+            other => {
+                scroll(&mut state.selected, len, other, 10);
+                state.follow = state.selected + 1 >= len;
+            }
+        }
+    }
+
+    fn show_tool_output(&mut self) {
+        let Some(StreamEntry::Tool {
+            name,
+            arguments,
+            result,
+            output_file,
+            ..
+        }) = self.view.stream.get(self.stream_state.selected)
+        else {
+            self.flash = Some("select a tool call to see its output".into());
+            return;
+        };
+        let title = format!("{name} {}", one_line(arguments, 60));
+        let text = self.read_artifact(output_file.as_deref(), result);
+        self.overlay = Some(Overlay::Pager(Pager {
+            title,
+            lines: tail_lines(&text),
+            scroll: 0,
+        }));
+    }
+
+    fn show_check_output(&mut self) {
+        let row = self.matrix_row;
+        let Some(name) = self.view.matrix.checks.get(row).cloned() else {
+            return;
+        };
+        // The latest result of the row, preferring the latest failure.
+        let mut reports =
+            self.view
+                .matrix
+                .attempts
+                .iter()
+                .rev()
+                .filter_map(|a| match a.cells.get(row) {
+                    Some(CellState::Done(report)) => Some((a.number, report.clone())),
+                    _ => None,
+                });
+        let latest: Vec<_> = reports.by_ref().collect();
+        let chosen = latest
+            .iter()
+            .find(|(_, r)| !r.passed)
+            .or(latest.first())
+            .cloned();
+        let Some((attempt, report)) = chosen else {
+            self.flash = Some(format!("{name} has no result yet"));
+            return;
+        };
+        let exit = report
+            .exit_code
+            .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"));
+        let fallback = format!(
+            "{}\n{exit}{}",
+            report.command,
+            report
+                .failure
+                .as_ref()
+                .map(|f| format!("\n{f}"))
+                .unwrap_or_default()
+        );
+        let text = self.read_artifact(report.output_file.as_deref(), &fallback);
+        self.overlay = Some(Overlay::Pager(Pager {
+            title: format!("{name}, attempt {attempt}: {}", report.command),
+            lines: tail_lines(&text),
+            scroll: 0,
+        }));
+    }
+
+    /// A file of the run's artifact directory, or `fallback` when there is none.
+    fn read_artifact(&self, relative: Option<&str>, fallback: &str) -> String {
+        let path = match (relative, self.view.artifact_dir.as_deref()) {
+            (Some(rel), Some(dir)) => std::path::Path::new(dir).join(rel),
+            _ => return fallback.to_string(),
+        };
+        match std::fs::read(&path) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) => format!("{fallback}\n\n(could not read {}: {e})", path.display()),
+        }
+    }
+}
+
+/// Moves `position` within `0..len` for a scrolling action.
+pub(crate) fn scroll(position: &mut usize, len: usize, action: Action, page: usize) {
+    let last = len.saturating_sub(1);
+    *position = match action {
+        Action::ScrollUp => position.saturating_sub(1),
+        Action::ScrollDown => (*position + 1).min(last),
+        Action::PageUp => position.saturating_sub(page),
+        Action::PageDown => (*position + page).min(last),
+        Action::Top => 0,
+        Action::Bottom => last,
+        _ => *position,
+    };
+}
+
+fn tail_lines(text: &str) -> Vec<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(PAGER_LINES);
+    lines[start..]
+        .iter()
+        .map(|l| crate::tui::text::clean(l))
+        .collect()
+}
+
+/// The first line of `text`, cut to `max` characters.
+pub(crate) fn one_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or("");
+    if line.chars().count() <= max && !text.contains('\n') {
+        return line.to_string();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}

@@ -1,0 +1,259 @@
+//! The screen: a status line, the panes, the input box, and whatever is over them.
+//!
+//! Layout adapts from 80×24 up: the left column holds the plan over the tool
+//! stream, the right one the diff over the verification matrix; a zoomed pane
+//! takes the whole body.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
+
+use super::app::{App, Pane};
+use super::run_view::{Phase, duration, tokens};
+use super::theme::Meaning;
+use super::widgets;
+use crate::agent::Outcome;
+
+/// Where each pane goes this frame.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Areas {
+    pub status: Rect,
+    pub plan: Rect,
+    pub stream: Rect,
+    pub diff: Rect,
+    pub matrix: Rect,
+    pub input: Rect,
+}
+
+pub fn layout(app: &App, area: Rect) -> Areas {
+    let input_height = (app.input.lines().len() as u16).clamp(1, 4) + 2;
+    let [status, body, input] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(input_height),
+    ])
+    .areas(area);
+    let mut areas = Areas {
+        status,
+        input,
+        ..Areas::default()
+    };
+    if app.zoomed {
+        match app.focus {
+            Pane::Plan => areas.plan = body,
+            Pane::Stream => areas.stream = body,
+            Pane::Diff => areas.diff = body,
+            Pane::Matrix => areas.matrix = body,
+            Pane::Input => {}
+        }
+        if app.focus != Pane::Input {
+            return areas;
+        }
+    }
+    let left_share = if body.width >= 140 { 38 } else { 42 };
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(left_share), Constraint::Fill(1)]).areas(body);
+    let plan_rows = (app.view.plan.len().max(1) as u16 + 2).min((left.height / 3).max(3));
+    [areas.plan, areas.stream] =
+        Layout::vertical([Constraint::Length(plan_rows), Constraint::Fill(1)]).areas(left);
+    let matrix_rows =
+        (app.view.matrix.checks.len().max(1) as u16 + 3).min((right.height / 3).max(4));
+    [areas.diff, areas.matrix] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(matrix_rows)]).areas(right);
+    areas
+}
+
+pub fn draw(app: &mut App, frame: &mut Frame) {
+    let area = frame.area();
+    let areas = layout(app, area);
+    status_line(app, frame, areas.status);
+    if app.review.is_some() {
+        widgets::review::draw(app, frame, body_of(&areas, area));
+    } else {
+        if !areas.plan.is_empty() {
+            widgets::plan::draw(app, frame, areas.plan);
+        }
+        if !areas.stream.is_empty() {
+            widgets::stream::draw(app, frame, areas.stream);
+        }
+        if !areas.diff.is_empty() {
+            let focused = app.focus == Pane::Diff;
+            super::diff::render_diff(
+                areas.diff,
+                frame.buffer_mut(),
+                &app.diff,
+                &mut app.diff_state,
+                &app.theme,
+                focused,
+                None,
+            );
+        }
+        if !areas.matrix.is_empty() {
+            widgets::matrix::draw(app, frame, areas.matrix);
+        }
+    }
+    input_box(app, frame, areas.input);
+    if app.approval.as_ref().is_some_and(|a| a.visible) {
+        widgets::approval::draw(app, frame, area);
+    }
+    widgets::overlay::draw(app, frame, area);
+}
+
+/// The body: everything between the status line and the input box.
+fn body_of(areas: &Areas, full: Rect) -> Rect {
+    Rect {
+        x: full.x,
+        y: areas.status.bottom(),
+        width: full.width,
+        height: areas.input.y.saturating_sub(areas.status.bottom()),
+    }
+}
+
+/// A pane's frame: rounded border, bold title, focused border in the accent colour.
+pub fn pane_block<'a>(app: &App, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
+    let border = if focused {
+        Meaning::BorderFocused
+    } else {
+        Meaning::Border
+    };
+    Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(app.theme.get(border))
+        .title(title.into().style(app.theme.get(Meaning::Title)))
+}
+
+fn status_line(app: &App, frame: &mut Frame, area: Rect) {
+    let view = &app.view;
+    let theme = &app.theme;
+    let base = theme.get(Meaning::Status);
+    let (state, state_style) = match &view.phase {
+        Phase::Idle => ("waiting for a task".to_string(), base),
+        Phase::Starting => ("starting".to_string(), base),
+        Phase::Running => ("working".to_string(), base),
+        Phase::Finished { outcome, .. } => match outcome {
+            Outcome::Success => ("✓ verified".to_string(), base.add_modifier(Modifier::BOLD)),
+            Outcome::Failure => ("✗ failed".to_string(), base.add_modifier(Modifier::BOLD)),
+            Outcome::Cancelled => ("cancelled".to_string(), base),
+        },
+        Phase::Failed(_) => ("could not start".to_string(), base),
+    };
+    let mut parts: Vec<String> = vec![repo_name(&view.repo)];
+    if let Some(model) = &view.model {
+        parts.push(format!("{}/{}", model.provider, model.model));
+    }
+    if view.max_turns > 0 {
+        parts.push(format!("turn {}/{}", view.turn, view.max_turns));
+    }
+    if view.tokens_in + view.tokens_out > 0 {
+        let approx = if view.tokens_estimated { "≈" } else { "" };
+        parts.push(format!(
+            "{approx}{} in {} out",
+            tokens(view.tokens_in),
+            tokens(view.tokens_out)
+        ));
+    }
+    if let Some(elapsed) = app.elapsed() {
+        let budget = if view.timeout_ms > 0 {
+            format!("/{}", clock(view.timeout_ms))
+        } else {
+            String::new()
+        };
+        parts.push(format!("{}{budget}", clock(elapsed.as_millis() as u64)));
+    }
+    parts.push(format!("sandbox {}", view.sandbox.label()));
+    let right = match &app.flash {
+        Some(flash) => flash.clone(),
+        None => state,
+    };
+    let width = area.width as usize;
+    let right_width = right.chars().count() + 2;
+    let mut left = String::from(" minicoder");
+    for part in parts {
+        let candidate = format!("{left} │ {part}");
+        if candidate.chars().count() + right_width > width {
+            break;
+        }
+        left = candidate;
+    }
+    let pad = width.saturating_sub(left.chars().count() + right_width);
+    let line = Line::from(vec![
+        Span::styled(left, base),
+        Span::styled(" ".repeat(pad + 1), base),
+        Span::styled(format!("{right} "), state_style),
+    ]);
+    frame.render_widget(Paragraph::new(line).style(base), area);
+}
+
+fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
+    let focused = app.focus == Pane::Input && app.review.is_none();
+    let title = if app.view.is_running() {
+        " Follow-up "
+    } else {
+        " Task "
+    };
+    let hints = key_hints(app);
+    let block = pane_block(app, title, focused).title_bottom(
+        Line::from(Span::styled(hints, app.theme.get(Meaning::Border))).right_aligned(),
+    );
+    let text_style = app.theme.get(Meaning::Text);
+    app.input.set_block(block);
+    app.input.set_style(text_style);
+    app.input
+        .set_placeholder_style(text_style.add_modifier(Modifier::DIM));
+    app.input.set_cursor_style(if focused {
+        Style::default().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::default()
+    });
+    frame.render_widget(&app.input, area);
+}
+
+/// The few keys that matter right now, under the input box.
+fn key_hints(app: &App) -> String {
+    let running = app.view.is_running();
+    let hints = match (app.focus, running) {
+        (Pane::Input, true) => " Enter send · Esc/Tab panes · ? keys · Ctrl-C cancel ",
+        (Pane::Input, false) => " Enter start · Esc/Tab panes · ? keys · Ctrl-C quit ",
+        (_, true) => " Tab next pane · z zoom · i type · ? keys · Ctrl-C cancel ",
+        (_, false) => " Tab next pane · z zoom · i type · ? keys · q quit ",
+    };
+    hints.to_string()
+}
+
+/// The last path component of the repository, or the whole path.
+fn repo_name(repo: &str) -> String {
+    std::path::Path::new(repo)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| repo.to_string())
+}
+
+/// `mm:ss`, or `h:mm:ss` past an hour.
+pub fn clock(ms: u64) -> String {
+    let s = ms / 1000;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+    } else {
+        format!("{:02}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// A `width`×`height` rectangle centred in `area`, clamped to it.
+pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let width = width.min(area.width);
+    let height = height.min(area.height);
+    Rect {
+        x: area.x + (area.width - width) / 2,
+        y: area.y + (area.height - height) / 2,
+        width,
+        height,
+    }
+}
+
+/// `412 ms` style durations, re-exported for the widgets.
+pub fn short_duration(ms: u64) -> String {
+    duration(ms)
+}

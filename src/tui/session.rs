@@ -1,0 +1,267 @@
+//! The session loop: terminal input, run events and background results come in
+//! through one channel; the app is drawn only when something changed, at most
+//! once per [`FRAME_INTERVAL`], and never while idle.
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{Event, KeyEventKind};
+use futures_util::future::BoxFuture;
+use futures_util::{Stream, StreamExt};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::app::{App, AppEvent, Op};
+use super::diff::DiffModel;
+use crate::runtime::RunHooks;
+use crate::trace::RunReport;
+
+/// Streamed tokens and bursts of events are coalesced into one frame per interval.
+pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
+
+/// Starts a run for the session; the future resolves when it has ended.
+pub trait Launcher: Send + Sync {
+    fn launch(
+        &self,
+        task: String,
+        hooks: RunHooks,
+    ) -> BoxFuture<'static, Result<RunReport, String>>;
+}
+
+/// What the loop did, for the frame benchmark and tests.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FrameStats {
+    pub frames: u64,
+    pub events: u64,
+}
+
+/// A run in progress and how to steer it.
+struct ActiveRun {
+    cancel: CancellationToken,
+    follow_ups: mpsc::UnboundedSender<String>,
+    task: JoinHandle<()>,
+}
+
+/// Sends events into the app from anywhere (signals, background jobs).
+pub type AppSender = mpsc::UnboundedSender<AppEvent>;
+
+pub struct Session {
+    sender: AppSender,
+    receiver: mpsc::UnboundedReceiver<AppEvent>,
+    diff_jobs: watch::Sender<Option<(u64, String)>>,
+    launcher: Option<Arc<dyn Launcher>>,
+    active: Option<ActiveRun>,
+    pub stats: FrameStats,
+}
+
+impl Session {
+    pub fn new(launcher: Option<Arc<dyn Launcher>>) -> Session {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let (diff_jobs, jobs) = watch::channel(None);
+        tokio::spawn(parse_diffs(jobs, sender.clone()));
+        Session {
+            sender,
+            receiver,
+            diff_jobs,
+            launcher,
+            active: None,
+            stats: FrameStats::default(),
+        }
+    }
+
+    pub fn sender(&self) -> AppSender {
+        self.sender.clone()
+    }
+
+    /// Runs until the app quits; returns after any run it started has ended.
+    pub async fn run<B, S>(
+        &mut self,
+        terminal: &mut Terminal<B>,
+        app: &mut App,
+        mut input: S,
+    ) -> io::Result<()>
+    where
+        B: Backend,
+        B::Error: std::error::Error + Send + Sync + 'static,
+        S: Stream<Item = io::Result<Event>> + Unpin,
+    {
+        let mut last_frame: Option<Instant> = None;
+        let mut ticker = tokio::time::interval(Duration::from_secs(1));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut input_open = true;
+        loop {
+            for op in app.take_ops() {
+                self.perform(op);
+            }
+            if app.should_quit() {
+                break;
+            }
+            let now = Instant::now();
+            let due = last_frame.map_or(now, |t| t + FRAME_INTERVAL);
+            if app.is_dirty() && now >= due {
+                app.take_dirty();
+                terminal
+                    .draw(|frame| app.draw(frame))
+                    .map_err(io::Error::other)?;
+                self.stats.frames += 1;
+                last_frame = Some(now);
+            }
+            let redraw_at = app
+                .is_dirty()
+                .then(|| last_frame.map_or(now, |t| t + FRAME_INTERVAL));
+            tokio::select! {
+                biased;
+                event = self.receiver.recv() => {
+                    if let Some(event) = event {
+                        self.stats.events += 1;
+                        self.forward(app, event);
+                        while let Ok(event) = self.receiver.try_recv() {
+                            self.stats.events += 1;
+                            self.forward(app, event);
+                        }
+                    }
+                }
+                event = input.next(), if input_open => match event {
+                    Some(Ok(Event::Key(key))) if key.kind != KeyEventKind::Release => {
+                        app.update(AppEvent::Key(key));
+                    }
+                    Some(Ok(Event::Paste(text))) => app.update(AppEvent::Paste(text)),
+                    Some(Ok(Event::Resize(..))) => app.update(AppEvent::Resize),
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => {
+                        // The terminal is gone: stop the run and leave.
+                        input_open = false;
+                        app.update(AppEvent::Terminate);
+                    }
+                },
+                _ = sleep_until(redraw_at), if redraw_at.is_some() => {}
+                _ = ticker.tick(), if app.wants_ticks() => app.update(AppEvent::Tick),
+            }
+        }
+        self.finish().await;
+        Ok(())
+    }
+
+    fn forward(&mut self, app: &mut App, event: AppEvent) {
+        if matches!(event, AppEvent::RunEnded(_)) {
+            self.active = None;
+        }
+        app.update(event);
+    }
+
+    fn perform(&mut self, op: Op) {
+        match op {
+            Op::Start(task) => self.start(task),
+            Op::FollowUp(text) => {
+                if let Some(active) = &self.active {
+                    let _ = active.follow_ups.send(text);
+                }
+            }
+            Op::Cancel => {
+                if let Some(active) = &self.active {
+                    active.cancel.cancel();
+                }
+            }
+            Op::ParseDiff { generation, text } => {
+                let _ = self.diff_jobs.send(Some((generation, text)));
+            }
+            Op::SaveReview {
+                patch,
+                artifact_dir,
+            } => {
+                let result = save_review(&patch, &artifact_dir);
+                let _ = self.sender.send(AppEvent::ReviewSaved(result));
+            }
+        }
+    }
+
+    fn start(&mut self, task: String) {
+        let Some(launcher) = self.launcher.clone() else {
+            let _ = self
+                .sender
+                .send(AppEvent::RunEnded(Err("no model is configured".into())));
+            return;
+        };
+        let (event_tx, mut event_rx) = mpsc::unbounded_channel();
+        let (approve_tx, mut approve_rx) = mpsc::unbounded_channel();
+        let (follow_tx, follow_rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let hooks = RunHooks {
+            subscribers: vec![event_tx],
+            approver: Some(approve_tx),
+            cancel: cancel.clone(),
+            follow_ups: Some(follow_rx),
+        };
+        let sender = self.sender.clone();
+        let run = launcher.launch(task, hooks);
+        let task = tokio::spawn(async move {
+            let events = sender.clone();
+            let forward_events = async move {
+                while let Some(event) = event_rx.recv().await {
+                    let _ = events.send(AppEvent::Run(event));
+                }
+            };
+            let approvals = sender.clone();
+            let forward_approvals = async move {
+                while let Some((request, responder)) = approve_rx.recv().await {
+                    let _ = approvals.send(AppEvent::Approval(request, responder));
+                }
+            };
+            let (result, _, _) = tokio::join!(run, forward_events, forward_approvals);
+            let _ = sender.send(AppEvent::RunEnded(result.map(Box::new)));
+        });
+        self.active = Some(ActiveRun {
+            cancel,
+            follow_ups: follow_tx,
+            task,
+        });
+    }
+
+    /// Leaving with a run still going: cancel it and wait, so its containers
+    /// are removed and its artifacts written.
+    async fn finish(&mut self) {
+        if let Some(active) = self.active.take() {
+            active.cancel.cancel();
+            let _ = active.task.await;
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Parses the newest live diff off the UI thread; older pending ones are skipped.
+async fn parse_diffs(mut jobs: watch::Receiver<Option<(u64, String)>>, sender: AppSender) {
+    while jobs.changed().await.is_ok() {
+        let Some((generation, text)) = jobs.borrow_and_update().clone() else {
+            continue;
+        };
+        let parsed = tokio::task::spawn_blocking(move || DiffModel::parse(&text)).await;
+        if let Ok(model) = parsed {
+            let event = AppEvent::DiffParsed {
+                generation,
+                model: Arc::new(model),
+            };
+            if sender.send(event).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+/// Writes the chosen hunks next to the run's other artifacts.
+fn save_review(patch: &str, artifact_dir: &str) -> Result<String, String> {
+    let path = std::path::Path::new(artifact_dir).join("reviewed.patch");
+    std::fs::write(&path, patch)
+        .map(|()| path.display().to_string())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}

@@ -1,0 +1,8 @@
+//! The panes and modals, one module each.
+
+pub mod approval;
+pub mod matrix;
+pub mod overlay;
+pub mod plan;
+pub mod review;
+pub mod stream;

@@ -1,0 +1,80 @@
+//! The approval modal (`--approval each`): the edit's patch, and y / n / a / Esc.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+
+use crate::tui::app::App;
+use crate::tui::draw::centered;
+use crate::tui::theme::Meaning;
+
+pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let Some(pending) = app.approval.as_mut() else {
+        return;
+    };
+    let width = (area.width.saturating_mul(9) / 10).max(60);
+    let height = (area.height.saturating_mul(8) / 10).max(14);
+    let modal = centered(area, width, height);
+    frame.render_widget(Clear, modal);
+    let (added, removed) = pending.patch.totals();
+    let queued = app.approvals.len();
+    let more = if queued > 0 {
+        format!(" ({queued} more waiting)")
+    } else {
+        String::new()
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Double)
+        .border_style(theme.get(Meaning::ApprovalBorder))
+        .title(Line::from(Span::styled(
+            format!(
+                " Apply this edit to {}? +{added} -{removed}{more} ",
+                pending.request.path
+            ),
+            theme.get(Meaning::Title),
+        )));
+    let inner = block.inner(modal);
+    frame.render_widget(block, modal);
+    let footer_rows = if pending.reason.is_some() { 3 } else { 1 };
+    let [body, footer] =
+        Layout::vertical([Constraint::Fill(1), Constraint::Length(footer_rows)]).areas(inner);
+    crate::tui::diff::render_patch(
+        body,
+        frame.buffer_mut(),
+        &pending.patch,
+        pending.scroll,
+        theme,
+    );
+    match pending.reason.as_mut() {
+        Some(reason) => {
+            reason.set_block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .border_style(theme.get(Meaning::ApprovalBorder))
+                    .title(" Why refuse? Enter refuses, Esc goes back "),
+            );
+            reason.set_style(theme.get(Meaning::Text));
+            frame.render_widget(&*reason, footer);
+        }
+        None => {
+            let key = theme.get(Meaning::HelpKey);
+            let text = theme.get(Meaning::Text);
+            let line = Line::from(vec![
+                Span::styled(" y", key),
+                Span::styled(" apply  ", text),
+                Span::styled("n", key),
+                Span::styled(" refuse (say why)  ", text),
+                Span::styled("a", key),
+                Span::styled(" approve the rest of the run  ", text),
+                Span::styled("Esc", key),
+                Span::styled(" look around first  ", text),
+                Span::styled("j/k", key),
+                Span::styled(" scroll", text),
+            ]);
+            frame.render_widget(Paragraph::new(line), footer);
+        }
+    }
+}

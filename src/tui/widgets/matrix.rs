@@ -1,0 +1,149 @@
+//! The verification matrix: rows are checks, columns are attempts.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::agent::events::VerificationReason;
+use crate::tui::app::{App, Pane};
+use crate::tui::draw::{pane_block, short_duration};
+use crate::tui::run_view::{Attempt, CellState};
+use crate::tui::theme::Meaning;
+
+const CELL: usize = 16;
+
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
+    let matrix = &app.view.matrix;
+    let focused = app.focus == Pane::Matrix;
+    let verdict = match matrix
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.reason != VerificationReason::Baseline)
+    {
+        Some(Attempt {
+            passed: Some(true), ..
+        }) => " — passed",
+        Some(Attempt {
+            passed: Some(false),
+            ..
+        }) => " — failed",
+        Some(_) => " — running",
+        None => "",
+    };
+    let block = pane_block(app, format!(" Verification{verdict} "), focused);
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let dim = app.theme.get(Meaning::Text).add_modifier(Modifier::DIM);
+    if matrix.checks.is_empty() {
+        frame.render_widget(Paragraph::new(Span::styled("no checks yet", dim)), inner);
+        return;
+    }
+    let name_width = matrix
+        .checks
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 18);
+    let room = (inner.width as usize).saturating_sub(name_width + 1);
+    let columns = (room / CELL).max(1);
+    // The newest attempts that fit.
+    let shown: Vec<&Attempt> = {
+        let skip = matrix.attempts.len().saturating_sub(columns);
+        matrix.attempts.iter().skip(skip).collect()
+    };
+    let mut lines = Vec::with_capacity(matrix.checks.len() + 1);
+    let mut header = vec![Span::styled(format!("{:<name_width$} ", "check"), dim)];
+    for attempt in &shown {
+        let label = match attempt.reason {
+            VerificationReason::Baseline => format!("#{} baseline", attempt.number),
+            VerificationReason::Completion => format!("#{} done?", attempt.number),
+            VerificationReason::AfterRestore => format!("#{} restored", attempt.number),
+        };
+        header.push(Span::styled(
+            format!("{:<CELL$}", clip(&label, CELL - 1)),
+            dim,
+        ));
+    }
+    if shown.is_empty() {
+        header.push(Span::styled("not verified yet", dim));
+    }
+    lines.push(Line::from(header));
+    for (row, name) in matrix.checks.iter().enumerate() {
+        let mut name_style = app.theme.get(Meaning::Text);
+        if focused && row == app.matrix_row {
+            name_style = name_style.patch(app.theme.get(Meaning::Selection));
+        }
+        let mut spans = vec![Span::styled(
+            format!("{:<name_width$}", clip(name, name_width)),
+            name_style,
+        )];
+        spans.push(Span::raw(" "));
+        for attempt in &shown {
+            let (text, style) = cell(app, attempt.cells.get(row));
+            spans.push(Span::styled(
+                format!("{:<CELL$}", clip(&text, CELL - 1)),
+                style,
+            ));
+        }
+        lines.push(Line::from(spans));
+    }
+    let rows = inner.height as usize;
+    let start = if lines.len() > rows {
+        (app.matrix_row + 2)
+            .saturating_sub(rows)
+            .min(lines.len() - rows)
+    } else {
+        0
+    };
+    let mut visible: Vec<Line> = Vec::with_capacity(rows);
+    if start > 0 {
+        visible.push(lines[0].clone());
+        visible.extend(lines.into_iter().skip(start + 1).take(rows - 1));
+    } else {
+        visible.extend(lines.into_iter().take(rows));
+    }
+    frame.render_widget(Paragraph::new(visible), inner);
+}
+
+fn cell(app: &App, state: Option<&CellState>) -> (String, Style) {
+    match state {
+        None | Some(CellState::Pending) => (
+            "·".into(),
+            app.theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+        ),
+        Some(CellState::Running) => ("… running".into(), app.theme.get(Meaning::CheckRunning)),
+        Some(CellState::Stopped) => (
+            "– stopped".into(),
+            app.theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+        ),
+        Some(CellState::Done(report)) => {
+            let exit = report
+                .exit_code
+                .map_or_else(|| "—".to_string(), |c| c.to_string());
+            let time = short_duration(report.duration_ms);
+            if report.passed {
+                (
+                    format!("✓ {exit} {time}"),
+                    app.theme.get(Meaning::CheckPass),
+                )
+            } else {
+                (
+                    format!("✗ {exit} {time}"),
+                    app.theme.get(Meaning::CheckFail),
+                )
+            }
+        }
+    }
+}
+
+fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}

@@ -1,0 +1,125 @@
+//! What can cover the panes: the key help, the cancel confirmation and the output pager.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
+
+use crate::tui::app::{App, Overlay};
+use crate::tui::draw::centered;
+use crate::tui::keymap::Context;
+use crate::tui::theme::Meaning;
+
+pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
+    match &app.overlay {
+        None => {}
+        Some(Overlay::Help(context)) => help(app, frame, area, *context),
+        Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
+        Some(Overlay::Pager(pager)) => {
+            let rect = centered(
+                area,
+                area.width.saturating_sub(4),
+                area.height.saturating_sub(2),
+            );
+            let lines: Vec<Line> = pager
+                .lines
+                .iter()
+                .skip(pager.scroll)
+                .take(rect.height as usize)
+                .map(|l| Line::from(Span::styled(l.clone(), app.theme.get(Meaning::Text))))
+                .collect();
+            let title = format!(
+                " {} — line {}/{} — Esc closes ",
+                pager.title,
+                (pager.scroll + 1).min(pager.lines.len()),
+                pager.lines.len()
+            );
+            modal(app, frame, rect, title, lines);
+        }
+    }
+}
+
+fn modal(app: &App, frame: &mut Frame, rect: Rect, title: String, lines: Vec<Line>) {
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(app.theme.get(Meaning::BorderFocused))
+        .title(Line::from(Span::styled(
+            title,
+            app.theme.get(Meaning::Title),
+        )));
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+/// Every key of the current context, then the global ones it does not hide.
+fn help(app: &App, frame: &mut Frame, area: Rect, context: Context) {
+    let key_style = app.theme.get(Meaning::HelpKey);
+    let text = app.theme.get(Meaning::Text);
+    let mut lines = Vec::new();
+    let mut section = |name: &str, bindings: Vec<(String, crate::tui::keymap::Action, &str)>| {
+        if bindings.is_empty() {
+            return;
+        }
+        lines.push(Line::from(Span::styled(
+            name.to_string(),
+            app.theme.get(Meaning::Title),
+        )));
+        // One line per action, with every key that does it.
+        let mut grouped: Vec<(String, crate::tui::keymap::Action, &str)> = Vec::new();
+        for (key, action, description) in bindings {
+            match grouped.iter_mut().find(|(_, a, _)| *a == action) {
+                Some((keys, _, _)) => {
+                    keys.push_str(" / ");
+                    keys.push_str(&key);
+                }
+                None => grouped.push((key, action, description)),
+            }
+        }
+        for (keys, _, description) in grouped {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {keys:<16}"), key_style),
+                Span::styled(description.to_string(), text),
+            ]));
+        }
+    };
+    let own = app.keymap.bindings(context);
+    let own_keys: Vec<String> = own.iter().map(|(k, _, _)| k.clone()).collect();
+    section(&format!("{} keys", context.name()), own);
+    if context != Context::Global {
+        let global: Vec<_> = app
+            .keymap
+            .bindings(Context::Global)
+            .into_iter()
+            .filter(|(k, _, _)| !own_keys.contains(k))
+            .filter(|(k, _, _)| !context.is_text_entry() || k.chars().count() != 1)
+            .collect();
+        section("everywhere", global);
+    }
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let rect = centered(area, 60, height);
+    let title = " Keys — Esc, q or ? closes ".to_string();
+    modal(app, frame, rect, title, lines);
+}
+
+fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
+    let key = app.theme.get(Meaning::HelpKey);
+    let text = app.theme.get(Meaning::Text);
+    let lines = vec![
+        Line::from(Span::styled(
+            " Stop the agent? The partial patch is kept.",
+            text,
+        )),
+        Line::from(""),
+        Line::from(vec![
+            Span::styled(" y", key),
+            Span::styled(" cancel the run   ", text),
+            Span::styled("n", key),
+            Span::styled(" keep going   ", text),
+            Span::styled("Ctrl-C", key),
+            Span::styled(" cancel and quit", text),
+        ]),
+    ];
+    let rect = centered(area, 62, 5);
+    modal(app, frame, rect, " Cancel the run? ".into(), lines);
+}

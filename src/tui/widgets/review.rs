@@ -1,0 +1,61 @@
+//! The final review (`--approval final`): the verified patch per file and per
+//! hunk; the chosen hunks are saved as a patch ready to apply.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::tui::app::App;
+use crate::tui::theme::Meaning;
+
+pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+    let theme = &app.theme;
+    let Some(review) = app.review.as_mut() else {
+        return;
+    };
+    let [body, footer] = Layout::vertical([Constraint::Fill(1), Constraint::Length(2)]).areas(area);
+    crate::tui::diff::render_diff(
+        body,
+        frame.buffer_mut(),
+        &review.model,
+        &mut review.state,
+        theme,
+        true,
+        Some(&review.selection),
+    );
+    let key = theme.get(Meaning::HelpKey);
+    let text = theme.get(Meaning::Text);
+    let (chosen, total) = review.selection.chosen();
+    let first = Line::from(vec![
+        Span::styled(" Review the verified patch: ", theme.get(Meaning::Title)),
+        Span::styled(format!("{chosen} of {total} hunks chosen"), text),
+    ]);
+    let second = match &review.saved {
+        Some(Ok(path)) => Line::from(vec![
+            Span::styled(" saved ", theme.get(Meaning::CheckPass)),
+            Span::styled(path.clone(), text),
+            Span::styled(" — apply it with ", text),
+            Span::styled(format!("git apply {path}"), key),
+        ]),
+        Some(Err(e)) => Line::from(Span::styled(
+            format!(" could not save the patch: {e}"),
+            theme.get(Meaning::CheckFail),
+        )),
+        None => Line::from(vec![
+            Span::styled(" space", key),
+            Span::styled(" hunk  ", text),
+            Span::styled("A", key),
+            Span::styled(" all  ", text),
+            Span::styled("] [", key),
+            Span::styled(" hunks  ", text),
+            Span::styled("} {", key),
+            Span::styled(" files  ", text),
+            Span::styled("Enter", key),
+            Span::styled(" save the chosen hunks  ", text),
+            Span::styled("Esc", key),
+            Span::styled(" close", text),
+        ]),
+    };
+    frame.render_widget(Paragraph::new(vec![first, second]), footer);
+}

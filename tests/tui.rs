@@ -1,0 +1,481 @@
+//! The interactive session, driven for real: the actual `App` fed with real
+//! `RunEvent`s and keys, drawn through ratatui's `TestBackend`, compared with
+//! the insta snapshots in `snapshots/` (paths, hashes and clocks filtered).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use minicoder::agent::plan::PlanStatus;
+use minicoder::agent::{Outcome, RunEvent};
+use minicoder::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
+use minicoder::trace::{
+    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
+};
+use minicoder::tui::app::{App, AppEvent, Clock, Op};
+use minicoder::tui::diff::DiffModel;
+use minicoder::tui::keymap::{Keymap, parse_key_event};
+use minicoder::tui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use support::run_events as ev;
+use tokio::sync::oneshot;
+
+const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
+
+struct Harness {
+    app: App,
+    terminal: Terminal<TestBackend>,
+    ops: Vec<Op>,
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    fn new(width: u16, height: u16, mode: ApprovalMode) -> Harness {
+        let theme = Theme::load_coloured("default", None).expect("default theme");
+        let mut app = App::new("/home/ada/src/pagination", Keymap::defaults(), theme, mode);
+        app.clock = Clock::Fixed(Duration::from_secs(42));
+        let terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+        Harness {
+            app,
+            terminal,
+            ops: Vec::new(),
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// A run started from the input box, with its artifacts in a temporary directory.
+    fn start(&mut self) {
+        self.app
+            .start("page_count drops the last partial page; fix it");
+        let outputs = self.dir.path().join("outputs");
+        std::fs::create_dir_all(&outputs).expect("outputs");
+        std::fs::write(
+            outputs.join("verify-tests.txt"),
+            "F...\nFAILED tests/test_pagination.py::test_partial_last_page\nassert 2 == 3\n1 failed, 3 passed in 0.05s\n",
+        )
+        .expect("output");
+        self.feed(vec![ev::started()]);
+    }
+
+    fn feed(&mut self, events: Vec<RunEvent>) {
+        for mut event in events {
+            // The run's artifacts are in this test's directory.
+            if let RunEvent::RunStarted { artifact_dir, .. } = &mut event {
+                *artifact_dir = self.dir.path().display().to_string();
+            }
+            self.app.update(AppEvent::Run(event));
+        }
+        self.pump();
+    }
+
+    /// Performs the ops the session loop would: diffs are parsed right here.
+    fn pump(&mut self) {
+        for op in self.app.take_ops() {
+            if let Op::ParseDiff { generation, text } = &op {
+                let model = Arc::new(DiffModel::parse(text));
+                self.app.update(AppEvent::DiffParsed {
+                    generation: *generation,
+                    model,
+                });
+            }
+            self.ops.push(op);
+        }
+    }
+
+    fn keys(&mut self, keys: &[&str]) {
+        for key in keys {
+            let event = parse_key_event(key).expect("key");
+            self.app.update(AppEvent::Key(event));
+            self.pump();
+        }
+    }
+
+    fn type_text(&mut self, text: &str) {
+        for c in text.chars() {
+            let key = if c == ' ' {
+                "space".to_string()
+            } else {
+                c.to_string()
+            };
+            self.keys(&[&key]);
+        }
+    }
+
+    fn screen(&mut self) -> String {
+        let app = &mut self.app;
+        self.terminal.draw(|frame| app.draw(frame)).expect("draw");
+        self.terminal.backend().to_string()
+    }
+
+    fn report(&self, outcome: Outcome) -> Box<RunReport> {
+        let patch = self.dir.path().join("final.patch");
+        std::fs::write(&patch, ev::DIFF).expect("patch");
+        Box::new(RunReport {
+            run_id: "20261130-051500-3f9a1c2e".into(),
+            outcome,
+            reason: "verified: 2 checks passed".into(),
+            exit_code: 0,
+            repo: "/home/ada/src/pagination".into(),
+            task: "fix it".into(),
+            model: ev::model(),
+            turns: 4,
+            tokens: TokenTotals {
+                input: 9000,
+                output: 500,
+            },
+            tool_calls: 5,
+            verification: VerificationSummary::default(),
+            recovery: RecoverySummary::default(),
+            changed_files: vec!["pagination.py".into()],
+            artifact_dir: self.dir.path().display().to_string(),
+            patch: patch.display().to_string(),
+            duration_ms: 48_200,
+            durations: PhaseDurations::default(),
+        })
+    }
+}
+
+fn approval_request() -> ApprovalRequest {
+    ApprovalRequest {
+        id: "approval-1".into(),
+        call_id: "call_4".into(),
+        path: "pagination.py".into(),
+        patch: ev::DIFF
+            .split("diff --git a/tests")
+            .next()
+            .unwrap_or("")
+            .into(),
+    }
+}
+
+fn assert_screen(name: &str, width: u16, height: u16, screen: &str) {
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../snapshots");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.add_filter(r"/tmp/[^\s│\x22]+", "[PATH]");
+    settings.add_filter(r"\b[0-9a-f]{12,64}\b", "[HASH]");
+    settings.add_filter(r"\b\d{2}:\d{2}(/\d{2}:\d{2})?\b", "[CLOCK]");
+    settings.bind(|| insta::assert_snapshot!(format!("{name}_{width}x{height}"), screen));
+}
+
+/// Draws the same scenario at 80×24 and 160×48 and checks both snapshots.
+fn both_sizes(name: &str, mode: ApprovalMode, scenario: impl Fn(&mut Harness)) {
+    for (width, height) in SIZES {
+        let mut harness = Harness::new(width, height, mode);
+        scenario(&mut harness);
+        let screen = harness.screen();
+        assert_screen(name, width, height, &screen);
+    }
+}
+
+fn mid_run(h: &mut Harness) {
+    h.start();
+    h.feed(ev::opening());
+    h.feed(ev::edit());
+    h.feed(ev::verifying());
+}
+
+#[test]
+fn idle_session_waits_for_a_task() {
+    both_sizes("idle", ApprovalMode::Final, |h| {
+        h.type_text("fix the pagination bug");
+    });
+}
+
+#[test]
+fn a_run_in_progress_shows_plan_stream_diff_and_matrix() {
+    both_sizes("running", ApprovalMode::Final, mid_run);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    mid_run(&mut h);
+    let screen = h.screen();
+    for visible in [
+        "Fix page_count to round up",
+        "read_file pagination.py",
+        "(total_items + page_size - 1) // page_size",
+        "Verification",
+        "Asking for completion.",
+    ] {
+        assert!(
+            screen.contains(visible),
+            "{visible:?} is not on screen:\n{screen}"
+        );
+    }
+}
+
+#[test]
+fn a_tool_call_expands_to_its_output() {
+    both_sizes("stream_expanded", ApprovalMode::Final, |h| {
+        mid_run(h);
+        // From the newest entry, up to the read_file call, then expand it.
+        let up = h
+            .app
+            .view
+            .stream
+            .iter()
+            .rev()
+            .position(|e| matches!(e, minicoder::tui::run_view::StreamEntry::Tool { name, .. } if name == "read_file"))
+            .expect("read_file entry");
+        for _ in 0..up {
+            h.keys(&["k"]);
+        }
+        h.keys(&["enter"]);
+    });
+}
+
+#[test]
+fn the_diff_pane_zooms_and_moves_between_files() {
+    both_sizes("diff_zoomed", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["tab", "z", "}"]);
+    });
+}
+
+#[test]
+fn a_failing_check_output_is_one_key_away() {
+    both_sizes("check_output", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["tab", "tab", "enter"]);
+    });
+}
+
+#[test]
+fn an_edit_waits_on_the_approval_modal() {
+    both_sizes("approval", ApprovalMode::Each, |h| {
+        mid_run(h);
+        let (tx, _rx) = oneshot::channel();
+        h.app.update(AppEvent::Approval(approval_request(), tx));
+    });
+}
+
+#[test]
+fn refusing_asks_for_a_reason() {
+    both_sizes("approval_reason", ApprovalMode::Each, |h| {
+        mid_run(h);
+        let (tx, _rx) = oneshot::channel();
+        h.app.update(AppEvent::Approval(approval_request(), tx));
+        h.keys(&["n"]);
+        h.type_text("keep the slice syntax");
+    });
+}
+
+#[test]
+fn help_lists_the_keys_of_the_focused_pane() {
+    both_sizes("help", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["?"]);
+    });
+}
+
+#[test]
+fn ctrl_c_asks_before_cancelling() {
+    both_sizes("confirm_cancel", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["ctrl-c"]);
+    });
+}
+
+#[test]
+fn a_follow_up_is_queued_for_the_next_turn() {
+    both_sizes("follow_up", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["i"]);
+        h.type_text("also update the docstring");
+        h.keys(&["enter"]);
+    });
+}
+
+#[test]
+fn the_verified_patch_is_reviewed_per_hunk() {
+    both_sizes("review", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report(Outcome::Success);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+        h.keys(&["]", "space"]);
+    });
+}
+
+#[test]
+fn a_failed_run_says_so_and_offers_a_new_task() {
+    both_sizes("finished_failure", ApprovalMode::Never, |h| {
+        mid_run(h);
+        h.feed(vec![RunEvent::RunFinished {
+            outcome: Outcome::Failure,
+            reason: "the turn budget ran out (30 turns)".into(),
+            duration_ms: 312_000,
+        }]);
+        let report = h.report(Outcome::Failure);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+    });
+}
+
+// Behaviour behind the snapshots: what each key sends where.
+
+fn approval_with(keys: &[&str], typed: &str) -> ApprovalDecision {
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, mut rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.keys(keys);
+    h.type_text(typed);
+    h.keys(&["enter"]);
+    rx.try_recv().expect("an answer was sent")
+}
+
+#[test]
+fn approval_keys_answer_the_runtime() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, mut rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.keys(&["y"]);
+    assert_eq!(rx.try_recv(), Ok(ApprovalDecision::Approve));
+    assert!(h.app.approval.is_none());
+
+    assert_eq!(
+        approval_with(&["n"], "use ceil division"),
+        ApprovalDecision::Refuse(Some("use ceil division".into()))
+    );
+    assert_eq!(approval_with(&["n"], ""), ApprovalDecision::Refuse(None));
+
+    // `a` approves this one and everything already queued.
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (first, mut first_rx) = oneshot::channel();
+    let (second, mut second_rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), first));
+    h.app.update(AppEvent::Approval(approval_request(), second));
+    h.keys(&["a"]);
+    assert_eq!(first_rx.try_recv(), Ok(ApprovalDecision::ApproveAll));
+    assert_eq!(second_rx.try_recv(), Ok(ApprovalDecision::Approve));
+}
+
+#[test]
+fn esc_hides_the_modal_without_answering_and_p_brings_it_back() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, mut rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.keys(&["esc"]);
+    assert!(rx.try_recv().is_err(), "Esc must not answer");
+    assert!(!h.screen().contains("Apply this edit"));
+    // Keys now go to the panes: `y` is not an answer here.
+    h.keys(&["y", "p"]);
+    assert!(rx.try_recv().is_err());
+    assert!(h.screen().contains("Apply this edit"));
+    h.keys(&["y"]);
+    assert_eq!(rx.try_recv(), Ok(ApprovalDecision::Approve));
+}
+
+#[test]
+fn a_run_that_ends_refuses_its_unanswered_approvals() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, mut rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.app
+        .update(AppEvent::RunEnded(Err("docker went away".into())));
+    assert!(matches!(rx.try_recv(), Ok(ApprovalDecision::Refuse(_))));
+}
+
+#[test]
+fn ctrl_c_once_confirms_twice_cancels_and_quits_after_the_run() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.keys(&["ctrl-c"]);
+    assert!(!h.ops.contains(&Op::Cancel), "the first Ctrl-C only asks");
+    h.keys(&["n"]);
+    assert!(!h.ops.contains(&Op::Cancel));
+    h.keys(&["ctrl-c", "ctrl-c"]);
+    assert!(h.ops.contains(&Op::Cancel));
+    assert!(
+        !h.app.should_quit(),
+        "the run must end (and clean up) first"
+    );
+    h.feed(ev::ending(Outcome::Cancelled));
+    h.app
+        .update(AppEvent::RunEnded(Ok(h.report(Outcome::Cancelled))));
+    assert!(h.app.should_quit());
+}
+
+#[test]
+fn q_quits_only_when_idle() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.keys(&["tab", "q"]);
+    assert!(!h.app.should_quit());
+    assert!(h.screen().contains("Ctrl-C cancels it"));
+    h.feed(ev::ending(Outcome::Success));
+    h.app
+        .update(AppEvent::RunEnded(Ok(h.report(Outcome::Success))));
+    h.keys(&["esc", "esc", "q"]);
+    assert!(h.app.should_quit());
+}
+
+#[test]
+fn typing_starts_a_run_then_sends_follow_ups() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    h.type_text("fix it");
+    h.keys(&["enter"]);
+    assert_eq!(h.ops, vec![Op::Start("fix it".into())]);
+    h.feed(vec![ev::started()]);
+    h.keys(&["i"]);
+    h.type_text("and add a test");
+    h.keys(&["enter"]);
+    assert_eq!(h.ops.last(), Some(&Op::FollowUp("and add a test".into())));
+}
+
+#[test]
+fn a_stale_diff_parse_is_ignored() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    let before = h.app.diff.files.len();
+    assert!(before > 0);
+    h.app.update(AppEvent::DiffParsed {
+        generation: 0,
+        model: Arc::new(DiffModel::default()),
+    });
+    assert_eq!(h.app.diff.files.len(), before);
+}
+
+#[test]
+fn review_saves_only_the_chosen_hunks() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.feed(ev::ending(Outcome::Success));
+    h.app
+        .update(AppEvent::RunEnded(Ok(h.report(Outcome::Success))));
+    h.keys(&["space", "enter"]);
+    let Some(Op::SaveReview { patch, .. }) = h.ops.last().cloned() else {
+        panic!("no SaveReview op: {:?}", h.ops);
+    };
+    assert!(!patch.contains("(total_items + page_size - 1)"), "{patch}");
+    assert!(patch.contains("end = start + page_size"), "{patch}");
+    // Nothing chosen: nothing saved.
+    h.keys(&["A", "A"]);
+    let (chosen, _) = h.app.review.as_ref().expect("review").selection.chosen();
+    assert_eq!(chosen, 0);
+    let count = h.ops.len();
+    h.keys(&["enter"]);
+    assert_eq!(h.ops.len(), count);
+}
+
+#[test]
+fn plan_items_keep_their_status_marks() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    h.start();
+    h.feed(vec![ev::plan([
+        PlanStatus::Done,
+        PlanStatus::InProgress,
+        PlanStatus::Pending,
+    ])]);
+    let screen = h.screen();
+    assert!(screen.contains("✓ Find how page_count rounds"), "{screen}");
+    assert!(screen.contains("▶ Fix page_count to round up"), "{screen}");
+    assert!(
+        screen.contains("○ Add a test for the last page"),
+        "{screen}"
+    );
+}
