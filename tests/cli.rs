@@ -28,19 +28,51 @@ fn text(out: &Output) -> (String, String) {
 #[test]
 fn commands_not_built_yet_say_so_with_exit_2() {
     for args in [
-        &["run", ".", "task"][..],
-        &["apply", "r1"],
+        &["apply", "r1"][..],
         &["undo", "r1"],
         &["resume", "r1"],
         &["runs"],
         &["show", "r1"],
-        &[],
     ] {
         let out = minicoder(args, &[]);
         let (_, err) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(err.contains("not implemented yet"), "{args:?}: {err}");
     }
+}
+
+#[test]
+fn the_full_screen_session_needs_a_terminal_and_a_repository() {
+    // Run from a directory that is not in a Git repository.
+    let outside = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(support::bin())
+        .current_dir(outside.path())
+        .output()
+        .expect("minicoder runs");
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("is not in a Git repository"), "{err}");
+
+    // With output going to a pipe there is no terminal to draw on.
+    let out = minicoder(&["run", ".", "task"], &[]);
+    let (stdout, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("needs a terminal") && err.contains("--non-interactive"),
+        "{err}"
+    );
+    assert!(
+        stdout.is_empty(),
+        "nothing may be drawn on a pipe: {stdout}"
+    );
+
+    let theme = minicoder(&["run", ".", "task", "--theme", "nope"], &[]);
+    let (_, err) = text(&theme);
+    assert_eq!(theme.status.code(), Some(2));
+    assert!(
+        err.contains("no theme named `nope`") && err.contains("high-contrast"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -17,6 +17,7 @@ mod gc;
 mod progress;
 mod run;
 mod sandbox;
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,6 +38,27 @@ pub const EXIT_CANCELLED: u8 = 130;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    #[command(flatten)]
+    pub session: SessionArgs,
+}
+
+/// Flags of the interactive session started by `minicoder` with no command.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// Colour theme (default, light, high-contrast, or a file in the config directory)
+    #[arg(long, global = false)]
+    pub theme: Option<String>,
+    /// When edits are approved: each edit, the final patch, or never
+    #[arg(long, value_enum, default_value = "final")]
+    pub approval: Approval,
+    /// Pin a provider or PROVIDER:MODEL (disables fallback)
+    #[arg(long)]
+    pub model: Option<String>,
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// Whole-run budget in seconds
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -99,7 +121,7 @@ pub enum Approval {
     Never,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
     /// The Git repository to work on
     pub repo: PathBuf,
@@ -144,7 +166,6 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     let name = match &cli.command {
-        None => "the interactive session",
         Some(Command::Apply { .. }) => "apply",
         Some(Command::Undo { .. }) => "undo",
         Some(Command::Resume { .. }) => "resume",
@@ -156,7 +177,8 @@ pub fn main() -> ExitCode {
             | Command::Gc
             | Command::Run(_)
             | Command::Demo,
-        ) => "",
+        )
+        | None => "",
     };
     if !name.is_empty() {
         eprintln!("minicoder: {name} is not implemented yet");
@@ -192,6 +214,7 @@ pub fn main() -> ExitCode {
             Some(Command::Run(args)) => run::run(args).await,
             Some(Command::Demo) => demo::run().await,
             Some(Command::Gc) => gc::run().await,
+            None => session::run_here(cli.session).await,
             _ => Ok(ExitCode::from(EXIT_USAGE)),
         }
     });

@@ -66,10 +66,7 @@ pub fn cancel_on_signals(token: CancellationToken) {
 
 pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if !args.non_interactive {
-        eprintln!(
-            "minicoder: the full-screen session is not implemented yet; add --non-interactive"
-        );
-        return Ok(ExitCode::from(super::EXIT_USAGE));
+        return super::session::run_task(args).await;
     }
     if args.approval == Approval::Each {
         eprintln!(

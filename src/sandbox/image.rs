@@ -85,7 +85,7 @@ pub async fn installed_definition(
 pub async fn ensure_image(
     docker: &Docker,
     image: &str,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<ImageStatus, SandboxError> {
     let installed = installed_definition(docker, image).await?;
     if image != DEFAULT_IMAGE {
@@ -115,7 +115,9 @@ struct BuildLock {
 }
 
 impl BuildLock {
-    async fn acquire(progress: &mut dyn FnMut(BuildProgress)) -> Result<Self, SandboxError> {
+    async fn acquire(
+        progress: &mut (dyn FnMut(BuildProgress) + Send),
+    ) -> Result<Self, SandboxError> {
         use rustix::fs::{FlockOperation, flock};
         let path = std::env::temp_dir().join("minicoder-sandbox-build.lock");
         let fail = |e: std::io::Error| {
@@ -147,7 +149,7 @@ impl BuildLock {
 pub async fn build_image(
     docker: &Docker,
     image: &str,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), SandboxError> {
     let hash = definition_hash();
     progress(BuildProgress::Step {
@@ -183,7 +185,7 @@ async fn build_from_dockerfile(
     docker: &Docker,
     image: &str,
     hash: &str,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), SandboxError> {
     progress(BuildProgress::Step {
         step: 2,
@@ -240,7 +242,7 @@ async fn build_offline(
     docker: &Docker,
     image: &str,
     hash: &str,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), SandboxError> {
     if !rustix::process::geteuid().is_root() {
         return Err(SandboxError::ImageBuild(
@@ -265,7 +267,9 @@ async fn build_offline(
     result
 }
 
-async fn ensure_debootstrap(progress: &mut dyn FnMut(BuildProgress)) -> Result<(), SandboxError> {
+async fn ensure_debootstrap(
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> Result<(), SandboxError> {
     if find_program("debootstrap").is_some() {
         return Ok(());
     }
@@ -302,7 +306,7 @@ async fn ensure_debootstrap(progress: &mut dyn FnMut(BuildProgress)) -> Result<(
 async fn debootstrap(
     build_dir: &Path,
     rootfs: &Path,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), SandboxError> {
     progress(BuildProgress::Step {
         step: 2,
@@ -363,7 +367,7 @@ async fn import_rootfs(
     image: &str,
     hash: &str,
     rootfs: &Path,
-    progress: &mut dyn FnMut(BuildProgress),
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), SandboxError> {
     progress(BuildProgress::Step {
         step: 3,

@@ -1,0 +1,223 @@
+//! The interactive session: `minicoder` in a repository, or `minicoder run`
+//! without `--non-interactive`.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use futures_util::future::BoxFuture;
+
+use super::{Approval, Network, RunArgs, SessionArgs};
+use crate::agent::Outcome;
+use crate::model::{Env, ModelChain, ModelSelection};
+use crate::runtime::{self, ApprovalMode, RunHooks};
+use crate::trace::RunReport;
+use crate::tui::app::App;
+use crate::tui::keymap::Keymap;
+use crate::tui::session::{Launcher, Session};
+use crate::tui::terminal::TerminalGuard;
+use crate::tui::theme::{DEFAULT_THEME, Theme};
+
+/// `minicoder` with no command: the repository around the current directory.
+pub async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let repo = match git2::Repository::discover(&cwd) {
+        Ok(repo) => match repo.workdir() {
+            Some(dir) => dir.to_path_buf(),
+            None => {
+                return usage(
+                    "the current directory is a bare Git repository; run minicoder in a work tree",
+                );
+            }
+        },
+        Err(_) => {
+            return usage(&format!(
+                "{} is not in a Git repository; cd into one, or use `minicoder run REPO \"TASK\"`",
+                cwd.display()
+            ));
+        }
+    };
+    let template = RunArgs {
+        repo,
+        task: String::new(),
+        non_interactive: false,
+        model: args.model,
+        benchmark: false,
+        max_turns: args.max_turns,
+        timeout: args.timeout,
+        network: Network::None,
+        artifact_dir: None,
+        check: Vec::new(),
+        approval: args.approval,
+        theme: args.theme,
+        events: false,
+        allow_zero_tests: false,
+    };
+    interactive(template, None).await
+}
+
+/// `minicoder run REPO TASK` without `--non-interactive`.
+pub async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let task = args.task.clone();
+    interactive(args, Some(task)).await
+}
+
+fn usage(message: &str) -> anyhow::Result<ExitCode> {
+    eprintln!("minicoder: {message}");
+    Ok(ExitCode::from(super::EXIT_USAGE))
+}
+
+/// Where user themes, `keymap.toml` and `config.toml` live.
+fn config_dir(env: &HashMap<String, String>) -> Option<PathBuf> {
+    if let Some(dir) = env.get("MINICODER_CONFIG_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = env.get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(Path::new(dir).join("minicoder"));
+    }
+    env.get("HOME")
+        .map(|home| Path::new(home).join(".config/minicoder"))
+}
+
+/// The theme: `--theme`, else `theme = "..."` in `config.toml`, else the default.
+fn load_theme(flag: Option<&str>, config: Option<&Path>) -> Result<Theme, String> {
+    let configured = config
+        .and_then(|dir| std::fs::read_to_string(dir.join("config.toml")).ok())
+        .and_then(|text| text.parse::<toml::Table>().ok())
+        .and_then(|table| {
+            table
+                .get("theme")
+                .and_then(|v| v.as_str())
+                .map(String::from)
+        });
+    let name = flag
+        .map(String::from)
+        .or(configured)
+        .unwrap_or_else(|| DEFAULT_THEME.to_string());
+    let themes = config.map(|dir| dir.join("themes"));
+    Theme::load(&name, themes.as_deref()).map_err(|e| e.to_string())
+}
+
+fn load_keymap(config: Option<&Path>) -> Result<Keymap, String> {
+    let file = config
+        .map(|dir| dir.join("keymap.toml"))
+        .filter(|path| path.exists());
+    Keymap::load(file.as_deref()).map_err(|e| e.to_string())
+}
+
+async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<ExitCode> {
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let config = config_dir(&env);
+    let theme = match load_theme(template.theme.as_deref(), config.as_deref()) {
+        Ok(theme) => theme,
+        Err(e) => return usage(&e),
+    };
+    let keymap = match load_keymap(config.as_deref()) {
+        Ok(keymap) => keymap,
+        Err(e) => return usage(&e),
+    };
+    if let Err(e) = super::run::options(&template, &env) {
+        return usage(&e);
+    }
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return usage(
+            "the full-screen session needs a terminal; add --non-interactive for JSON output",
+        );
+    }
+    let selection = ModelSelection {
+        pinned: template.model.clone(),
+        benchmark: template.benchmark,
+    };
+    if let Err(e) = ModelChain::from_env(&Env::from_pairs(env.clone()), &selection) {
+        eprintln!("minicoder: {e}");
+        return Ok(ExitCode::from(super::EXIT_FAILURE));
+    }
+    // The image is built (with progress) and leftovers collected before the screen is taken.
+    let (docker, _) = super::sandbox::docker_with_image().await?;
+    super::sandbox::startup_gc(&docker).await;
+
+    let approval = match template.approval {
+        Approval::Each => ApprovalMode::Each,
+        Approval::Final => ApprovalMode::Final,
+        Approval::Never => ApprovalMode::Never,
+    };
+    let repo = template.repo.display().to_string();
+    let launcher = Arc::new(CliLauncher {
+        template,
+        env,
+        selection,
+    });
+    let mut app = App::new(&repo, keymap, theme, approval);
+    if let Some(task) = task {
+        app.start(&task);
+    }
+    let mut session = Session::new(Some(launcher));
+    let signals = session.sender();
+    tokio::spawn(async move {
+        super::shutdown_signal().await;
+        let _ = signals.send(crate::tui::app::AppEvent::Terminate);
+    });
+    let mut guard = TerminalGuard::enter().context("entering the full-screen terminal")?;
+    let input = crossterm::event::EventStream::new();
+    let result = session.run(&mut guard.terminal, &mut app, input).await;
+    drop(guard);
+    result.context("drawing the session")?;
+    Ok(summary(&app))
+}
+
+/// What is left on the normal screen after the session: the run's result and where it is.
+fn summary(app: &App) -> ExitCode {
+    let Some(report) = app.report.as_deref() else {
+        if let crate::tui::run_view::Phase::Failed(reason) = &app.view.phase {
+            eprintln!("minicoder: the run could not start: {reason}");
+            return ExitCode::from(super::EXIT_FAILURE);
+        }
+        return ExitCode::SUCCESS;
+    };
+    print_report(report);
+    if let Some(Ok(path)) = app.review.as_ref().and_then(|r| r.saved.as_ref()) {
+        println!("reviewed patch: {path}");
+    }
+    ExitCode::from(super::run::exit_code(report.outcome))
+}
+
+fn print_report(report: &RunReport) {
+    let outcome = match report.outcome {
+        Outcome::Success => "success",
+        Outcome::Failure => "failure",
+        Outcome::Cancelled => "cancelled",
+    };
+    println!("run {}: {outcome} — {}", report.run_id, report.reason);
+    println!("patch: {}", report.patch);
+    println!("artifacts: {}", report.artifact_dir);
+}
+
+struct CliLauncher {
+    template: RunArgs,
+    env: HashMap<String, String>,
+    selection: ModelSelection,
+}
+
+impl Launcher for CliLauncher {
+    fn launch(
+        &self,
+        task: String,
+        hooks: RunHooks,
+    ) -> BoxFuture<'static, Result<RunReport, String>> {
+        let mut args = self.template.clone();
+        args.task = task;
+        let options = super::run::options(&args, &self.env);
+        let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
+            .map_err(|e| e.to_string());
+        Box::pin(async move {
+            let options = options?;
+            let source = source?;
+            runtime::run(options, Box::new(source), hooks)
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
+}
