@@ -24,6 +24,9 @@ use minicoder::tui::session::Session;
 use minicoder::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph};
 
 const EVENTS: usize = 10_000;
 const DIFF_LINES: usize = 5_000;
@@ -41,7 +44,7 @@ fn big_diff(lines: usize) -> String {
         for h in 0..hunks {
             let start = 1 + h * 20;
             out.push_str(&format!(
-                "@@ -{start},8 +{start},8 @@ def function_{h}(x):\n"
+                "@@ -{start},9 +{start},9 @@ def function_{h}(x):\n"
             ));
             for i in 0..3 {
                 out.push_str(&format!("     context line {i} of hunk {h}\n"));
@@ -119,6 +122,43 @@ fn bench_frames(c: &mut Criterion) {
             })
         });
     }
+    // The baseline: what a straightforward ratatui program does, building every
+    // line of the stream and of the diff each frame and letting `Paragraph` scroll.
+    let app = loaded_app(false);
+    let text = big_diff(DIFF_LINES);
+    let mut terminal = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
+    let mut scroll = 0u16;
+    group.bench_function("160x48_naive_paragraphs_baseline", |b| {
+        b.iter(|| {
+            scroll = (scroll + 1) % 50;
+            let stream: Vec<Line> = app
+                .view
+                .stream
+                .iter()
+                .map(|entry| Line::from(format!("{entry:?}")))
+                .collect();
+            let diff: Vec<Line> = text.lines().map(|l| Line::from(l.to_string())).collect();
+            terminal
+                .draw(|frame| {
+                    let [left, right] =
+                        Layout::horizontal([Constraint::Fill(1); 2]).areas(frame.area());
+                    let bottom = u16::try_from(stream.len()).unwrap_or(u16::MAX) - 46 - scroll;
+                    frame.render_widget(
+                        Paragraph::new(stream.clone())
+                            .block(Block::bordered())
+                            .scroll((bottom, 0)),
+                        left,
+                    );
+                    frame.render_widget(
+                        Paragraph::new(diff.clone())
+                            .block(Block::bordered())
+                            .scroll((scroll, 0)),
+                        right,
+                    );
+                })
+                .expect("draw");
+        })
+    });
     group.finish();
 }
 

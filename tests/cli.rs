@@ -76,6 +76,24 @@ fn the_full_screen_session_needs_a_terminal_and_a_repository() {
 }
 
 #[test]
+fn a_conflicting_user_keymap_is_refused_naming_both_bindings() {
+    let config = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        config.path().join("keymap.toml"),
+        "[review]\n\"X\" = \"toggle-hunk\"\n\"shift-x\" = \"apply\"\n",
+    )
+    .expect("keymap");
+    let dir = config.path().to_str().expect("utf-8");
+    let out = minicoder(&["run", ".", "task"], &[("MINICODER_CONFIG_DIR", dir)]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("[review]") && err.contains("toggle-hunk") && err.contains("apply"),
+        "{err}"
+    );
+}
+
+#[test]
 fn invalid_usage_exits_2() {
     let out = minicoder(&["frobnicate"], &[]);
     assert_eq!(out.status.code(), Some(2));

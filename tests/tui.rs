@@ -479,3 +479,32 @@ fn plan_items_keep_their_status_marks() {
         "{screen}"
     );
 }
+
+#[test]
+fn any_terminal_size_draws_and_resizing_keeps_the_state() {
+    let mut h = Harness::new(160, 48, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, _rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.keys(&["n"]);
+    for (width, height) in [(80, 24), (20, 5), (1, 1), (300, 100), (81, 25)] {
+        h.terminal.backend_mut().resize(width, height);
+        h.app.update(AppEvent::Resize);
+        let screen = h.screen();
+        assert_eq!(
+            screen.lines().count(),
+            usize::from(height),
+            "{width}x{height}"
+        );
+    }
+    h.keys(&["esc", "esc"]);
+    h.keys(&["tab", "z", "?"]);
+    for (width, height) in [(10, 3), (80, 24)] {
+        h.terminal.backend_mut().resize(width, height);
+        h.screen();
+    }
+    assert!(
+        h.app.approval.is_some(),
+        "resizing lost the pending approval"
+    );
+}

@@ -159,7 +159,14 @@ async fn the_session_in_a_real_terminal() {
         "MINICODER_RETRY_BASE_MS=10".to_string(),
         "TERM=xterm-256color".to_string(),
     ];
-    let mut args = vec!["new-session", "-d", "-s", "mc", "-x", "160", "-y", "48"];
+    // MINICODER_CAPTURE=FILE saves the main screen (for the README), at
+    // MINICODER_CAPTURE_SIZE=COLSxROWS if given.
+    let capture = std::env::var_os("MINICODER_CAPTURE");
+    let size = std::env::var("MINICODER_CAPTURE_SIZE").unwrap_or_else(|_| "160x48".into());
+    let (cols, rows) = size
+        .split_once('x')
+        .expect("MINICODER_CAPTURE_SIZE is COLSxROWS");
+    let mut args = vec!["new-session", "-d", "-s", "mc", "-x", cols, "-y", rows];
     for e in &env {
         args.extend(["-e", e.as_str()]);
     }
@@ -194,6 +201,9 @@ async fn the_session_in_a_real_terminal() {
             ],
             long,
         );
+        if let Some(path) = &capture {
+            std::fs::write(path, tmux.screen()).expect("capture");
+        }
         tmux.keys(&["p"]);
         tmux.wait_for("Apply this edit", long);
         tmux.keys(&["n"]);

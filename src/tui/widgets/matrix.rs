@@ -92,6 +92,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         lines.push(Line::from(spans));
     }
     let rows = inner.height as usize;
+    if rows == 0 {
+        return;
+    }
     let start = if lines.len() > rows {
         (app.matrix_row + 2)
             .saturating_sub(rows)

@@ -118,13 +118,15 @@ fn entry_lines(
                 ToolState::Finished { .. } => summary.clone(),
                 ToolState::Refused => format!("refused: {summary}"),
             };
-            let head = vec![
+            let brief = arguments_brief(arguments);
+            let mut head = vec![
                 Span::styled(format!("{mark} "), style),
                 Span::styled(name.clone(), style.add_modifier(Modifier::BOLD)),
-                Span::raw(" "),
-                Span::styled(arguments_brief(arguments), theme.get(Meaning::Text)),
-                Span::styled(format!("  {tail}"), dim),
             ];
+            if !brief.is_empty() {
+                head.push(Span::styled(format!(" {brief}"), theme.get(Meaning::Text)));
+            }
+            head.push(Span::styled(format!("  {tail}"), dim));
             let mut lines = vec![fit(head, width)];
             if expanded && !result.is_empty() {
                 let all: Vec<&str> = result.lines().collect();
