@@ -508,3 +508,31 @@ fn any_terminal_size_draws_and_resizing_keeps_the_state() {
         "resizing lost the pending approval"
     );
 }
+
+#[test]
+fn help_in_the_review_lists_only_the_keys_that_work_there() {
+    both_sizes("help_review", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report(Outcome::Success);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+        h.keys(&["?"]);
+    });
+}
+
+#[test]
+fn help_scrolls_when_the_keys_do_not_fit() {
+    let mut h = Harness::new(80, 12, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.keys(&["?"]);
+    let first = h.screen();
+    assert!(first.contains("j/k scroll"), "{first}");
+    assert!(!first.contains("go to the bottom"), "{first}");
+    for _ in 0..30 {
+        h.keys(&["j"]);
+    }
+    let last = h.screen();
+    assert!(last.contains("go to the bottom"), "{last}");
+    h.keys(&["esc"]);
+    assert!(!h.screen().contains("Keys"));
+}

@@ -104,7 +104,8 @@ pub struct Pager {
 
 #[derive(Debug, Clone)]
 pub enum Overlay {
-    Help(Context),
+    /// The keys of a context, scrolled by this many lines.
+    Help(Context, usize),
     ConfirmCancel,
     Pager(Pager),
 }

@@ -42,7 +42,7 @@ impl App {
             && self.input.is_empty()
             && self.keymap.lookup(Context::Global, &key) == Some(Action::Help)
         {
-            self.overlay = Some(Overlay::Help(context));
+            self.overlay = Some(Overlay::Help(context, 0));
             return;
         }
         match self.keymap.lookup(context, &key) {
@@ -84,9 +84,15 @@ impl App {
                 KeyCode::Char('n') | KeyCode::Esc => {}
                 _ => self.overlay = Some(Overlay::ConfirmCancel),
             },
-            Overlay::Help(context) => match self.keymap.lookup(Context::Help, key) {
+            Overlay::Help(context, mut offset) => match self.keymap.lookup(Context::Help, key) {
                 Some(Action::Dismiss) | None => {}
-                Some(_) => self.overlay = Some(Overlay::Help(context)),
+                Some(action) => {
+                    let lines = self.keymap.bindings(context).len()
+                        + self.keymap.bindings(Context::Global).len()
+                        + 2;
+                    scroll(&mut offset, lines, action, 10);
+                    self.overlay = Some(Overlay::Help(context, offset));
+                }
             },
             Overlay::Pager(mut pager) => {
                 let keep = match self.keymap.lookup(Context::Help, key) {
@@ -135,7 +141,7 @@ impl App {
                 pending.visible = false;
                 self.flash = Some("an edit waits for approval: press p to see it again".into());
             }
-            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Approval)),
+            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Approval, 0)),
             Some(action) => {
                 let lines = pending.patch.line_count() + pending.patch.files.len() * 2;
                 scroll(&mut pending.scroll, lines, action, 10);
@@ -177,7 +183,7 @@ impl App {
                 self.review = None;
                 self.focus = Pane::Input;
             }
-            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Review)),
+            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Review, 0)),
             Some(Action::Quit) => self.quit = true,
             _ => self.dirty = false,
         }
@@ -193,7 +199,7 @@ impl App {
                 }
             }
             Action::Cancel => self.interrupt(),
-            Action::Help => self.overlay = Some(Overlay::Help(self.focus.context())),
+            Action::Help => self.overlay = Some(Overlay::Help(self.focus.context(), 0)),
             Action::FocusNext | Action::FocusPrev => {
                 let i = Pane::ORDER
                     .iter()

@@ -74,7 +74,7 @@ const ACTIONS: [(Action, &str, &str); 28] = [
         "toggle-all",
         "include or exclude every hunk",
     ),
-    (Action::Apply, "apply", "apply the reviewed patch"),
+    (Action::Apply, "apply", "save the chosen hunks as a patch"),
     (Action::Submit, "submit", "send the task or follow-up"),
     (Action::ShowOutput, "show-output", "show the full output"),
     (

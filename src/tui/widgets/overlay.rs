@@ -7,13 +7,13 @@ use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 
 use crate::tui::app::{App, Overlay};
 use crate::tui::draw::centered;
-use crate::tui::keymap::Context;
+use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Meaning;
 
 pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     match &app.overlay {
         None => {}
-        Some(Overlay::Help(context)) => help(app, frame, area, *context),
+        Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
         Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
         Some(Overlay::Pager(pager)) => {
             let rect = centered(
@@ -53,11 +53,11 @@ fn modal(app: &App, frame: &mut Frame, rect: Rect, title: String, lines: Vec<Lin
 }
 
 /// Every key of the current context, then the global ones it does not hide.
-fn help(app: &App, frame: &mut Frame, area: Rect, context: Context) {
+fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usize) {
     let key_style = app.theme.get(Meaning::HelpKey);
     let text = app.theme.get(Meaning::Text);
     let mut lines = Vec::new();
-    let mut section = |name: &str, bindings: Vec<(String, crate::tui::keymap::Action, &str)>| {
+    let mut section = |name: &str, bindings: Vec<(String, Action, &str)>| {
         if bindings.is_empty() {
             return;
         }
@@ -66,7 +66,7 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context) {
             app.theme.get(Meaning::Title),
         )));
         // One line per action, with every key that does it.
-        let mut grouped: Vec<(String, crate::tui::keymap::Action, &str)> = Vec::new();
+        let mut grouped: Vec<(String, Action, &str)> = Vec::new();
         for (key, action, description) in bindings {
             match grouped.iter_mut().find(|(_, a, _)| *a == action) {
                 Some((keys, _, _)) => {
@@ -93,13 +93,47 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context) {
             .into_iter()
             .filter(|(k, _, _)| !own_keys.contains(k))
             .filter(|(k, _, _)| !context.is_text_entry() || k.chars().count() != 1)
+            .filter(|(_, action, _)| global_works_in(context, *action))
             .collect();
         section("everywhere", global);
     }
     let height = (lines.len() as u16 + 2).min(area.height);
     let rect = centered(area, 60, height);
-    let title = " Keys — Esc, q or ? closes ".to_string();
+    let visible = usize::from(height.saturating_sub(2));
+    let hidden = lines.len().saturating_sub(visible);
+    let offset = offset.min(hidden);
+    let title = if hidden > 0 {
+        format!(
+            " Keys ({}/{}) — j/k scroll, Esc closes ",
+            offset + visible,
+            lines.len()
+        )
+    } else {
+        " Keys — Esc, q or ? closes ".to_string()
+    };
+    let lines: Vec<Line> = lines.into_iter().skip(offset).collect();
     modal(app, frame, rect, title, lines);
+}
+
+/// The modal contexts take only a few global keys: cancelling, help and scrolling
+/// (and quitting from the review).
+fn global_works_in(context: Context, action: Action) -> bool {
+    match context {
+        Context::Approval | Context::Review => {
+            matches!(
+                action,
+                Action::Cancel
+                    | Action::Help
+                    | Action::ScrollUp
+                    | Action::ScrollDown
+                    | Action::PageUp
+                    | Action::PageDown
+                    | Action::Top
+                    | Action::Bottom
+            ) || (context == Context::Review && action == Action::Quit)
+        }
+        _ => true,
+    }
 }
 
 fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
