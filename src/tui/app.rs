@@ -238,7 +238,7 @@ impl App {
             AppEvent::Resize | AppEvent::Tick => {}
             AppEvent::Terminate => {
                 if self.view.is_running() {
-                    self.ops.push(Op::Cancel);
+                    self.cancel_run();
                     self.quit_after_run = true;
                 } else {
                     self.quit = true;
@@ -283,14 +283,24 @@ impl App {
         }
     }
 
+    /// Stops the run; edits still waiting for an answer are refused now, since
+    /// nobody will answer them.
+    pub(crate) fn cancel_run(&mut self) {
+        self.ops.push(Op::Cancel);
+        self.refuse_pending("the run was cancelled");
+    }
+
+    fn refuse_pending(&mut self, why: &str) {
+        let pending = self.approval.take().map(|a| a.responder);
+        let queued = self.approvals.drain(..).map(|(_, responder)| responder);
+        for responder in pending.into_iter().chain(queued) {
+            let _ = responder.send(ApprovalDecision::Refuse(Some(why.to_string())));
+        }
+    }
+
     fn run_ended(&mut self, result: Result<Box<RunReport>, String>) {
         // Whatever happened, nobody is left to answer pending approvals: refuse them.
-        if let Some(pending) = self.approval.take() {
-            let _ = pending
-                .responder
-                .send(ApprovalDecision::Refuse(Some("the run ended".into())));
-        }
-        self.approvals.clear();
+        self.refuse_pending("the run ended");
         if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
             self.overlay = None;
         }

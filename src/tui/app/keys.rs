@@ -64,7 +64,7 @@ impl App {
     fn interrupt(&mut self) {
         if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
             self.overlay = None;
-            self.ops.push(Op::Cancel);
+            self.cancel_run();
             self.quit_after_run = true;
         } else if self.view.is_running() {
             self.overlay = Some(Overlay::ConfirmCancel);
@@ -77,7 +77,7 @@ impl App {
         match overlay {
             Overlay::ConfirmCancel => match key.code {
                 KeyCode::Char('y') | KeyCode::Enter => {
-                    self.ops.push(Op::Cancel);
+                    self.cancel_run();
                     self.view
                         .note(NoteKind::Warning, "cancelling: exporting the partial patch");
                 }
