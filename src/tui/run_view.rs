@@ -3,8 +3,16 @@
 //! Pure data, no IO and no terminal: the app feeds every event through
 //! [`RunView::apply`] and the panes draw from the result.
 
+mod format;
+mod matrix;
+#[cfg(test)]
+mod tests;
+
+pub use format::{duration, short, tokens};
+pub use matrix::{Attempt, CellState, Matrix};
+
 use super::text::clean;
-use crate::agent::events::{CheckReport, VerificationReason};
+use crate::agent::events::VerificationReason;
 use crate::agent::plan::{PlanItem, PlanStatus};
 use crate::agent::{Outcome, RunEvent};
 use crate::model::types::ModelId;
@@ -91,68 +99,6 @@ pub enum StreamEntry {
         kind: NoteKind,
         text: String,
     },
-}
-
-/// One cell of the verification matrix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CellState {
-    Pending,
-    Running,
-    Done(CheckReport),
-    /// The run ended before this check finished (a baseline it no longer needed).
-    Stopped,
-}
-
-/// One verification: a column of the matrix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Attempt {
-    pub number: u32,
-    pub reason: VerificationReason,
-    /// One cell per check, in the order of [`Matrix::checks`].
-    pub cells: Vec<CellState>,
-    pub passed: Option<bool>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Matrix {
-    pub checks: Vec<String>,
-    pub attempts: Vec<Attempt>,
-}
-
-impl Matrix {
-    fn check_index(&mut self, name: &str) -> usize {
-        match self.checks.iter().position(|c| c == name) {
-            Some(i) => i,
-            None => {
-                self.checks.push(name.to_string());
-                for attempt in &mut self.attempts {
-                    attempt.cells.push(CellState::Pending);
-                }
-                self.checks.len() - 1
-            }
-        }
-    }
-
-    fn attempt_mut(&mut self, number: u32) -> Option<&mut Attempt> {
-        self.attempts.iter_mut().rev().find(|a| a.number == number)
-    }
-
-    /// Checks run in order, so the first pending cell of an unfinished attempt is the one running.
-    fn mark_running(attempt: &mut Attempt) {
-        if attempt.passed.is_some() {
-            return;
-        }
-        for cell in &mut attempt.cells {
-            match cell {
-                CellState::Running => return,
-                CellState::Pending => {
-                    *cell = CellState::Running;
-                    return;
-                }
-                CellState::Done(_) | CellState::Stopped => {}
-            }
-        }
-    }
 }
 
 /// Everything the panes draw, folded from the run's events.
@@ -567,31 +513,4 @@ impl RunView {
             self.model_text(turn, full, false);
         }
     }
-}
-
-/// `412 ms`, `3.2 s`, `2 m 05 s`.
-pub fn duration(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms < 60_000 {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    } else {
-        format!("{} m {:02} s", ms / 60_000, (ms / 1000) % 60)
-    }
-}
-
-/// `950`, `12.3k`, `1.2M`.
-pub fn tokens(n: u64) -> String {
-    if n < 1000 {
-        n.to_string()
-    } else if n < 1_000_000 {
-        format!("{:.1}k", n as f64 / 1000.0)
-    } else {
-        format!("{:.1}M", n as f64 / 1_000_000.0)
-    }
-}
-
-/// The first 8 characters of an id or hash.
-pub fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
 }
