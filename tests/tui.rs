@@ -536,3 +536,38 @@ fn help_scrolls_when_the_keys_do_not_fit() {
     h.keys(&["esc"]);
     assert!(!h.screen().contains("Keys"));
 }
+
+/// Every cell of every built-in theme uses only the 16 ANSI colours, and with
+/// `NO_COLOR` no cell has a colour at all.
+#[test]
+fn every_theme_draws_only_ansi_colours_and_no_color_draws_none() {
+    use ratatui::style::Color;
+    let ansi = |c: Color| !matches!(c, Color::Rgb(..) | Color::Indexed(_));
+    for name in Theme::available(None) {
+        for coloured in [true, false] {
+            let mut theme = Theme::load_coloured(&name, None).expect("theme");
+            if !coloured {
+                theme = theme.without_colours();
+            }
+            let mut h = Harness::new(120, 40, ApprovalMode::Each);
+            h.app.theme = theme;
+            mid_run(&mut h);
+            let (tx, _rx) = oneshot::channel();
+            h.app.update(AppEvent::Approval(approval_request(), tx));
+            h.screen();
+            let buffer = h.terminal.backend().buffer().clone();
+            let mut coloured_cells = 0;
+            for cell in buffer.content() {
+                assert!(ansi(cell.fg) && ansi(cell.bg), "{name}: {:?}", cell);
+                if cell.fg != Color::Reset || cell.bg != Color::Reset {
+                    coloured_cells += 1;
+                }
+            }
+            if coloured {
+                assert!(coloured_cells > 100, "{name} shows almost no colour");
+            } else {
+                assert_eq!(coloured_cells, 0, "{name} without colours still has colour");
+            }
+        }
+    }
+}
