@@ -122,6 +122,15 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     if let Err(e) = super::run::options(&template, &env) {
         return usage(&e);
     }
+    let has_work_tree =
+        git2::Repository::open(&template.repo).is_ok_and(|repo| repo.workdir().is_some());
+    if !has_work_tree {
+        eprintln!(
+            "minicoder: {} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
+            template.repo.display()
+        );
+        return Ok(ExitCode::from(super::EXIT_FAILURE));
+    }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return usage(
             "the full-screen session needs a terminal; add --non-interactive for JSON output",
