@@ -6,88 +6,17 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::mock_openai::{MockOpenAi, MockResponse};
+use support::tmux::{Tmux, quote, tmux_available};
 
 const API_KEY: &str = "sk-test-tmux-5a4b3c2d1e0f9a8b7c6d";
 const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
 const UNWANTED: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -1,3 +1,3 @@\n-\"\"\"Pagination helpers for a list view.\"\"\"\n+\"\"\"Pagination helpers (rewritten).\"\"\"\n \n \n";
+const README_NOTE: &str = "--- a/README.md\n+++ b/README.md\n@@ -2,3 +2,5 @@\n \n The fixture `minicoder demo` fixes: `page_count` rounds down, so a partial last\n page is lost (`page_count(21, 10)` is 2, not 3).\n+\n+Fixed: `page_count` now rounds up.\n";
 const REASON: &str = "leave the module docstring alone";
-
-/// A private tmux server, killed when the test ends however it ends.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn command(&self) -> Command {
-        let mut cmd = Command::new("tmux");
-        cmd.args(["-L", &self.socket]);
-        cmd
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = self.command().args(args).output().expect("tmux runs");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "mc"])
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "mc"];
-        args.extend_from_slice(keys);
-        self.run(&args);
-    }
-
-    fn type_text(&self, text: &str) {
-        self.run(&["send-keys", "-t", "mc", "-l", text]);
-    }
-
-    /// Waits until the screen shows `text`; panics with the screen if it never does.
-    fn wait_for(&self, text: &str, timeout: Duration) -> String {
-        self.wait_for_all(&[text], timeout)
-    }
-
-    /// Waits until the screen shows every one of `texts` at once.
-    fn wait_for_all(&self, texts: &[&str], timeout: Duration) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            let missing: Vec<&&str> = texts.iter().filter(|t| !screen.contains(**t)).collect();
-            if missing.is_empty() {
-                return screen;
-            }
-            if start.elapsed() > timeout {
-                panic!("waited {timeout:?} for {missing:?}; the screen is:\n{screen}");
-            }
-            std::thread::sleep(Duration::from_millis(150));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.command().arg("kill-server").output();
-    }
-}
-
-fn tmux_available() -> bool {
-    Command::new("tmux")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 fn plan(statuses: [&str; 2]) -> Value {
     json!({"items": [
@@ -96,12 +25,8 @@ fn plan(statuses: [&str; 2]) -> Value {
     ]})
 }
 
-fn quote(path: &Path) -> String {
-    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_session_in_a_real_terminal() {
+async fn approving_and_refusing_edits_in_a_real_terminal() {
     if support::docker_or_skip().await.is_none() {
         return;
     }
@@ -142,9 +67,7 @@ async fn the_session_in_a_real_terminal() {
         ]),
     ]);
 
-    let tmux = Tmux {
-        socket: format!("minicoder-test-{}", std::process::id()),
-    };
+    let tmux = Tmux::new("approve");
     let command = format!(
         "{} run {} 'Fix the pagination bug' --model openai --approval each --artifact-dir {}; echo MINICODER_EXIT=$?; sleep 600",
         quote(&support::bin()),
@@ -166,23 +89,14 @@ async fn the_session_in_a_real_terminal() {
     let (cols, rows) = size
         .split_once('x')
         .expect("MINICODER_CAPTURE_SIZE is COLSxROWS");
-    let mut args = vec!["new-session", "-d", "-s", "mc", "-x", cols, "-y", rows];
-    for e in &env {
-        args.extend(["-e", e.as_str()]);
-    }
-    args.push(&command);
+    tmux.start(cols, rows, &env, &command);
     tokio::task::block_in_place(|| {
-        tmux.run(&args);
         let long = Duration::from_secs(180);
 
         // The first edit waits for approval; `y` applies it.
         let screen = tmux.wait_for("Apply this edit to pagination.py", long);
         assert!(screen.contains("-(-total_items // page_size)"), "{screen}");
-        assert_eq!(
-            tmux.run(&["display", "-p", "-t", "mc", "#{alternate_on}"])
-                .trim(),
-            "1"
-        );
+        assert!(tmux.alternate_screen());
         tmux.keys(&["y"]);
 
         // The second one: look around first (Esc), then refuse it with a reason.
@@ -234,12 +148,7 @@ async fn the_session_in_a_real_terminal() {
             screen.contains("patch: "),
             "the summary is printed after the session:\n{screen}"
         );
-        assert_eq!(
-            tmux.run(&["display", "-p", "-t", "mc", "#{alternate_on}"])
-                .trim(),
-            "0",
-            "the alternate screen was left"
-        );
+        assert!(!tmux.alternate_screen(), "the alternate screen was left");
     });
 
     // The refusal's reason reached the model, with the tool result of the refused edit.
@@ -254,6 +163,109 @@ async fn the_session_in_a_real_terminal() {
     assert!(
         !patch.contains("rewritten"),
         "the refused edit is in the patch:\n{patch}"
+    );
+    let now = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
+    assert_eq!(now, digest, "the source repository changed");
+}
+
+/// `minicoder` with no arguments, in the repository: the task is typed in the
+/// input box, and the verified patch is reviewed hunk by hunk at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    if !tmux_available() {
+        assert!(
+            std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
+            "tmux is required for this test (CI installs it)"
+        );
+        return;
+    }
+    let source = tempfile::tempdir().expect("tempdir");
+    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+    let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
+    let state = tempfile::tempdir().expect("tempdir");
+    let mock = MockOpenAi::start().await;
+    mock.push_all([
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["done", "in_progress"])),
+            ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
+            (
+                "edit_file",
+                json!({"path": "README.md", "patch": README_NOTE}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan(["done", "done"])),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
+        ]),
+    ]);
+    let tmux = Tmux::new("review");
+    let command = format!(
+        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
+        quote(source.path()),
+        quote(&support::bin()),
+    );
+    let env = [
+        format!("MINICODER_STATE_DIR={}", state.path().display()),
+        format!("OPENAI_BASE_URL={}", mock.base_url()),
+        format!("OPENAI_API_KEY={API_KEY}"),
+        "OPENAI_MODEL=mock-model".to_string(),
+        "TERM=xterm-256color".to_string(),
+    ];
+    let long = Duration::from_secs(180);
+    let reviewed = tokio::task::block_in_place(|| {
+        tmux.start("120", "36", &env, &command);
+        tmux.wait_for("describe the task, then press Enter", long);
+        tmux.type_text("Fix the pagination bug");
+        tmux.keys(&["Enter"]);
+        // The run verifies and the review opens with both files chosen.
+        let screen = tmux.wait_for("Review the verified patch", long);
+        assert!(screen.contains("2 of 2 hunks chosen"), "{screen}");
+        // Files are listed README.md, pagination.py: go to the fix and back, then leave
+        // the README change out and save.
+        tmux.keys(&["}"]);
+        tmux.keys(&["{"]);
+        tmux.keys(&["Space"]);
+        tmux.wait_for("1 of 2 hunks chosen", long);
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("reviewed.patch", long);
+        let path = screen
+            .split_whitespace()
+            .find(|w| w.ends_with("reviewed.patch"))
+            .expect("the saved path is shown")
+            .to_string();
+        tmux.keys(&["Escape"]);
+        std::thread::sleep(Duration::from_millis(300));
+        tmux.keys(&["Escape"]);
+        std::thread::sleep(Duration::from_millis(300));
+        tmux.keys(&["q"]);
+        let screen = tmux.wait_for("MINICODER_EXIT=", long);
+        assert!(screen.contains("MINICODER_EXIT=0"), "{screen}");
+        assert!(screen.contains("reviewed patch: "), "{screen}");
+        assert!(!tmux.alternate_screen());
+        path
+    });
+    let patch = std::fs::read_to_string(&reviewed).expect("reviewed.patch");
+    assert!(patch.contains("-(-total_items // page_size)"), "{patch}");
+    assert!(
+        !patch.contains("README"),
+        "the excluded file is in the patch:\n{patch}"
+    );
+    // It applies to the untouched source.
+    let check = std::process::Command::new("git")
+        .args(["apply", "--check", &reviewed])
+        .current_dir(source.path())
+        .output()
+        .expect("git apply");
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
     );
     let now = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
     assert_eq!(now, digest, "the source repository changed");

@@ -187,7 +187,7 @@ fn summary(app: &App) -> ExitCode {
         return ExitCode::SUCCESS;
     };
     print_report(report);
-    if let Some(Ok(path)) = app.review.as_ref().and_then(|r| r.saved.as_ref()) {
+    if let Some(path) = &app.reviewed_patch {
         println!("reviewed patch: {path}");
     }
     ExitCode::from(super::run::exit_code(report.outcome))

@@ -163,6 +163,8 @@ pub struct App {
     /// A one-line message in the status area until the next key.
     pub flash: Option<String>,
     pub report: Option<Box<RunReport>>,
+    /// Where the chosen hunks of the last review were saved.
+    pub reviewed_patch: Option<String>,
     pub clock: Clock,
     started: Option<Instant>,
     ops: Vec<Op>,
@@ -195,6 +197,7 @@ impl App {
             plan_scroll: 0,
             flash: None,
             report: None,
+            reviewed_patch: None,
             clock: Clock::Real,
             started: None,
             ops: Vec::new(),
@@ -223,6 +226,7 @@ impl App {
         self.plan_scroll = 0;
         self.review = None;
         self.report = None;
+        self.reviewed_patch = None;
         self.started = Some(Instant::now());
         self.focus = Pane::Stream;
         self.ops.push(Op::Start(task.to_string()));
@@ -259,6 +263,16 @@ impl App {
                 }
             }
             AppEvent::ReviewSaved(result) => {
+                match &result {
+                    Ok(path) => {
+                        self.view
+                            .note(NoteKind::Info, format!("reviewed patch: {path}"));
+                        self.reviewed_patch = Some(path.clone());
+                    }
+                    Err(e) => self
+                        .view
+                        .note(NoteKind::Error, format!("could not save the patch: {e}")),
+                }
                 if let Some(review) = self.review.as_mut() {
                     review.saved = Some(result);
                 }
