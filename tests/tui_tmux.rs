@@ -270,3 +270,87 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
     let now = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
     assert_eq!(now, digest, "the source repository changed");
 }
+
+/// Ctrl-C twice in the middle of a command, and SIGTERM: the run is cancelled
+/// (exit 130), its containers are removed, and the terminal is restored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_twice_and_sigterm_cancel_and_restore_the_terminal() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    if !tmux_available() {
+        assert!(
+            std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
+            "tmux is required for this test (CI installs it)"
+        );
+        return;
+    }
+    for how in ["ctrl-c", "sigterm"] {
+        let source = tempfile::tempdir().expect("tempdir");
+        minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+        let state = tempfile::tempdir().expect("tempdir");
+        let artifacts = state.path().join("artifacts");
+        let mock = MockOpenAi::start().await;
+        mock.push(MockResponse::tool_calls(&[
+            ("update_plan", plan(["in_progress", "pending"])),
+            ("run_shell", json!({"command": "sleep 120"})),
+        ]));
+        let tmux = Tmux::new(how);
+        let command = format!(
+            "{} run {} 'Fix the pagination bug' --model openai --artifact-dir {}; echo MINICODER_EXIT=$?; sleep 600",
+            quote(&support::bin()),
+            quote(source.path()),
+            quote(&artifacts),
+        );
+        let env = [
+            format!("MINICODER_STATE_DIR={}", state.path().display()),
+            format!("OPENAI_BASE_URL={}", mock.base_url()),
+            format!("OPENAI_API_KEY={API_KEY}"),
+            "OPENAI_MODEL=mock-model".to_string(),
+            "TERM=xterm-256color".to_string(),
+        ];
+        let long = Duration::from_secs(180);
+        tokio::task::block_in_place(|| {
+            tmux.start("100", "30", &env, &command);
+            tmux.wait_for("run_shell sleep 120  running", long);
+            if how == "ctrl-c" {
+                tmux.keys(&["C-c"]);
+                tmux.wait_for("Cancel the run?", long);
+                tmux.keys(&["C-c"]);
+            } else {
+                let shell = tmux.run(&["display", "-p", "-t", "mc", "#{pane_pid}"]);
+                let child = std::process::Command::new("pgrep")
+                    .args(["-P", shell.trim()])
+                    .output()
+                    .expect("pgrep");
+                let pid = String::from_utf8_lossy(&child.stdout).trim().to_string();
+                assert!(
+                    !pid.is_empty(),
+                    "no minicoder process under the pane's shell"
+                );
+                let kill = std::process::Command::new("kill")
+                    .args(["-TERM", &pid])
+                    .status()
+                    .expect("kill");
+                assert!(kill.success());
+            }
+            let screen = tmux.wait_for("MINICODER_EXIT=", long);
+            assert!(screen.contains("MINICODER_EXIT=130"), "{how}:\n{screen}");
+            assert!(screen.contains(": cancelled"), "{how}:\n{screen}");
+            assert!(
+                !tmux.alternate_screen(),
+                "{how}: the alternate screen was left"
+            );
+        });
+        let report: Value = serde_json::from_str(
+            &std::fs::read_to_string(artifacts.join("report.json")).expect("report.json"),
+        )
+        .expect("report");
+        assert_eq!(report["outcome"], "cancelled", "{how}");
+        let run_id = report["run_id"].as_str().expect("run id");
+        assert!(
+            support::containers_of_run(&docker, run_id).await.is_empty(),
+            "{how}: containers of the run are left"
+        );
+    }
+}
