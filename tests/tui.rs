@@ -571,3 +571,31 @@ fn every_theme_draws_only_ansi_colours_and_no_color_draws_none() {
         }
     }
 }
+
+#[test]
+fn an_approval_the_runtime_gave_up_on_leaves_the_screen() {
+    let mut h = Harness::new(160, 48, ApprovalMode::Each);
+    mid_run(&mut h);
+    let (tx, rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    drop(rx); // the runtime's timeout: a refusal
+    h.app.update(AppEvent::Tick);
+    assert!(h.app.approval.is_none());
+    let screen = h.screen();
+    assert!(
+        screen.contains("the edit of pagination.py was refused"),
+        "{screen}"
+    );
+    assert!(!screen.contains("Apply this edit"), "{screen}");
+
+    // Answering one the runtime has just abandoned says it came too late.
+    let (tx, rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    drop(rx);
+    h.keys(&["y"]);
+    let last = h.app.view.stream.last().cloned();
+    assert!(
+        matches!(&last, Some(minicoder::tui::run_view::StreamEntry::Note { text, .. }) if text.starts_with("too late")),
+        "{last:?}"
+    );
+}

@@ -239,7 +239,8 @@ impl App {
         match event {
             AppEvent::Key(key) => self.handle_key(key),
             AppEvent::Paste(text) => self.paste(&text),
-            AppEvent::Resize | AppEvent::Tick => {}
+            AppEvent::Resize => {}
+            AppEvent::Tick => self.drop_abandoned_approval(),
             AppEvent::Terminate => {
                 if self.view.is_running() {
                     self.cancel_run();
@@ -302,6 +303,26 @@ impl App {
     pub(crate) fn cancel_run(&mut self) {
         self.ops.push(Op::Cancel);
         self.refuse_pending("the run was cancelled");
+    }
+
+    /// An approval the runtime stopped waiting for (it timed out as a refusal) is
+    /// taken off the screen instead of inviting a `y` that would mean nothing.
+    fn drop_abandoned_approval(&mut self) {
+        if self
+            .approval
+            .as_ref()
+            .is_some_and(|a| a.responder.is_closed())
+            && let Some(pending) = self.approval.take()
+        {
+            self.view.note(
+                NoteKind::Warning,
+                format!(
+                    "the edit of {} was refused: nobody answered in time",
+                    pending.request.path
+                ),
+            );
+            self.next_approval();
+        }
     }
 
     fn refuse_pending(&mut self, why: &str) {
@@ -394,9 +415,17 @@ impl App {
     }
 
     fn answer_approval(&mut self, decision: ApprovalDecision) {
-        if let Some(pending) = self.approval.take() {
-            // A run that already ended dropped its receiver; nothing is waiting then.
-            let _ = pending.responder.send(decision.clone());
+        if let Some(pending) = self.approval.take()
+            && pending.responder.send(decision.clone()).is_err()
+        {
+            // The runtime stopped waiting (no answer in time): it counted as a refusal.
+            self.view.note(
+                NoteKind::Warning,
+                format!(
+                    "too late: the edit of {} was already refused, nobody answered in time",
+                    pending.request.path
+                ),
+            );
         }
         if decision == ApprovalDecision::ApproveAll {
             // Everything already queued is part of "the rest of the run".

@@ -45,7 +45,11 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     let rows = inner.height as usize;
     let entries = &app.view.stream;
     let state = &mut app.stream_state;
-    state.selected = state.selected.min(count - 1);
+    state.selected = if state.follow {
+        count - 1
+    } else {
+        state.selected.min(count - 1)
+    };
     let theme = &app.theme;
     // Keep the selection visible: scroll up to it, or down until it fits.
     if state.offset > state.selected {
