@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use minicoder::agent::RunEvent;
 use minicoder::runtime::ApprovalMode;
-use minicoder::tui::app::{App, AppEvent, Clock};
+use minicoder::tui::app::{App, AppEvent, Clock, Pane};
 use minicoder::tui::diff::DiffModel;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
 use minicoder::tui::session::Session;
@@ -106,16 +106,20 @@ fn bench_frames(c: &mut Criterion) {
     for (width, height) in [(160u16, 48u16), (80, 24)] {
         let mut app = loaded_app(false);
         let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
-        let tab = parse_key_event("tab").expect("key");
         let down = parse_key_event("j").expect("key");
         let up = parse_key_event("k").expect("key");
         let mut step = 0u64;
         group.bench_function(format!("{width}x{height}_10k_events_5k_diff_lines"), |b| {
             b.iter(|| {
                 step += 1;
-                // Alternate focus and scroll so every frame shows something new.
-                app.update(AppEvent::Key(tab));
-                app.update(AppEvent::Key(if step % 4 < 2 { down } else { up }));
+                // Alternate the focus between the stream and the diff and scroll the focused
+                // pane, so every frame shows something new (and the input box stays empty).
+                app.focus = if step % 2 == 0 {
+                    Pane::Stream
+                } else {
+                    Pane::Diff
+                };
+                app.update(AppEvent::Key(if step % 8 < 4 { down } else { up }));
                 terminal
                     .draw(|frame| app.draw(black_box(frame)))
                     .expect("draw");
