@@ -233,6 +233,26 @@ fn the_diff_pane_zooms_and_moves_between_files() {
 }
 
 #[test]
+fn long_diff_lines_scroll_sideways() {
+    both_sizes("diff_sideways", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.keys(&["tab", "l", "l", "right", "h"]);
+    });
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.keys(&["tab", "l", "l"]);
+    let screen = h.screen();
+    // 16 columns into "    return (total_items + page_size - 1) // page_size".
+    assert!(screen.contains("→ 16"), "{screen}");
+    assert!(screen.contains("+l_items + page_size - 1)"), "{screen}");
+    h.keys(&["h", "h", "h"]);
+    assert!(
+        !h.screen().contains("→ "),
+        "scrolling left stops at the first column"
+    );
+}
+
+#[test]
 fn a_failing_check_output_is_one_key_away() {
     both_sizes("check_output", ApprovalMode::Final, |h| {
         mid_run(h);

@@ -8,6 +8,9 @@ use crate::runtime::ApprovalDecision;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::run_view::{CellState, NoteKind, StreamEntry};
 
+/// Columns the diff moves per sideways scroll.
+const SIDEWAYS: isize = 8;
+
 /// How many lines of a file the pager shows at most (the tail is kept).
 const PAGER_LINES: usize = 20_000;
 
@@ -167,6 +170,8 @@ impl App {
             Some(Action::PageDown) => review.state.page(&review.model, 1),
             Some(Action::PageUp) => review.state.page(&review.model, -1),
             Some(Action::Top) => review.state.top(&review.model),
+            Some(Action::ScrollLeft) => review.state.scroll_horizontally(-SIDEWAYS),
+            Some(Action::ScrollRight) => review.state.scroll_horizontally(SIDEWAYS),
             Some(Action::Bottom) => review.state.bottom(&review.model),
             Some(Action::Apply) => {
                 if review.selection.chosen().0 == 0 {
@@ -257,6 +262,8 @@ impl App {
                     Action::PageDown => state.page(model, 1),
                     Action::PageUp => state.page(model, -1),
                     Action::Top => state.top(model),
+                    Action::ScrollLeft => state.scroll_horizontally(-SIDEWAYS),
+                    Action::ScrollRight => state.scroll_horizontally(SIDEWAYS),
                     Action::Bottom => state.bottom(model),
                     _ => self.dirty = false,
                 }

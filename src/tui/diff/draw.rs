@@ -24,6 +24,8 @@ pub(super) struct Pen<'b> {
     x: u16,
     y: u16,
     right: u16,
+    /// Characters still to leave out before writing (horizontal scroll).
+    skip: usize,
 }
 
 impl<'b> Pen<'b> {
@@ -34,6 +36,7 @@ impl<'b> Pen<'b> {
             x: row.x,
             y: row.y,
             right: row.right(),
+            skip: 0,
         }
     }
 
@@ -50,7 +53,16 @@ impl<'b> Pen<'b> {
     /// Writes `text`, tabs as four spaces and control characters left out.
     pub(super) fn put(&mut self, text: &str, style: Style) {
         for (index, piece) in text.split('\t').enumerate() {
-            if index > 0 {
+            if index > 0 && self.skip >= TAB.len() {
+                self.skip -= TAB.len();
+            } else if index > 0 && self.skip > 0 {
+                let rest = &TAB[self.skip..];
+                self.skip = 0;
+                self.x = self
+                    .buf
+                    .set_stringn(self.x, self.y, rest, self.room(), style)
+                    .0;
+            } else if index > 0 {
                 self.x = self
                     .buf
                     .set_stringn(self.x, self.y, TAB, self.room(), style)
@@ -59,10 +71,28 @@ impl<'b> Pen<'b> {
             if self.x >= self.right {
                 return;
             }
+            let piece = self.skipped(piece);
             self.x = self
                 .buf
                 .set_stringn(self.x, self.y, piece, self.room(), style)
                 .0;
+        }
+    }
+
+    /// What is left of `piece` after the characters still to skip.
+    fn skipped<'t>(&mut self, piece: &'t str) -> &'t str {
+        if self.skip == 0 {
+            return piece;
+        }
+        match piece.char_indices().nth(self.skip) {
+            Some((at, _)) => {
+                self.skip = 0;
+                &piece[at..]
+            }
+            None => {
+                self.skip -= piece.chars().count();
+                ""
+            }
         }
     }
 
@@ -119,6 +149,8 @@ pub(super) struct BodyContext<'a> {
     pub number_width: usize,
     /// In a review: the choices, and the index of this file.
     pub review: Option<(&'a ReviewSelection, usize)>,
+    /// Characters of line text scrolled off to the left.
+    pub column: usize,
 }
 
 impl BodyContext<'_> {
@@ -191,7 +223,9 @@ fn hunk_line(pen: &mut Pen<'_>, hunk: usize, line: &DiffLine, context: &BodyCont
         LineKind::NoNewline => "\\ ",
     };
     pen.put(sign, base);
+    pen.skip = context.column;
     pen.put_emphasised(&line.text, &line.emphasis, base, context.style(word, hunk));
+    pen.skip = 0;
 }
 
 /// Draws one file-list entry into `row`: review mark, status letter, path (cut on the

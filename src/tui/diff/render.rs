@@ -86,6 +86,9 @@ impl<'a> DiffView<'a> {
                 self.theme.get(Meaning::DiffRemoved),
             ),
         ]);
+        if state.column() > 0 {
+            spans.push(Span::styled(format!("· → {} ", state.column()), text));
+        }
         if !state.file_list_shown()
             && let Some(path) = state.selected_path(self.model)
         {
@@ -175,6 +178,7 @@ impl DiffView<'_> {
             selected_hunk: Some(state.selected_hunk()),
             number_width: rows::number_width(file),
             review: self.review.map(|review| (review, index)),
+            column: state.column(),
         };
         let rows = rows_from(file, state.scroll());
         for (row, y) in rows.zip(body.top()..body.bottom()) {
@@ -294,6 +298,7 @@ pub fn render_patch(area: Rect, buf: &mut Buffer, model: &DiffModel, scroll: usi
             selected_hunk: None,
             number_width: rows::number_width(file),
             review: None,
+            column: 0,
         };
         for (row, at) in rows_from(file, skip.saturating_sub(1)).zip(y..area.bottom()) {
             draw::body_row(buf, Rect::new(area.x, at, area.width, 1), row, &context);

@@ -9,6 +9,9 @@
 use super::model::DiffModel;
 use super::rows::{body_rows, hunk_at_row, hunk_first_row};
 
+/// How far line text can be scrolled sideways.
+const MAX_COLUMN: usize = 4096;
+
 /// The diff viewer's state, kept by the app between frames.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct DiffViewState {
@@ -21,6 +24,8 @@ pub struct DiffViewState {
     pub(super) list_scroll: usize,
     /// How many body rows the last frame showed.
     viewport: usize,
+    /// Columns of line text scrolled off to the left.
+    column: usize,
 }
 
 impl DiffViewState {
@@ -30,6 +35,16 @@ impl DiffViewState {
 
     pub fn selected_hunk(&self) -> usize {
         self.hunk
+    }
+
+    /// Columns of line text scrolled off to the left.
+    pub fn column(&self) -> usize {
+        self.column
+    }
+
+    /// Scrolls line text sideways by `delta` columns (never before the first).
+    pub fn scroll_horizontally(&mut self, delta: isize) {
+        self.column = self.column.saturating_add_signed(delta).min(MAX_COLUMN);
     }
 
     /// The body row at the top of the hunk view.

@@ -31,10 +31,12 @@ pub enum Action {
     ShowOutput,
     FocusInput,
     ShowApproval,
+    ScrollLeft,
+    ScrollRight,
 }
 
 /// Every action with its name in keymap files and its line in the help overlay.
-const ACTIONS: [(Action, &str, &str); 28] = [
+const ACTIONS: [(Action, &str, &str); 30] = [
     (Action::Quit, "quit", "quit minicoder"),
     (Action::Cancel, "cancel", "cancel the run (twice: quit)"),
     (Action::Help, "help", "show every key"),
@@ -86,6 +88,12 @@ const ACTIONS: [(Action, &str, &str); 28] = [
         Action::ShowApproval,
         "show-approval",
         "show the edit waiting for approval",
+    ),
+    (Action::ScrollLeft, "scroll-left", "scroll the lines left"),
+    (
+        Action::ScrollRight,
+        "scroll-right",
+        "scroll the lines right",
     ),
 ];
 
