@@ -480,6 +480,7 @@ impl App {
 
     pub fn elapsed(&self) -> Option<Duration> {
         match self.clock {
+            Clock::Fixed(_) if self.view.phase == Phase::Idle => None,
             Clock::Fixed(d) => Some(d),
             Clock::Real => match (&self.view.phase, self.started) {
                 (Phase::Finished { duration_ms, .. }, _) => {

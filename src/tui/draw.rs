@@ -140,19 +140,30 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
         },
         Phase::Failed(_) => ("could not start".to_string(), base),
     };
-    let mut parts: Vec<String> = vec![repo_name(&view.repo)];
+    // (priority, text): the most useful parts stay when the line is short of room,
+    // and the ones kept are shown in their usual order.
+    let mut parts: Vec<(u8, String)> = vec![(0, repo_name(&view.repo))];
     if let Some(model) = &view.model {
-        parts.push(format!("{}/{}", model.provider, model.model));
+        // Narrow screens keep the model's name and drop its provider.
+        let name = if area.width >= 120 {
+            format!("{}/{}", model.provider, model.model)
+        } else {
+            model.model.clone()
+        };
+        parts.push((2, name));
     }
     if view.max_turns > 0 {
-        parts.push(format!("turn {}/{}", view.turn, view.max_turns));
+        parts.push((1, format!("turn {}/{}", view.turn, view.max_turns)));
     }
     if view.tokens_in + view.tokens_out > 0 {
         let approx = if view.tokens_estimated { "≈" } else { "" };
-        parts.push(format!(
-            "{approx}{} in {} out",
-            tokens(view.tokens_in),
-            tokens(view.tokens_out)
+        parts.push((
+            5,
+            format!(
+                "{approx}{} in {} out",
+                tokens(view.tokens_in),
+                tokens(view.tokens_out)
+            ),
         ));
     }
     if let Some(elapsed) = app.elapsed() {
@@ -161,22 +172,30 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
         } else {
             String::new()
         };
-        parts.push(format!("{}{budget}", clock(elapsed.as_millis() as u64)));
+        parts.push((1, format!("{}{budget}", clock(elapsed.as_millis() as u64))));
     }
-    parts.push(format!("sandbox {}", view.sandbox.label()));
+    parts.push((3, format!("sandbox {}", view.sandbox.label())));
     let right = match &app.flash {
         Some(flash) => flash.clone(),
         None => state,
     };
     let width = area.width as usize;
     let right_width = right.chars().count() + 2;
-    let mut left = String::from(" minicoder");
-    for part in parts {
-        let candidate = format!("{left} │ {part}");
-        if candidate.chars().count() + right_width > width {
-            break;
+    let mut room = width.saturating_sub(right_width + " minicoder".len());
+    let mut order: Vec<usize> = (0..parts.len()).collect();
+    order.sort_by_key(|&i| parts[i].0);
+    let mut keep = vec![false; parts.len()];
+    for i in order {
+        let cost = parts[i].1.chars().count() + 3;
+        if cost <= room {
+            room -= cost;
+            keep[i] = true;
         }
-        left = candidate;
+    }
+    let mut left = String::from(" minicoder");
+    for (part, _) in parts.iter().zip(&keep).filter(|(_, kept)| **kept) {
+        left.push_str(" │ ");
+        left.push_str(&part.1);
     }
     let pad = width.saturating_sub(left.chars().count() + right_width);
     let line = Line::from(vec![
