@@ -619,3 +619,35 @@ fn an_approval_the_runtime_gave_up_on_leaves_the_screen() {
         "{last:?}"
     );
 }
+
+#[test]
+fn up_and_down_in_the_input_recall_what_was_sent_and_move_between_lines() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    h.type_text("first task");
+    h.keys(&["enter"]);
+    h.feed(vec![ev::started()]);
+    h.keys(&["i"]);
+    h.type_text("a follow-up");
+    h.keys(&["enter"]);
+    h.keys(&["up"]);
+    assert_eq!(h.app.input.lines(), ["a follow-up"]);
+    h.keys(&["up", "up"]);
+    assert_eq!(h.app.input.lines(), ["first task"]);
+    h.keys(&["down"]);
+    assert_eq!(h.app.input.lines(), ["a follow-up"]);
+    h.keys(&["down"]);
+    assert_eq!(h.app.input.lines(), [""]);
+    // With two lines (Alt-Enter), Up moves to the first line instead of recalling.
+    h.type_text("one");
+    h.keys(&["alt-enter"]);
+    h.type_text("two");
+    assert_eq!(h.app.input.lines(), ["one", "two"]);
+    h.keys(&["up"]);
+    assert_eq!(h.app.input.lines(), ["one", "two"]);
+    h.type_text("!");
+    assert_eq!(h.app.input.lines(), ["one!", "two"]);
+    // Home and End edit too.
+    h.keys(&["home"]);
+    h.type_text(">");
+    assert_eq!(h.app.input.lines(), [">one!", "two"]);
+}

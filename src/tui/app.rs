@@ -165,6 +165,9 @@ pub struct App {
     pub report: Option<Box<RunReport>>,
     /// Where the chosen hunks of the last review were saved.
     pub reviewed_patch: Option<String>,
+    /// Tasks and follow-ups sent in this session, oldest first (Up recalls them).
+    pub history: Vec<String>,
+    history_at: Option<usize>,
     pub clock: Clock,
     started: Option<Instant>,
     ops: Vec<Op>,
@@ -198,6 +201,8 @@ impl App {
             flash: None,
             report: None,
             reviewed_patch: None,
+            history: Vec::new(),
+            history_at: None,
             clock: Clock::Real,
             started: None,
             ops: Vec::new(),

@@ -49,12 +49,56 @@ impl App {
             return;
         }
         match self.keymap.lookup(context, &key) {
+            Some(action) if self.focus == Pane::Input => self.input_action(action, key),
             Some(action) => self.act(action),
             None if self.focus == Pane::Input => {
                 self.input.input(key);
             }
             None => self.dirty = false,
         }
+    }
+
+    /// In the input box, movement keys edit: Home/End move the cursor, Up/Down move
+    /// between lines or through what was sent before, PageUp/PageDown scroll the
+    /// activity so it can be read while typing.
+    fn input_action(&mut self, action: Action, key: KeyEvent) {
+        let row = self.input.cursor().0;
+        let last_row = self.input.lines().len().saturating_sub(1);
+        match action {
+            Action::Top | Action::Bottom => {
+                self.input.input(key);
+            }
+            Action::ScrollUp if row > 0 => {
+                self.input.input(key);
+            }
+            Action::ScrollDown if row < last_row => {
+                self.input.input(key);
+            }
+            Action::ScrollUp => self.recall(-1),
+            Action::ScrollDown => self.recall(1),
+            Action::PageUp | Action::PageDown => self.stream_action(action),
+            other => self.act(other),
+        }
+    }
+
+    /// Steps through the tasks and follow-ups sent before (`-1` older, `1` newer).
+    fn recall(&mut self, step: isize) {
+        let len = self.history.len();
+        if len == 0 {
+            return;
+        }
+        let next = match (self.history_at, step < 0) {
+            (None, true) => Some(len - 1),
+            (None, false) => None,
+            (Some(i), true) => Some(i.saturating_sub(1)),
+            (Some(i), false) if i + 1 < len => Some(i + 1),
+            (Some(_), false) => None,
+        };
+        self.history_at = next;
+        let text = next.map(|i| self.history[i].clone()).unwrap_or_default();
+        self.reset_input();
+        self.input.insert_str(text);
+        self.history_at = next;
     }
 
     fn typing_reason(&self) -> bool {
@@ -235,6 +279,10 @@ impl App {
         if text.is_empty() {
             return;
         }
+        if self.history.last() != Some(&text) {
+            self.history.push(text.clone());
+        }
+        self.history_at = None;
         if self.view.is_running() {
             self.ops.push(Op::FollowUp(text.clone()));
             self.view.note(
