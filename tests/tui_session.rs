@@ -118,14 +118,40 @@ fn key(keys: &Keys, spec: &str) {
     keys.send(Ok(Event::Key(event))).expect("send key");
 }
 
-#[tokio::test]
-async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
+/// A session whose app has just started a run of the stand-in.
+fn started() -> (Arc<StandIn>, Session, App) {
     let stand_in = Arc::new(StandIn::default());
-    let mut session = Session::new(Some(stand_in.clone()));
+    let session = Session::new(Some(stand_in.clone()));
     let mut app = app();
     app.start("fix it");
+    (stand_in, session, app)
+}
+
+/// Runs the session on a `width`×`height` test terminal while `driver` types,
+/// and returns the screen once the session has returned (within 10 s).
+async fn run_session(
+    session: &mut Session,
+    app: &mut App,
+    width: u16,
+    height: u16,
+    stream: impl futures_util::Stream<Item = io::Result<Event>> + Unpin,
+    driver: impl std::future::Future<Output = ()>,
+) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("terminal");
+    let running = session.run(&mut terminal, app, stream);
+    let (result, ()) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(running, driver)
+    })
+    .await
+    .expect("the session returns");
+    result.expect("drawn");
+    terminal.backend().to_string()
+}
+
+#[tokio::test]
+async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
+    let (stand_in, mut session, mut app) = started();
     let (keys, stream) = input();
-    let mut terminal = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
     let driver = async {
         // Let the run ask, answer with y, then Ctrl-C twice.
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -134,13 +160,7 @@ async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
         key(&keys, "ctrl-c");
         key(&keys, "ctrl-c");
     };
-    let running = session.run(&mut terminal, &mut app, stream);
-    let (result, ()) = tokio::time::timeout(Duration::from_secs(10), async {
-        tokio::join!(running, driver)
-    })
-    .await
-    .expect("the session returns");
-    result.expect("drawn");
+    let screen = run_session(&mut session, &mut app, 100, 30, stream, driver).await;
     assert_eq!(
         *stand_in.decisions.lock().expect("lock"),
         vec![ApprovalDecision::Approve]
@@ -155,30 +175,19 @@ async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
         Some(Outcome::Cancelled)
     );
     assert!(session.stats.frames >= 1);
-    let screen = terminal.backend().to_string();
     assert!(screen.contains("read_file"), "{screen}");
 }
 
 #[tokio::test]
 async fn a_vanished_terminal_cancels_the_run_and_refuses_what_is_pending() {
-    let stand_in = Arc::new(StandIn::default());
-    let mut session = Session::new(Some(stand_in.clone()));
-    let mut app = app();
-    app.start("fix it");
+    let (stand_in, mut session, mut app) = started();
     let (keys, stream) = input();
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
     let driver = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         keys.send(Err(io::Error::other("terminal closed")))
             .expect("send");
     };
-    let running = session.run(&mut terminal, &mut app, stream);
-    let (result, ()) = tokio::time::timeout(Duration::from_secs(10), async {
-        tokio::join!(running, driver)
-    })
-    .await
-    .expect("the session returns");
-    result.expect("drawn");
+    run_session(&mut session, &mut app, 80, 24, stream, driver).await;
     // Nobody answered the approval: when the run ends it is a refusal, never a yes.
     let decisions = stand_in.decisions.lock().expect("lock").clone();
     assert!(

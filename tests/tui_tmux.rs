@@ -6,6 +6,7 @@
 
 mod support;
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -25,25 +26,80 @@ fn plan(statuses: [&str; 2]) -> Value {
     ]})
 }
 
+/// What every test here needs: Docker and tmux, a fresh copy of the demo
+/// fixture, a state directory and the mock model.
+struct Scene {
+    docker: bollard::Docker,
+    source: tempfile::TempDir,
+    digest: String,
+    state: tempfile::TempDir,
+    mock: MockOpenAi,
+}
+
+impl Scene {
+    /// `None` (the test is skipped) only without Docker or tmux and without
+    /// `MINICODER_REQUIRE_DOCKER`.
+    async fn new() -> Option<Scene> {
+        let docker = support::docker_or_skip().await?;
+        if !tmux_available() {
+            assert!(
+                std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
+                "tmux is required for this test (CI installs it)"
+            );
+            eprintln!("skipping: tmux is not installed");
+            return None;
+        }
+        let source = tempfile::tempdir().expect("tempdir");
+        minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+        let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
+        Some(Scene {
+            docker,
+            source,
+            digest,
+            state: tempfile::tempdir().expect("tempdir"),
+            mock: MockOpenAi::start().await,
+        })
+    }
+
+    fn artifacts(&self) -> PathBuf {
+        self.state.path().join("artifacts")
+    }
+
+    /// The environment of the session: the mock model, a private state directory.
+    fn env(&self) -> Vec<String> {
+        vec![
+            format!("MINICODER_STATE_DIR={}", self.state.path().display()),
+            format!("OPENAI_BASE_URL={}", self.mock.base_url()),
+            format!("OPENAI_API_KEY={API_KEY}"),
+            "OPENAI_MODEL=mock-model".to_string(),
+            "MINICODER_RETRY_BASE_MS=10".to_string(),
+            "TERM=xterm-256color".to_string(),
+        ]
+    }
+
+    /// `minicoder run` on the fixture with `flags`; the pane stays open afterwards
+    /// and shows the exit code.
+    fn run_command(&self, flags: &str) -> String {
+        format!(
+            "{} run {} 'Fix the pagination bug' --model openai --artifact-dir {} {flags}; echo MINICODER_EXIT=$?; sleep 600",
+            quote(&support::bin()),
+            quote(self.source.path()),
+            quote(&self.artifacts()),
+        )
+    }
+
+    fn assert_source_unchanged(&self) {
+        let now = minicoder::cli::demo::tree_digest(self.source.path()).expect("digest");
+        assert_eq!(now, self.digest, "the source repository changed");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approving_and_refusing_edits_in_a_real_terminal() {
-    if support::docker_or_skip().await.is_none() {
+    let Some(scene) = Scene::new().await else {
         return;
-    }
-    if !tmux_available() {
-        assert!(
-            std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
-            "tmux is required for this test (CI installs it)"
-        );
-        eprintln!("skipping: tmux is not installed");
-        return;
-    }
-    let source = tempfile::tempdir().expect("tempdir");
-    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
-    let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
-    let state = tempfile::tempdir().expect("tempdir");
-    let artifacts = state.path().join("artifacts");
-    let mock = MockOpenAi::start().await;
+    };
+    let mock = &scene.mock;
     mock.push_all([
         MockResponse::sse_tool_calls(&[
             ("update_plan", plan(["in_progress", "pending"])),
@@ -68,20 +124,8 @@ async fn approving_and_refusing_edits_in_a_real_terminal() {
     ]);
 
     let tmux = Tmux::new("approve");
-    let command = format!(
-        "{} run {} 'Fix the pagination bug' --model openai --approval each --artifact-dir {}; echo MINICODER_EXIT=$?; sleep 600",
-        quote(&support::bin()),
-        quote(source.path()),
-        quote(&artifacts),
-    );
-    let env = [
-        format!("MINICODER_STATE_DIR={}", state.path().display()),
-        format!("OPENAI_BASE_URL={}", mock.base_url()),
-        format!("OPENAI_API_KEY={API_KEY}"),
-        "OPENAI_MODEL=mock-model".to_string(),
-        "MINICODER_RETRY_BASE_MS=10".to_string(),
-        "TERM=xterm-256color".to_string(),
-    ];
+    let command = scene.run_command("--approval each");
+    let env = scene.env();
     // MINICODER_CAPTURE=FILE saves the main screen (for the README), at
     // MINICODER_CAPTURE_SIZE=COLSxROWS if given.
     let capture = std::env::var_os("MINICODER_CAPTURE");
@@ -158,35 +202,24 @@ async fn approving_and_refusing_edits_in_a_real_terminal() {
         .map(|r| String::from_utf8_lossy(&r.body).into_owned())
         .collect();
     assert!(sent.contains(REASON), "the reason never reached the model");
-    let patch = std::fs::read_to_string(artifacts.join("final.patch")).expect("final.patch");
+    let patch =
+        std::fs::read_to_string(scene.artifacts().join("final.patch")).expect("final.patch");
     assert!(patch.contains("-(-total_items // page_size)"), "{patch}");
     assert!(
         !patch.contains("rewritten"),
         "the refused edit is in the patch:\n{patch}"
     );
-    let now = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
-    assert_eq!(now, digest, "the source repository changed");
+    scene.assert_source_unchanged();
 }
 
 /// `minicoder` with no arguments, in the repository: the task is typed in the
 /// input box, and the verified patch is reviewed hunk by hunk at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
-    if support::docker_or_skip().await.is_none() {
+    let Some(scene) = Scene::new().await else {
         return;
-    }
-    if !tmux_available() {
-        assert!(
-            std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
-            "tmux is required for this test (CI installs it)"
-        );
-        return;
-    }
-    let source = tempfile::tempdir().expect("tempdir");
-    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
-    let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
-    let state = tempfile::tempdir().expect("tempdir");
-    let mock = MockOpenAi::start().await;
+    };
+    let mock = &scene.mock;
     mock.push_all([
         MockResponse::sse_tool_calls(&[
             ("update_plan", plan(["done", "in_progress"])),
@@ -207,16 +240,10 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
     let tmux = Tmux::new("review");
     let command = format!(
         "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
-        quote(source.path()),
+        quote(scene.source.path()),
         quote(&support::bin()),
     );
-    let env = [
-        format!("MINICODER_STATE_DIR={}", state.path().display()),
-        format!("OPENAI_BASE_URL={}", mock.base_url()),
-        format!("OPENAI_API_KEY={API_KEY}"),
-        "OPENAI_MODEL=mock-model".to_string(),
-        "TERM=xterm-256color".to_string(),
-    ];
+    let env = scene.env();
     let long = Duration::from_secs(180);
     let reviewed = tokio::task::block_in_place(|| {
         tmux.start("120", "36", &env, &command);
@@ -259,7 +286,7 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
     // It applies to the untouched source.
     let check = std::process::Command::new("git")
         .args(["apply", "--check", &reviewed])
-        .current_dir(source.path())
+        .current_dir(scene.source.path())
         .output()
         .expect("git apply");
     assert!(
@@ -267,48 +294,24 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
         "{}",
         String::from_utf8_lossy(&check.stderr)
     );
-    let now = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
-    assert_eq!(now, digest, "the source repository changed");
+    scene.assert_source_unchanged();
 }
 
 /// Ctrl-C twice in the middle of a command, and SIGTERM: the run is cancelled
 /// (exit 130), its containers are removed, and the terminal is restored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_twice_and_sigterm_cancel_and_restore_the_terminal() {
-    let Some(docker) = support::docker_or_skip().await else {
-        return;
-    };
-    if !tmux_available() {
-        assert!(
-            std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
-            "tmux is required for this test (CI installs it)"
-        );
-        return;
-    }
     for how in ["ctrl-c", "sigterm"] {
-        let source = tempfile::tempdir().expect("tempdir");
-        minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
-        let state = tempfile::tempdir().expect("tempdir");
-        let artifacts = state.path().join("artifacts");
-        let mock = MockOpenAi::start().await;
-        mock.push(MockResponse::tool_calls(&[
+        let Some(scene) = Scene::new().await else {
+            return;
+        };
+        scene.mock.push(MockResponse::tool_calls(&[
             ("update_plan", plan(["in_progress", "pending"])),
             ("run_shell", json!({"command": "sleep 120"})),
         ]));
         let tmux = Tmux::new(how);
-        let command = format!(
-            "{} run {} 'Fix the pagination bug' --model openai --artifact-dir {}; echo MINICODER_EXIT=$?; sleep 600",
-            quote(&support::bin()),
-            quote(source.path()),
-            quote(&artifacts),
-        );
-        let env = [
-            format!("MINICODER_STATE_DIR={}", state.path().display()),
-            format!("OPENAI_BASE_URL={}", mock.base_url()),
-            format!("OPENAI_API_KEY={API_KEY}"),
-            "OPENAI_MODEL=mock-model".to_string(),
-            "TERM=xterm-256color".to_string(),
-        ];
+        let command = scene.run_command("");
+        let env = scene.env();
         let long = Duration::from_secs(180);
         tokio::task::block_in_place(|| {
             tmux.start("100", "30", &env, &command);
@@ -343,13 +346,15 @@ async fn ctrl_c_twice_and_sigterm_cancel_and_restore_the_terminal() {
             );
         });
         let report: Value = serde_json::from_str(
-            &std::fs::read_to_string(artifacts.join("report.json")).expect("report.json"),
+            &std::fs::read_to_string(scene.artifacts().join("report.json")).expect("report.json"),
         )
         .expect("report");
         assert_eq!(report["outcome"], "cancelled", "{how}");
         let run_id = report["run_id"].as_str().expect("run id");
         assert!(
-            support::containers_of_run(&docker, run_id).await.is_empty(),
+            support::containers_of_run(&scene.docker, run_id)
+                .await
+                .is_empty(),
             "{how}: containers of the run are left"
         );
     }
