@@ -651,3 +651,32 @@ fn up_and_down_in_the_input_recall_what_was_sent_and_move_between_lines() {
     h.type_text(">");
     assert_eq!(h.app.input.lines(), [">one!", "two"]);
 }
+
+#[test]
+fn a_huge_output_opens_at_its_end_without_reading_it_all() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    mid_run(&mut h);
+    // 6 MB of output for the failing check: the pager reads only the last 4 MB.
+    let mut big = String::with_capacity(6 << 20);
+    let mut n = 0;
+    while big.len() < 6 << 20 {
+        n += 1;
+        big.push_str(&format!("line {n} of the test output\n"));
+    }
+    big.push_str("THE LAST LINE\n");
+    std::fs::write(h.dir.path().join("outputs/verify-tests.txt"), &big).expect("output");
+    h.keys(&["tab", "tab", "enter", "G"]);
+    let screen = h.screen();
+    assert!(screen.contains("THE LAST LINE"), "{screen}");
+    let Some(minicoder::tui::app::Overlay::Pager(pager)) = &h.app.overlay else {
+        panic!("no pager");
+    };
+    assert!(pager.lines.len() <= 20_000);
+    // The end fills the last page, so one line up moves the last line off it.
+    assert!(
+        screen.matches("of the test output").count() >= 15,
+        "a full last page:\n{screen}"
+    );
+    h.keys(&["k"]);
+    assert!(!h.screen().contains("THE LAST LINE"));
+}

@@ -11,7 +11,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
 
 use super::app::{App, Pane};
-use super::run_view::{Phase, duration, tokens};
+use super::run_view::{Phase, tokens};
 use super::theme::Meaning;
 use super::widgets;
 use crate::agent::Outcome;
@@ -270,9 +270,4 @@ pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
         width,
         height,
     }
-}
-
-/// `412 ms` style durations, re-exported for the widgets.
-pub fn short_duration(ms: u64) -> String {
-    duration(ms)
 }

@@ -4,12 +4,16 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
 use super::{App, Op, Overlay, Pager, Pane};
+use crate::agent::events::CheckReport;
 use crate::runtime::ApprovalDecision;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::run_view::{CellState, NoteKind, StreamEntry};
 
 /// Columns the diff moves per sideways scroll.
 const SIDEWAYS: isize = 8;
+
+/// How much of an output file the pager reads at most (the end is kept).
+const PAGER_BYTES: u64 = 4 * 1024 * 1024;
 
 /// How many lines of a file the pager shows at most (the tail is kept).
 const PAGER_LINES: usize = 20_000;
@@ -375,22 +379,22 @@ impl App {
             return;
         };
         // The latest result of the row, preferring the latest failure.
-        let mut reports =
-            self.view
-                .matrix
-                .attempts
-                .iter()
-                .rev()
-                .filter_map(|a| match a.cells.get(row) {
-                    Some(CellState::Done(report)) => Some((a.number, report.clone())),
-                    _ => None,
-                });
-        let latest: Vec<_> = reports.by_ref().collect();
-        let chosen = latest
+        let results: Vec<(u32, &CheckReport)> = self
+            .view
+            .matrix
+            .attempts
+            .iter()
+            .rev()
+            .filter_map(|a| match a.cells.get(row) {
+                Some(CellState::Done(report)) => Some((a.number, report)),
+                _ => None,
+            })
+            .collect();
+        let chosen = results
             .iter()
             .find(|(_, r)| !r.passed)
-            .or(latest.first())
-            .cloned();
+            .or(results.first())
+            .map(|(attempt, report)| (*attempt, (*report).clone()));
         let Some((attempt, report)) = chosen else {
             self.flash = Some(format!("{name} has no result yet"));
             return;
@@ -421,11 +425,28 @@ impl App {
             (Some(rel), Some(dir)) => std::path::Path::new(dir).join(rel),
             _ => return fallback.to_string(),
         };
-        match std::fs::read(&path) {
-            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        match read_tail(&path, PAGER_BYTES) {
+            Ok((text, 0)) => text,
+            Ok((text, skipped)) => format!(
+                "({skipped} earlier bytes not shown; the whole output is in {})\n{text}",
+                path.display()
+            ),
             Err(e) => format!("{fallback}\n\n(could not read {}: {e})", path.display()),
         }
     }
+}
+
+/// The last `limit` bytes of a file (outputs can be huge; the screen must not
+/// stall reading them), and how many bytes came before.
+fn read_tail(path: &std::path::Path, limit: u64) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let skipped = len.saturating_sub(limit);
+    file.seek(SeekFrom::Start(skipped))?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
 }
 
 /// Moves `position` within `0..len` for a scrolling action.

@@ -8,7 +8,8 @@ use ratatui::widgets::Paragraph;
 
 use crate::agent::events::VerificationReason;
 use crate::tui::app::{App, Pane};
-use crate::tui::draw::{pane_block, short_duration};
+use crate::tui::draw::pane_block;
+use crate::tui::run_view::duration;
 use crate::tui::run_view::{Attempt, CellState};
 use crate::tui::theme::Meaning;
 
@@ -127,7 +128,7 @@ fn cell(app: &App, state: Option<&CellState>) -> (String, Style) {
             let exit = report
                 .exit_code
                 .map_or_else(|| "—".to_string(), |c| c.to_string());
-            let time = short_duration(report.duration_ms);
+            let time = duration(report.duration_ms);
             if report.passed {
                 (
                     format!("✓ {exit} {time}"),

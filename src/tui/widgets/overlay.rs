@@ -10,7 +10,13 @@ use crate::tui::draw::centered;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::theme::Meaning;
 
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
+pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
+    if let Some(Overlay::Pager(pager)) = app.overlay.as_mut() {
+        // The last page stays full: scrolling to the end shows the end, not one line.
+        let rows = usize::from(area.height.saturating_sub(4));
+        pager.scroll = pager.scroll.min(pager.lines.len().saturating_sub(rows));
+    }
+    let app = &*app;
     match &app.overlay {
         None => {}
         Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
@@ -21,17 +27,19 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 area.width.saturating_sub(4),
                 area.height.saturating_sub(2),
             );
+            let rows = usize::from(rect.height.saturating_sub(2));
+            let top = pager.scroll;
             let lines: Vec<Line> = pager
                 .lines
                 .iter()
-                .skip(pager.scroll)
-                .take(rect.height as usize)
+                .skip(top)
+                .take(rows)
                 .map(|l| Line::from(Span::styled(l.clone(), app.theme.get(Meaning::Text))))
                 .collect();
             let title = format!(
                 " {} — line {}/{} — Esc closes ",
                 pager.title,
-                (pager.scroll + 1).min(pager.lines.len()),
+                (top + rows).min(pager.lines.len()),
                 pager.lines.len()
             );
             modal(app, frame, rect, title, lines);

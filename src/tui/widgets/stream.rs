@@ -12,7 +12,8 @@ use ratatui::widgets::Paragraph;
 use std::collections::HashSet;
 
 use crate::tui::app::{App, Pane};
-use crate::tui::draw::{pane_block, short_duration};
+use crate::tui::draw::pane_block;
+use crate::tui::run_view::duration;
 use crate::tui::run_view::{NoteKind, StreamEntry, ToolState};
 use crate::tui::theme::{Meaning, Theme};
 
@@ -117,7 +118,7 @@ fn entry_lines(
             let tail = match tool_state {
                 ToolState::Running => "running".to_string(),
                 ToolState::Finished { duration_ms, .. } if summary.is_empty() => {
-                    short_duration(*duration_ms)
+                    duration(*duration_ms)
                 }
                 ToolState::Finished { .. } => summary.clone(),
                 ToolState::Refused => format!("refused: {summary}"),
@@ -275,7 +276,7 @@ fn pad_to(line: &mut Line<'static>, width: usize, style: Style) {
 }
 
 /// Wraps text at `width` characters, breaking at spaces where it can.
-pub(crate) fn wrap(text: &str, width: usize) -> Vec<String> {
+fn wrap(text: &str, width: usize) -> Vec<String> {
     let mut out = Vec::new();
     for raw in text.lines() {
         let raw = raw.replace('\t', "    ");
