@@ -680,3 +680,15 @@ fn a_huge_output_opens_at_its_end_without_reading_it_all() {
     h.keys(&["k"]);
     assert!(!h.screen().contains("THE LAST LINE"));
 }
+
+#[test]
+fn an_approval_asked_after_cancelling_is_refused_at_once() {
+    let mut h = Harness::new(80, 24, ApprovalMode::Each);
+    mid_run(&mut h);
+    h.keys(&["ctrl-c", "y"]);
+    assert!(h.ops.contains(&Op::Cancel));
+    let (tx, mut rx) = oneshot::channel();
+    h.app.update(AppEvent::Approval(approval_request(), tx));
+    assert!(matches!(rx.try_recv(), Ok(ApprovalDecision::Refuse(_))));
+    assert!(h.app.approval.is_none());
+}

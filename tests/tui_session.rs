@@ -76,7 +76,11 @@ impl Launcher for StandIn {
             if let Some(approver) = &hooks.approver {
                 let _ = approver.send((request, tx));
             }
-            let decision = rx.await.unwrap_or(ApprovalDecision::Refuse(None));
+            // Like the runtime, stop waiting for an answer once cancelled.
+            let decision = tokio::select! {
+                answer = rx => answer.unwrap_or(ApprovalDecision::Refuse(None)),
+                () = hooks.cancel.cancelled() => ApprovalDecision::Refuse(Some("cancelled".into())),
+            };
             decisions.lock().expect("lock").push(decision);
             hooks.cancel.cancelled().await;
             *cancelled.lock().expect("lock") = true;
@@ -153,10 +157,15 @@ async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
     let (stand_in, mut session, mut app) = started();
     let (keys, stream) = input();
     let driver = async {
-        // Let the run ask, answer with y, then Ctrl-C twice.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        key(&keys, "y");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Answer the run's question with y (again until it has arrived: before that,
+        // y means nothing to the panes), then Ctrl-C twice.
+        for _ in 0..200 {
+            key(&keys, "y");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if !stand_in.decisions.lock().expect("lock").is_empty() {
+                break;
+            }
+        }
         key(&keys, "ctrl-c");
         key(&keys, "ctrl-c");
     };

@@ -171,6 +171,8 @@ pub struct App {
     pub clock: Clock,
     started: Option<Instant>,
     ops: Vec<Op>,
+    /// The run was told to stop; approvals it still sends are refused at once.
+    cancelling: bool,
     dirty: bool,
     quit: bool,
     quit_after_run: bool,
@@ -206,6 +208,7 @@ impl App {
             clock: Clock::Real,
             started: None,
             ops: Vec::new(),
+            cancelling: false,
             dirty: true,
             quit: false,
             quit_after_run: false,
@@ -221,6 +224,7 @@ impl App {
             return;
         }
         self.view.start(task);
+        self.cancelling = false;
         self.diff = Arc::new(DiffModel::default());
         self.diff_state = DiffViewState::default();
         self.stream_state = StreamState {
@@ -256,8 +260,15 @@ impl App {
             }
             AppEvent::Run(event) => self.run_event(event),
             AppEvent::Approval(request, responder) => {
-                self.approvals.push_back((request, responder));
-                self.next_approval();
+                if self.cancelling {
+                    // Asked in the moment between the cancel and the run noticing it.
+                    let _ = responder.send(ApprovalDecision::Refuse(Some(
+                        "the run was cancelled".into(),
+                    )));
+                } else {
+                    self.approvals.push_back((request, responder));
+                    self.next_approval();
+                }
             }
             AppEvent::RunEnded(result) => self.run_ended(result),
             AppEvent::DiffParsed { generation, model } => {
@@ -307,6 +318,7 @@ impl App {
     /// nobody will answer them.
     pub(crate) fn cancel_run(&mut self) {
         self.ops.push(Op::Cancel);
+        self.cancelling = true;
         self.refuse_pending("the run was cancelled");
     }
 
