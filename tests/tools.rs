@@ -624,45 +624,22 @@ async fn run_shell_runs_in_the_sandbox_and_reports() {
         capped.content
     );
 
-    let escape = shell(
-        &root,
-        &mut container,
-        outputs.path(),
-        "call_5",
-        serde_json::json!({"command": "pwd", "cwd": "../"}),
-    )
-    .await;
-    assert!(
-        !escape.ok && escape.content.contains("outside the workspace"),
-        "{}",
-        escape.content
-    );
-    let link = shell(
-        &root,
-        &mut container,
-        outputs.path(),
-        "call_6",
-        serde_json::json!({"command": "pwd", "cwd": "root"}),
-    )
-    .await;
-    assert!(
-        !link.ok && link.content.contains("not a directory inside"),
-        "{}",
-        link.content
-    );
-    let missing = shell(
-        &root,
-        &mut container,
-        outputs.path(),
-        "call_7",
-        serde_json::json!({"command": "pwd", "cwd": "nope"}),
-    )
-    .await;
-    assert!(
-        !missing.ok && missing.content.contains("does not exist"),
-        "{}",
-        missing.content
-    );
+    // A working directory outside the workspace, behind a planted link, or missing.
+    for (call, cwd, refusal) in [
+        ("call_5", "../", "outside the workspace"),
+        ("call_6", "root", "not a directory inside"),
+        ("call_7", "nope", "does not exist"),
+    ] {
+        let out = shell(
+            &root,
+            &mut container,
+            outputs.path(),
+            call,
+            serde_json::json!({"command": "pwd", "cwd": cwd}),
+        )
+        .await;
+        assert!(!out.ok && out.content.contains(refusal), "{}", out.content);
+    }
 
     container.shutdown().await;
 }
