@@ -9,9 +9,9 @@
 //! Run: `cargo bench --bench agent_step`
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use minicoder::agent::events::{RunEvent, VerificationReason};
 use minicoder::agent::reducer::{Agent, AgentConfig, Effect, Input};
 use minicoder::model::types::{ModelId, ModelReply, ToolCall, Usage};
+use minicoder::protocol::{RunEvent, VerificationReason};
 use minicoder::runtime::EventBus;
 use minicoder::trace::ArtifactDir;
 

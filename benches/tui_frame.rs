@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use minicoder::agent::RunEvent;
+use minicoder::protocol::RunEvent;
 use minicoder::runtime::ApprovalMode;
 use minicoder::tui::app::{App, AppEvent, Clock, Pane};
 use minicoder::tui::diff::DiffModel;
@@ -92,7 +92,7 @@ fn loaded_app(finished: bool) -> App {
     });
     if finished {
         app.update(AppEvent::Run(RunEvent::RunFinished {
-            outcome: minicoder::agent::Outcome::Success,
+            outcome: minicoder::protocol::Outcome::Success,
             reason: "verified".into(),
             duration_ms: 60_000,
         }));

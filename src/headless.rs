@@ -6,7 +6,7 @@ use std::io::Write;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::agent::RunEvent;
+use crate::protocol::RunEvent;
 
 /// What stdout carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,6 +9,7 @@ pub mod headless;
 pub mod ids;
 pub mod model;
 pub mod owner;
+pub mod protocol;
 pub mod runtime;
 pub mod sandbox;
 pub mod state;

@@ -4,8 +4,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use minicoder::agent::events::{CheckReport, Outcome, RunEvent, VerificationReason};
 use minicoder::model::types::ModelId;
+use minicoder::protocol::{CheckReport, Outcome, RunEvent, VerificationReason};
 use minicoder::trace::{
     ArtifactDir, EventLog, GENESIS_PREV, Manifest, ManifestCheck, ManifestLimits, Receipt,
     ReceiptCheck, ReceiptFields, ReceiptKey, ReceiptVerification, Redactor, TraceError, digest,

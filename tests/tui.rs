@@ -7,12 +7,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use minicoder::agent::plan::PlanStatus;
-use minicoder::agent::{Outcome, RunEvent};
-use minicoder::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
-use minicoder::trace::{
+use minicoder::protocol::PlanStatus;
+use minicoder::protocol::{Outcome, RunEvent};
+use minicoder::protocol::{
     PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
 };
+use minicoder::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
 use minicoder::tui::app::{App, AppEvent, Clock, Op};
 use minicoder::tui::diff::DiffModel;
 use minicoder::tui::keymap::{Keymap, parse_key_event};

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use crossterm::event::Event;
 use futures_util::future::BoxFuture;
-use minicoder::agent::{Outcome, RunEvent};
-use minicoder::runtime::{ApprovalDecision, ApprovalRequest, RunHooks};
-use minicoder::trace::{
+use minicoder::protocol::{Outcome, RunEvent};
+use minicoder::protocol::{
     PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
 };
+use minicoder::runtime::{ApprovalDecision, ApprovalRequest, RunHooks};
 use minicoder::tui::app::App;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
 use minicoder::tui::session::{Launcher, Session};

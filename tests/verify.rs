@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptions;
-use minicoder::agent::events::CheckReport;
+use minicoder::protocol::CheckReport;
 use minicoder::sandbox::{self, labels};
 use minicoder::verify::{
     BootstrapSettings, CheckSpec, VerificationResult, Verifier, VerifierSettings, run_bootstrap,

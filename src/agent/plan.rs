@@ -2,22 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PlanStatus {
-    Pending,
-    InProgress,
-    Done,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PlanItem {
-    pub id: String,
-    pub content: String,
-    pub status: PlanStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notes: Option<String>,
-}
+use crate::protocol::{PlanItem, PlanStatus};
 
 /// Why a proposed plan was refused; the message goes back to the model.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

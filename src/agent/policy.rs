@@ -95,7 +95,7 @@ Only the verifier can decide success.";
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::plan::{PlanItem, PlanStatus};
+    use crate::protocol::{PlanItem, PlanStatus};
 
     fn plan(statuses: &[PlanStatus]) -> Plan {
         Plan {

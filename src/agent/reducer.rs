@@ -7,10 +7,10 @@
 use std::collections::VecDeque;
 
 use super::context::{self, COMPACT_AT, Context, STOP_AT};
-use super::events::{Outcome, RunEvent, VerificationReason};
-use super::plan::{Plan, PlanItem};
+use super::plan::Plan;
 use super::policy;
 use crate::model::types::{ChatMessage, ModelReply, ModelRequest, ToolCall, ToolSpec};
+use crate::protocol::{Outcome, PlanItem, PlanStatus, RunEvent, VerificationReason};
 
 /// Replies in a row without a tool call before the run gives up.
 pub const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
@@ -535,6 +535,6 @@ impl Agent {
 #[path = "reducer_tests.rs"]
 mod tests;
 
-fn statuses(items: &[PlanItem]) -> Vec<(&str, super::plan::PlanStatus)> {
+fn statuses(items: &[PlanItem]) -> Vec<(&str, PlanStatus)> {
     items.iter().map(|i| (i.id.as_str(), i.status)).collect()
 }

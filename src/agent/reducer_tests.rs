@@ -1,6 +1,6 @@
 use super::*;
-use crate::agent::events::VerificationReason as V;
 use crate::model::types::{ModelId, Usage};
+use crate::protocol::VerificationReason as V;
 
 fn config() -> AgentConfig {
     AgentConfig {

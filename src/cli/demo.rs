@@ -90,7 +90,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-fn print_summary(report: &crate::trace::RunReport, unchanged: bool) {
+fn print_summary(report: &crate::protocol::RunReport, unchanged: bool) {
     let checks: Vec<String> = report
         .verification
         .checks

@@ -6,11 +6,11 @@ use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
 use super::{Approval, Network, RunArgs};
-use crate::agent::Outcome;
 use crate::headless::{self, StdoutMode};
 use crate::model::{ActionSource, ModelChain, ModelSelection};
+use crate::protocol::Outcome;
+use crate::protocol::RunReport;
 use crate::runtime::{self, ApprovalMode, Limits, RunHooks, RunOptions};
-use crate::trace::RunReport;
 
 pub fn exit_code(outcome: Outcome) -> u8 {
     match outcome {

@@ -11,10 +11,10 @@ use anyhow::Context as _;
 use futures_util::future::BoxFuture;
 
 use super::{Approval, Network, RunArgs, SessionArgs};
-use crate::agent::Outcome;
 use crate::model::{Env, ModelChain, ModelSelection};
+use crate::protocol::Outcome;
+use crate::protocol::RunReport;
 use crate::runtime::{self, ApprovalMode, RunHooks};
-use crate::trace::RunReport;
 use crate::tui::app::App;
 use crate::tui::keymap::Keymap;
 use crate::tui::session::{Launcher, Session};

@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::protocol::{ModelId, Usage};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
@@ -95,22 +97,6 @@ pub struct ToolSpec {
 pub struct ModelRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
-}
-
-/// Token counts of one reply; `estimated` when the provider gave none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    pub input: u64,
-    pub output: u64,
-    #[serde(default)]
-    pub estimated: bool,
-}
-
-/// Which provider and model answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModelId {
-    pub provider: String,
-    pub model: String,
 }
 
 #[derive(Debug, Clone, PartialEq)]

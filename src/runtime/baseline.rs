@@ -8,8 +8,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::setup::{Prepared, workspace_owner};
-use crate::agent::events::CheckReport;
 use crate::owner::{ProcessIdentity, write_owner_file};
+use crate::protocol::CheckReport;
 use crate::sandbox::gc::workspace_owner_file;
 use crate::verify::{VerificationResult, Verifier, VerifierSettings};
 use crate::workspace::WorkspaceRoot;

@@ -3,7 +3,7 @@
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::agent::RunEvent;
+use crate::protocol::RunEvent;
 use crate::trace::{EventLog, TraceError};
 
 pub struct EventBus {

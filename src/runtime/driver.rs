@@ -9,11 +9,11 @@ use super::baseline::{self, BaselineJob};
 use super::finish::{self, Ending};
 use super::setup::Prepared;
 use super::tool_exec;
-use crate::agent::events::{CheckReport, Outcome, RunEvent, VerificationReason};
 use crate::agent::reducer::{Effect, Input};
 use crate::model::types::{ModelRequest, estimate_tokens};
 use crate::model::{ActionSource, ModelObservation};
-use crate::trace::RunReport;
+use crate::protocol::RunReport;
+use crate::protocol::{CheckReport, Outcome, RunEvent, VerificationReason};
 use crate::verify::VerificationResult;
 use tokio_util::sync::CancellationToken;
 
@@ -425,7 +425,7 @@ async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
                 tool_calls: reply
                     .tool_calls
                     .iter()
-                    .map(|c| crate::agent::events::ToolCallSummary {
+                    .map(|c| crate::protocol::ToolCallSummary {
                         id: c.id.clone(),
                         name: c.name.clone(),
                         arguments: c.arguments.clone(),

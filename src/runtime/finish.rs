@@ -9,12 +9,13 @@ use sha2::{Digest, Sha256};
 use super::driver::Durations;
 use super::setup::Prepared;
 use super::tool_exec::changed_files;
-use crate::agent::events::{Outcome, RunEvent};
 use crate::agent::reducer::Agent;
+use crate::protocol::{Outcome, RunEvent};
+use crate::protocol::{
+    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
+};
 use crate::trace::{
-    ArtifactDir, PhaseDurations, Receipt, ReceiptCheck, ReceiptFields, ReceiptKey,
-    ReceiptVerification, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
-    exit_code_for,
+    ArtifactDir, Receipt, ReceiptCheck, ReceiptFields, ReceiptKey, ReceiptVerification,
 };
 use crate::verify::VerificationResult;
 

@@ -21,9 +21,9 @@ pub use options::{ApprovalMode, Limits, RunOptions};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent::RunEvent;
 use crate::model::ActionSource;
-use crate::trace::RunReport;
+use crate::protocol::RunEvent;
+use crate::protocol::RunReport;
 
 /// A run that could not start: nothing was changed, and the reason says what to fix.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::approval::{self, APPROVAL_TIMEOUT, ApprovalDecision, ApprovalRequest, Approver};
 use super::{ApprovalMode, EventBus};
-use crate::agent::RunEvent;
 use crate::model::types::ToolCall;
+use crate::protocol::RunEvent;
 use crate::sandbox::{CommandContainer, SandboxError};
 use crate::tools::{self, ParsedCall, ToolContext, ToolOutput};
 use crate::trace::ArtifactDir;

@@ -4,7 +4,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::ToolError;
-use crate::agent::plan::PlanItem;
+use crate::protocol::PlanItem;
 
 /// The nine tools, by their exact names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

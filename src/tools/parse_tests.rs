@@ -120,7 +120,7 @@ fn plan_and_completion_parse() {
     let Ok(ParsedCall::UpdatePlan { items }) = call else {
         panic!("update_plan did not parse");
     };
-    assert_eq!(items[0].status, crate::agent::plan::PlanStatus::InProgress);
+    assert_eq!(items[0].status, crate::protocol::PlanStatus::InProgress);
     let bad = parse_call(
         "update_plan",
         r#"{"items": [{"id": "1", "content": "x", "status": "started"}]}"#,

@@ -12,8 +12,8 @@ use serde::de::DeserializeOwned;
 use super::event_log::{EventLog, sha256_hex};
 use super::manifest::Manifest;
 use super::receipt::Receipt;
-use super::report::RunReport;
 use super::{Redactor, TraceError};
+use crate::protocol::RunReport;
 
 pub const MANIFEST_FILE: &str = "manifest.json";
 pub const STATE_FILE: &str = "state.json";

@@ -14,7 +14,7 @@ use chrono::{SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
 
 use super::{Redactor, TraceError};
-use crate::agent::events::RunEvent;
+use crate::protocol::RunEvent;
 
 /// The `prev` of the first line.
 pub const GENESIS_PREV: &str = "0000000000000000000000000000000000000000000000000000000000000000";

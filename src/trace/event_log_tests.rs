@@ -1,5 +1,5 @@
 use super::*;
-use crate::agent::events::Outcome;
+use crate::protocol::Outcome;
 
 fn finished(reason: &str) -> RunEvent {
     RunEvent::RunFinished {

@@ -9,7 +9,6 @@ pub mod manifest;
 pub mod receipt;
 pub mod receipt_key;
 pub mod redact;
-pub mod report;
 
 pub use artifacts::{ArtifactDir, StoredFile};
 pub use error::TraceError;
@@ -18,6 +17,3 @@ pub use manifest::{MINICODER_VERSION, Manifest, ManifestCheck, ManifestLimits};
 pub use receipt::{RECEIPT_VERSION, Receipt, ReceiptCheck, ReceiptFields, ReceiptVerification};
 pub use receipt_key::ReceiptKey;
 pub use redact::{REDACTED, Redactor};
-pub use report::{
-    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
-};

@@ -11,7 +11,7 @@ use sha2::Sha256;
 use super::TraceError;
 use super::event_log::{digest, sha256_hex};
 use super::receipt_key::ReceiptKey;
-use crate::agent::events::CheckReport;
+use crate::protocol::CheckReport;
 
 pub const RECEIPT_VERSION: u32 = 1;
 

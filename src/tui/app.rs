@@ -20,9 +20,9 @@ use super::diff::{DiffModel, DiffViewState, ReviewSelection};
 use super::keymap::{Context, Keymap};
 use super::run_view::{NoteKind, Phase, RunView};
 use super::theme::Theme;
-use crate::agent::{Outcome, RunEvent};
+use crate::protocol::RunReport;
+use crate::protocol::{Outcome, RunEvent};
 use crate::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
-use crate::trace::RunReport;
 
 /// Everything that can change the screen, from any source, through one channel.
 #[derive(Debug)]

@@ -14,7 +14,7 @@ use super::app::{App, Pane};
 use super::run_view::{Phase, tokens};
 use super::theme::Meaning;
 use super::widgets;
-use crate::agent::Outcome;
+use crate::protocol::Outcome;
 
 /// Where each pane goes this frame.
 #[derive(Debug, Clone, Copy, Default)]

@@ -12,10 +12,10 @@ pub use format::{duration, short, tokens};
 pub use matrix::{Attempt, CellState, Matrix};
 
 use super::text::clean;
-use crate::agent::events::VerificationReason;
-use crate::agent::plan::{PlanItem, PlanStatus};
-use crate::agent::{Outcome, RunEvent};
 use crate::model::types::ModelId;
+use crate::protocol::VerificationReason;
+use crate::protocol::{Outcome, RunEvent};
+use crate::protocol::{PlanItem, PlanStatus};
 
 /// Where the run is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::app::{App, AppEvent, Op};
 use super::diff::DiffModel;
+use crate::protocol::RunReport;
 use crate::runtime::RunHooks;
-use crate::trace::RunReport;
 
 /// Streamed tokens and bursts of events are coalesced into one frame per interval.
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);

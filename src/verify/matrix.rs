@@ -20,7 +20,7 @@ use super::VerifyError;
 use super::config::CheckSpec;
 use super::outcome::{abnormal_end, millis, output_file};
 use super::zero_tests::{PYTEST_NO_TESTS_EXIT, PYTEST_ZERO, zero_tests};
-use crate::agent::events::CheckReport;
+use crate::protocol::CheckReport;
 use crate::sandbox::spec::Role;
 use crate::sandbox::{
     CommandContainer, CommandOutcome, CommandRequest, ContainerSpec, SandboxError,

@@ -2,10 +2,10 @@
 //! and benchmarks: the demo's pagination fix, told event by event.
 #![allow(dead_code)]
 
-use minicoder::agent::events::{CheckReport, ToolCallSummary, VerificationReason};
-use minicoder::agent::plan::{PlanItem, PlanStatus};
-use minicoder::agent::{Outcome, RunEvent};
 use minicoder::model::types::{ModelId, Usage};
+use minicoder::protocol::{CheckReport, ToolCallSummary, VerificationReason};
+use minicoder::protocol::{Outcome, RunEvent};
+use minicoder::protocol::{PlanItem, PlanStatus};
 
 pub const ARTIFACTS: &str = "/tmp/minicoder-state/runs/20261130-051500-3f9a1c2e";
 

@@ -4,7 +4,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
 use super::{App, Op, Overlay, Pager, Pane};
-use crate::agent::events::CheckReport;
+use crate::protocol::CheckReport;
 use crate::runtime::ApprovalDecision;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::run_view::{CellState, NoteKind, StreamEntry};

@@ -1,6 +1,6 @@
 //! The verification matrix as the screen knows it: checks × attempts.
 
-use crate::agent::events::{CheckReport, VerificationReason};
+use crate::protocol::{CheckReport, VerificationReason};
 
 /// One cell of the verification matrix.
 #[derive(Debug, Clone, PartialEq, Eq)]

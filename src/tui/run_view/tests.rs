@@ -1,6 +1,6 @@
 use super::*;
-use crate::agent::events::CheckReport;
 use crate::model::types::Usage;
+use crate::protocol::CheckReport;
 
 fn model() -> ModelId {
     ModelId {

@@ -6,7 +6,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::agent::events::VerificationReason;
+use crate::protocol::VerificationReason;
 use crate::tui::app::{App, Pane};
 use crate::tui::draw::pane_block;
 use crate::tui::run_view::duration;

@@ -6,7 +6,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::agent::plan::PlanStatus;
+use crate::protocol::PlanStatus;
 use crate::tui::app::{App, Pane};
 use crate::tui::draw::pane_block;
 use crate::tui::theme::Meaning;

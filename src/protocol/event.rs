@@ -1,13 +1,13 @@
-//! [`RunEvent`]: the only way the runtime speaks. The `events.jsonl` writer,
-//! the headless printer and the TUI are consumers of the same stream.
+//! [`RunEvent`]: the only way a run speaks. The `events.jsonl` writer, the
+//! headless printer and the TUI are consumers of the same stream.
 //!
 //! On disk each event becomes one line `{"seq", "ts", "type", ...fields, "prev"}`
 //! (see `trace::EventLog`); `type` is the dotted name below.
 
 use serde::{Deserialize, Serialize};
 
+use super::model::{ModelId, Usage};
 use super::plan::PlanItem;
-use crate::model::types::{ModelId, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

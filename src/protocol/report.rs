@@ -1,10 +1,10 @@
-//! `report.json`: the outcome of a run. A superset of the headless result
-//! object (SPEC §10), with the same field names, plus phase durations.
+//! The report of a run (`report.json`): a superset of the headless result
+//! object, with the same field names, plus phase durations.
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::events::{CheckReport, Outcome};
-use crate::model::types::ModelId;
+use super::event::{CheckReport, Outcome};
+use super::model::ModelId;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {

@@ -1,0 +1,19 @@
+//! The language of a run, shared by everything that speaks to or about one:
+//! [`RunEvent`]s come out of a run, [`Command`]s go into it, and
+//! [`RunReport`] is what it leaves. This module depends on nothing else in
+//! the crate; the runtime, the agent, the front ends and the artifacts all
+//! depend on it.
+
+pub mod command;
+pub mod event;
+pub mod model;
+pub mod plan;
+pub mod report;
+
+pub use command::{ApprovalDecision, Command};
+pub use event::{CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason};
+pub use model::{ModelId, Usage};
+pub use plan::{PlanItem, PlanStatus};
+pub use report::{
+    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
+};
