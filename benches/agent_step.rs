@@ -91,12 +91,14 @@ fn bench(c: &mut Criterion) {
     group.sample_size(200);
     for history in [10u64, 30, 50] {
         let mut template = Agent::new(AgentConfig {
-            task: "Fix the pagination bug".into(),
-            checks: vec!["tests: python3 -m pytest -q".into()],
             max_turns: u32::MAX,
             max_tokens: u64::MAX,
             context_limit: 1_000_000,
-            tools: minicoder::tools::specs(),
+            ..AgentConfig::new(
+                "Fix the pagination bug",
+                vec!["tests: python3 -m pytest -q".into()],
+                minicoder::tools::specs(),
+            )
         });
         template.handle(Input::Start {
             baseline_checkpoint: "base".into(),
@@ -104,6 +106,7 @@ fn bench(c: &mut Criterion) {
         template.handle(Input::Verified {
             reason: VerificationReason::Baseline,
             passed: false,
+            fingerprint: String::new(),
             feedback: String::new(),
         });
         for i in 0..history {

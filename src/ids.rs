@@ -1,4 +1,5 @@
-//! Identifiers: run ids that sort by time and short random suffixes.
+//! Identifiers: short random suffixes, and names made safe for files and
+//! containers from text that may hold any character.
 
 use std::io::Read;
 
@@ -21,8 +22,39 @@ pub fn random_hex(n: usize) -> String {
     hex::encode(bytes)
 }
 
+/// `text` as a name for a file or a container: `[A-Za-z0-9._-]` kept, any
+/// other character `_`, at most `max` characters, never empty and never
+/// starting with `.`.
+pub fn file_safe(text: &str, max: usize) -> String {
+    let mut out: String = text
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(max.max(1))
+        .collect();
+    if out.is_empty() || out.starts_with('.') {
+        out.insert(0, '_');
+        out.truncate(max.max(1));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn file_safe_names_keep_safe_characters_only() {
+        assert_eq!(super::file_safe("edit-src/a.py", 64), "edit-src_a.py");
+        assert_eq!(super::file_safe("../../etc", 64), "_.._.._etc");
+        assert_eq!(super::file_safe("", 8), "_");
+        assert_eq!(super::file_safe("call\u{1b}[2J", 64), "call__2J");
+        assert_eq!(super::file_safe("abcdef", 3), "abc");
+    }
+
     #[test]
     fn random_hex_has_the_length_and_differs() {
         let a = super::random_hex(6);

@@ -8,8 +8,7 @@ use minicoder::model::types::ModelId;
 use minicoder::protocol::{CheckReport, Outcome, RunEvent, VerificationReason};
 use minicoder::trace::{
     ArtifactDir, EventLog, GENESIS_PREV, Manifest, ManifestCheck, ManifestLimits, Receipt,
-    ReceiptCheck, ReceiptFields, ReceiptKey, ReceiptVerification, Redactor, TraceError, digest,
-    verify_chain,
+    ReceiptCheck, ReceiptKey, ReceiptVerification, Redactor, TraceError, digest, verify_chain,
 };
 
 fn redactor() -> Redactor {
@@ -378,7 +377,7 @@ fn sign_run(artifacts: &ArtifactDir, key: &ReceiptKey) -> Receipt {
         .expect("patch");
     let receipt = Receipt::sign(
         key,
-        ReceiptFields {
+        Receipt {
             run_id: "r1".into(),
             repo: "/src/repo".into(),
             baseline_commit: "3f786850e387550fdab836ed7e6dc881de23001b".into(),
@@ -396,6 +395,7 @@ fn sign_run(artifacts: &ArtifactDir, key: &ReceiptKey) -> Receipt {
                 }],
             },
             events_sha256: digest(artifacts.events_path()).expect("digest"),
+            ..Receipt::default()
         },
     )
     .expect("sign");

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use minicoder::protocol::PlanStatus;
+use minicoder::protocol::{ApprovalDecision, ApprovalMode};
 use minicoder::protocol::{Outcome, RunEvent};
 use minicoder::protocol::{
     PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
 };
-use minicoder::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
 use minicoder::tui::app::{App, AppEvent, Clock, Op};
 use minicoder::tui::diff::DiffModel;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
@@ -20,7 +20,6 @@ use minicoder::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use support::run_events as ev;
-use tokio::sync::oneshot;
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (160, 48)];
 
@@ -137,9 +136,10 @@ impl Harness {
     }
 }
 
-fn approval_request() -> ApprovalRequest {
-    ApprovalRequest {
-        id: "approval-1".into(),
+/// The run asking to approve an edit of pagination.py.
+fn approval_request(id: &str) -> RunEvent {
+    RunEvent::ApprovalRequested {
+        id: id.into(),
         call_id: "call_4".into(),
         path: "pagination.py".into(),
         patch: ev::DIFF
@@ -147,6 +147,23 @@ fn approval_request() -> ApprovalRequest {
             .next()
             .unwrap_or("")
             .into(),
+    }
+}
+
+impl Harness {
+    /// The approval answers the app sent to the run, oldest first.
+    fn answers(&self) -> Vec<(String, ApprovalDecision)> {
+        self.ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Answer { id, decision } => Some((id.clone(), decision.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn last_answer(&self) -> Option<ApprovalDecision> {
+        self.answers().pop().map(|(_, d)| d)
     }
 }
 
@@ -264,8 +281,7 @@ fn a_failing_check_output_is_one_key_away() {
 fn an_edit_waits_on_the_approval_modal() {
     both_sizes("approval", ApprovalMode::Each, |h| {
         mid_run(h);
-        let (tx, _rx) = oneshot::channel();
-        h.app.update(AppEvent::Approval(approval_request(), tx));
+        h.feed(vec![approval_request("approval-1")]);
     });
 }
 
@@ -273,8 +289,7 @@ fn an_edit_waits_on_the_approval_modal() {
 fn refusing_asks_for_a_reason() {
     both_sizes("approval_reason", ApprovalMode::Each, |h| {
         mid_run(h);
-        let (tx, _rx) = oneshot::channel();
-        h.app.update(AppEvent::Approval(approval_request(), tx));
+        h.feed(vec![approval_request("approval-1")]);
         h.keys(&["n"]);
         h.type_text("keep the slice syntax");
     });
@@ -336,22 +351,23 @@ fn a_failed_run_says_so_and_offers_a_new_task() {
 fn approval_with(keys: &[&str], typed: &str) -> ApprovalDecision {
     let mut h = Harness::new(80, 24, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, mut rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.feed(vec![approval_request("approval-1")]);
     h.keys(keys);
     h.type_text(typed);
     h.keys(&["enter"]);
-    rx.try_recv().expect("an answer was sent")
+    h.last_answer().expect("an answer was sent")
 }
 
 #[test]
 fn approval_keys_answer_the_runtime() {
     let mut h = Harness::new(80, 24, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, mut rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.feed(vec![approval_request("approval-1")]);
     h.keys(&["y"]);
-    assert_eq!(rx.try_recv(), Ok(ApprovalDecision::Approve));
+    assert_eq!(
+        h.answers(),
+        [("approval-1".to_string(), ApprovalDecision::Approve)]
+    );
     assert!(h.app.approval.is_none());
 
     assert_eq!(
@@ -363,41 +379,45 @@ fn approval_keys_answer_the_runtime() {
     // `a` approves this one and everything already queued.
     let mut h = Harness::new(80, 24, ApprovalMode::Each);
     mid_run(&mut h);
-    let (first, mut first_rx) = oneshot::channel();
-    let (second, mut second_rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), first));
-    h.app.update(AppEvent::Approval(approval_request(), second));
+    h.feed(vec![
+        approval_request("approval-1"),
+        approval_request("approval-2"),
+    ]);
     h.keys(&["a"]);
-    assert_eq!(first_rx.try_recv(), Ok(ApprovalDecision::ApproveAll));
-    assert_eq!(second_rx.try_recv(), Ok(ApprovalDecision::Approve));
+    assert_eq!(
+        h.answers(),
+        [
+            ("approval-1".to_string(), ApprovalDecision::ApproveAll),
+            ("approval-2".to_string(), ApprovalDecision::Approve)
+        ]
+    );
 }
 
 #[test]
 fn esc_hides_the_modal_without_answering_and_p_brings_it_back() {
     let mut h = Harness::new(80, 24, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, mut rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.feed(vec![approval_request("approval-1")]);
     h.keys(&["esc"]);
-    assert!(rx.try_recv().is_err(), "Esc must not answer");
+    assert!(h.answers().is_empty(), "Esc must not answer");
     assert!(!h.screen().contains("Apply this edit"));
     // Keys now go to the panes: `y` is not an answer here.
     h.keys(&["y", "p"]);
-    assert!(rx.try_recv().is_err());
+    assert!(h.answers().is_empty());
     assert!(h.screen().contains("Apply this edit"));
     h.keys(&["y"]);
-    assert_eq!(rx.try_recv(), Ok(ApprovalDecision::Approve));
+    assert_eq!(h.last_answer(), Some(ApprovalDecision::Approve));
 }
 
 #[test]
 fn a_run_that_ends_refuses_its_unanswered_approvals() {
     let mut h = Harness::new(80, 24, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, mut rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.feed(vec![approval_request("approval-1")]);
     h.app
         .update(AppEvent::RunEnded(Err("docker went away".into())));
-    assert!(matches!(rx.try_recv(), Ok(ApprovalDecision::Refuse(_))));
+    h.pump();
+    assert!(matches!(h.last_answer(), Some(ApprovalDecision::Refuse(_))));
 }
 
 #[test]
@@ -504,8 +524,7 @@ fn plan_items_keep_their_status_marks() {
 fn any_terminal_size_draws_and_resizing_keeps_the_state() {
     let mut h = Harness::new(160, 48, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, _rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
+    h.feed(vec![approval_request("approval-1")]);
     h.keys(&["n"]);
     for (width, height) in [(80, 24), (20, 5), (1, 1), (300, 100), (81, 25)] {
         h.terminal.backend_mut().resize(width, height);
@@ -572,8 +591,7 @@ fn every_theme_draws_only_ansi_colours_and_no_color_draws_none() {
             let mut h = Harness::new(120, 40, ApprovalMode::Each);
             h.app.theme = theme;
             mid_run(&mut h);
-            let (tx, _rx) = oneshot::channel();
-            h.app.update(AppEvent::Approval(approval_request(), tx));
+            h.feed(vec![approval_request("approval-1")]);
             h.screen();
             let buffer = h.terminal.backend().buffer().clone();
             let mut coloured_cells = 0;
@@ -596,10 +614,13 @@ fn every_theme_draws_only_ansi_colours_and_no_color_draws_none() {
 fn an_approval_the_runtime_gave_up_on_leaves_the_screen() {
     let mut h = Harness::new(160, 48, ApprovalMode::Each);
     mid_run(&mut h);
-    let (tx, rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
-    drop(rx); // the runtime's timeout: a refusal
-    h.app.update(AppEvent::Tick);
+    h.feed(vec![approval_request("approval-1")]);
+    // The runtime's timeout: a refusal.
+    h.feed(vec![RunEvent::ApprovalResolved {
+        id: "approval-1".into(),
+        approved: false,
+        reason: Some("no answer within 30 minutes".into()),
+    }]);
     assert!(h.app.approval.is_none());
     let screen = h.screen();
     assert!(
@@ -608,11 +629,14 @@ fn an_approval_the_runtime_gave_up_on_leaves_the_screen() {
     );
     assert!(!screen.contains("Apply this edit"), "{screen}");
 
-    // Answering one the runtime has just abandoned says it came too late.
-    let (tx, rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
-    drop(rx);
+    // Answering one the runtime has just abandoned says it came too late: the
+    // run rejects the answer.
+    h.feed(vec![approval_request("approval-2")]);
     h.keys(&["y"]);
+    h.feed(vec![RunEvent::CommandRejected {
+        command: "approval".into(),
+        reason: "too late: approval-2 is not waiting for an answer".into(),
+    }]);
     let last = h.app.view.stream.last().cloned();
     assert!(
         matches!(&last, Some(minicoder::tui::run_view::StreamEntry::Note { text, .. }) if text.starts_with("too late")),
@@ -687,8 +711,7 @@ fn an_approval_asked_after_cancelling_is_refused_at_once() {
     mid_run(&mut h);
     h.keys(&["ctrl-c", "y"]);
     assert!(h.ops.contains(&Op::Cancel));
-    let (tx, mut rx) = oneshot::channel();
-    h.app.update(AppEvent::Approval(approval_request(), tx));
-    assert!(matches!(rx.try_recv(), Ok(ApprovalDecision::Refuse(_))));
+    h.feed(vec![approval_request("approval-1")]);
+    assert!(matches!(h.last_answer(), Some(ApprovalDecision::Refuse(_))));
     assert!(h.app.approval.is_none());
 }

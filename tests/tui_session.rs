@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use crossterm::event::Event;
 use futures_util::future::BoxFuture;
+use minicoder::protocol::{ApprovalDecision, Command};
 use minicoder::protocol::{Outcome, RunEvent};
 use minicoder::protocol::{
     PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
 };
-use minicoder::runtime::{ApprovalDecision, ApprovalRequest, RunHooks};
+use minicoder::runtime::RunChannels;
 use minicoder::tui::app::App;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
 use minicoder::tui::session::{Launcher, Session};
@@ -22,7 +23,7 @@ use minicoder::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use support::run_events as ev;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// A run that emits the opening events, asks one approval, then waits for cancellation.
 #[derive(Default)]
@@ -57,32 +58,42 @@ impl Launcher for StandIn {
     fn launch(
         &self,
         _task: String,
-        hooks: RunHooks,
+        channels: RunChannels,
     ) -> BoxFuture<'static, Result<RunReport, String>> {
         let decisions = self.decisions.clone();
         let cancelled = self.cancelled.clone();
         Box::pin(async move {
-            let events = hooks.subscribers[0].clone();
+            let RunChannels {
+                subscribers,
+                mut commands,
+            } = channels;
+            let events = subscribers[0].clone();
             for event in ev::opening() {
                 let _ = events.send(event);
             }
-            let (tx, rx) = oneshot::channel();
-            let request = ApprovalRequest {
+            let _ = events.send(RunEvent::ApprovalRequested {
                 id: "a1".into(),
                 call_id: "c1".into(),
                 path: "pagination.py".into(),
                 patch: ev::DIFF.into(),
+            });
+            // Like the runtime, take the answer to a1 from the command
+            // channel, and stop waiting for it once cancelled.
+            let decision = loop {
+                match commands.recv().await {
+                    Some(Command::Approval { id, decision }) if id == "a1" => break decision,
+                    Some(Command::Cancel) | None => {
+                        break ApprovalDecision::Refuse(Some("cancelled".into()));
+                    }
+                    Some(_) => {}
+                }
             };
-            if let Some(approver) = &hooks.approver {
-                let _ = approver.send((request, tx));
-            }
-            // Like the runtime, stop waiting for an answer once cancelled.
-            let decision = tokio::select! {
-                answer = rx => answer.unwrap_or(ApprovalDecision::Refuse(None)),
-                () = hooks.cancel.cancelled() => ApprovalDecision::Refuse(Some("cancelled".into())),
-            };
+            let was_cancelled =
+                matches!(&decision, ApprovalDecision::Refuse(Some(r)) if r == "cancelled");
             decisions.lock().expect("lock").push(decision);
-            hooks.cancel.cancelled().await;
+            if !was_cancelled {
+                while !matches!(commands.recv().await, Some(Command::Cancel) | None) {}
+            }
             *cancelled.lock().expect("lock") = true;
             let _ = events.send(RunEvent::RunFinished {
                 outcome: Outcome::Cancelled,

@@ -45,7 +45,7 @@ pub fn task_message(task: &str) -> String {
 }
 
 /// The conversation after the fixed prefix (system prompt and task).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Context {
     pub history: Vec<ChatMessage>,
     /// One line per compacted action, oldest first.

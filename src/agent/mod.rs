@@ -1,6 +1,9 @@
-//! The agent: plan, events, and (as a pure reducer) its decisions.
+//! The agent: its plan, its policy, its context, and (as a pure reducer over
+//! explicit phases) every decision of a run.
 
 pub mod context;
+pub mod effects;
+pub mod phase;
 pub mod plan;
 pub mod policy;
 pub mod reducer;

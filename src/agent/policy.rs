@@ -1,4 +1,4 @@
-//! Policy gates (SPEC §5): what the agent may do when. A refusal is a tool
+//! Policy gates: what the agent may do when. A refusal is a tool
 //! result that says what was wrong and how to proceed; it never ends the run.
 
 use super::plan::Plan;
@@ -11,8 +11,8 @@ fn tool_names() -> String {
 
 /// Tools that change the workspace or run code: a plan is required first,
 /// and a checkpoint is taken before each.
-pub fn needs_plan(tool: &str) -> bool {
-    matches!(tool, "edit_file" | "run_shell")
+fn needs_plan(tool: &str) -> bool {
+    ToolName::from_name(tool).is_some_and(ToolName::mutates_workspace)
 }
 
 /// Why a call is refused before it runs, if it is.

@@ -1,16 +1,27 @@
 //! The agent as a pure reducer: [`Agent::handle`] takes one [`Input`] and
 //! returns the [`Effect`]s to perform, as data. It never does IO, so every
-//! decision — plan gates, budgets, corrections, recovery — is tested without
-//! Docker, network or async. The runtime driver performs the effects and feeds
-//! their results back as inputs.
+//! decision — bootstrap, plan gates, budgets, corrections, approvals,
+//! recovery, the final verdict — is tested without Docker, network or async.
+//! The runtime driver performs the effects and feeds their results back.
+//!
+//! `handle` matches on the [`Phase`] and the input together; the rules for
+//! approvals and for verification live in the two submodules.
+
+mod approval;
+mod verdict;
 
 use std::collections::VecDeque;
 
+use serde::{Deserialize, Serialize};
+
 use super::context::{self, COMPACT_AT, Context, STOP_AT};
+pub use super::effects::{AgentConfig, AgentStats, Effect, FailureKind, Input};
+use super::phase::Phase;
 use super::plan::Plan;
 use super::policy;
-use crate::model::types::{ChatMessage, ModelReply, ModelRequest, ToolCall, ToolSpec};
+use crate::model::types::{ChatMessage, ModelReply, ModelRequest, ToolCall};
 use crate::protocol::{Outcome, PlanItem, PlanStatus, RunEvent, VerificationReason};
+use crate::tools::ToolName;
 
 /// Replies in a row without a tool call before the run gives up.
 pub const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
@@ -18,119 +29,41 @@ pub const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
 /// before the validated checkpoint is restored (two repair cycles, then this).
 pub const ROLLBACK_AFTER_FAILURES: u32 = 3;
 
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    pub task: String,
-    /// The frozen checks, as `name: command`, for the runtime contract.
-    pub checks: Vec<String>,
-    pub max_turns: u32,
-    pub max_tokens: u64,
-    /// Context budget in tokens (the smallest ceiling of the model chain).
-    pub context_limit: u64,
-    pub tools: Vec<ToolSpec>,
+/// Where the background verification of the baseline stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Baseline {
+    NotStarted,
+    Running,
+    Passed,
+    Failed,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum Input {
-    /// The workspace exists and its baseline checkpoint is taken.
-    Start {
-        baseline_checkpoint: String,
-    },
-    CheckpointCreated {
-        id: String,
-        validated: bool,
-    },
-    ModelReplied(ModelReply),
-    ModelFailed {
-        reason: String,
-    },
-    ToolFinished {
-        call_id: String,
-        ok: bool,
-        content: String,
-    },
-    Verified {
-        reason: VerificationReason,
-        passed: bool,
-        /// What the model is told: failing checks, exit codes, bounded output.
-        feedback: String,
-    },
-    Restored {
-        id: String,
-    },
-    /// A message typed by the person while the run works; sent with the next turn.
-    FollowUp(String),
-    Cancelled {
-        reason: String,
-    },
-    TimedOut {
-        reason: String,
-    },
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    Emit(RunEvent),
-    /// Take a checkpoint; `validated` marks it as a verified-good state.
-    Checkpoint {
-        reason: String,
-        validated: bool,
-    },
-    /// Verify the baseline in the background, on its own copy of the baseline
-    /// checkpoint, while the agent works; the result comes back as
-    /// `Verified { reason: Baseline, .. }` whenever it is ready.
-    VerifyBaseline {
-        attempt: u32,
-    },
-    /// Mark an existing checkpoint as a verified-good state.
-    MarkValidated {
-        checkpoint: String,
-    },
-    CallModel(ModelRequest),
-    RunTool(ToolCall),
-    Verify {
-        reason: VerificationReason,
-        attempt: u32,
-    },
-    Restore {
-        checkpoint: String,
-    },
-    Finish {
-        outcome: Outcome,
-        reason: String,
-    },
-}
-
-/// Counters for the report.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AgentStats {
-    pub turns: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub tool_calls: u32,
-    pub repair_cycles: u32,
-    pub rollbacks: u32,
-    pub verifications: u32,
-}
-
-#[derive(Debug, Clone)]
+/// The agent's whole state; it serialises, so a run can be resumed from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Agent {
     config: AgentConfig,
     system: String,
     task: String,
     fixed_chars: usize,
+    phase: Phase,
     plan: Plan,
     context: Context,
+    /// Tool calls of the last reply not yet run.
     queue: VecDeque<ToolCall>,
-    /// The call whose result is awaited (a tool, or request_completion's verification).
-    in_flight: Option<ToolCall>,
     follow_ups: Vec<String>,
     stats: AgentStats,
     no_tool_streak: u32,
+    baseline: Baseline,
+    baseline_checkpoint: Option<String>,
     validated: Option<String>,
     failures_since_validated: u32,
-    baseline_checkpoint: Option<String>,
-    finished: bool,
+    /// The fingerprint of the latest completion or after-restore verification
+    /// and whether it passed: success is bound to it.
+    last_verdict: Option<(bool, String)>,
+    /// Set when a person chose "approve the rest of the run".
+    approve_all: bool,
+    approvals_asked: u32,
 }
 
 impl Agent {
@@ -143,17 +76,20 @@ impl Agent {
             system,
             task,
             config,
+            phase: Phase::Ready,
             plan: Plan::default(),
             context: Context::default(),
             queue: VecDeque::new(),
-            in_flight: None,
             follow_ups: Vec::new(),
             stats: AgentStats::default(),
             no_tool_streak: 0,
+            baseline: Baseline::NotStarted,
+            baseline_checkpoint: None,
             validated: None,
             failures_since_validated: 0,
-            baseline_checkpoint: None,
-            finished: false,
+            last_verdict: None,
+            approve_all: false,
+            approvals_asked: 0,
         }
     }
 
@@ -165,12 +101,17 @@ impl Agent {
         self.stats
     }
 
+    pub fn phase(&self) -> &Phase {
+        &self.phase
+    }
+
     pub fn validated_checkpoint(&self) -> Option<&str> {
         self.validated.as_deref()
     }
 
+    /// Whether the outcome is decided (the patch may still be exporting).
     pub fn is_finished(&self) -> bool {
-        self.finished
+        self.phase.is_decided()
     }
 
     /// The whole conversation as the next request would send it.
@@ -178,65 +119,226 @@ impl Agent {
         self.context.messages(&self.system, &self.task)
     }
 
+    /// Takes one input and returns what to do about it. While the agent waits
+    /// for a person or for the baseline, every input that does not end the
+    /// wait leaves the wait in place (the driver waits again).
     pub fn handle(&mut self, input: Input) -> Vec<Effect> {
-        if self.finished {
-            return Vec::new();
-        }
+        let waiting = self.wait();
         let mut fx = Vec::new();
-        match input {
-            Input::Start {
-                baseline_checkpoint,
-            } => {
-                // The baseline is verified concurrently; the agent starts now.
-                self.baseline_checkpoint = Some(baseline_checkpoint);
-                self.stats.verifications += 1;
-                fx.push(Effect::VerifyBaseline {
-                    attempt: self.stats.verifications,
-                });
-                self.next_turn(&mut fx);
-            }
-            Input::CheckpointCreated { id, validated } => {
-                if validated {
-                    self.validated = Some(id);
-                    self.failures_since_validated = 0;
-                }
-            }
-            Input::ModelReplied(reply) => self.on_reply(reply, &mut fx),
-            Input::ModelFailed { reason } => self.finish(Outcome::Failure, reason, &mut fx),
-            Input::ToolFinished {
-                call_id,
-                ok: _,
-                content,
-            } => {
-                self.in_flight = None;
-                self.context
-                    .history
-                    .push(ChatMessage::tool_result(call_id, content));
-                self.next_call(&mut fx);
-            }
-            Input::Verified {
-                reason,
-                passed,
-                feedback,
-            } => self.on_verified(reason, passed, feedback, &mut fx),
-            Input::Restored { id } => {
-                self.validated = Some(id);
-                self.stats.verifications += 1;
-                fx.push(Effect::Verify {
-                    reason: VerificationReason::AfterRestore,
-                    attempt: self.stats.verifications,
-                });
-            }
-            Input::FollowUp(text) => self.follow_ups.push(text),
-            Input::Cancelled { reason } => self.finish(Outcome::Cancelled, reason, &mut fx),
-            Input::TimedOut { reason } => self.finish(Outcome::Failure, reason, &mut fx),
+        self.step(input, &mut fx);
+        if let Some(wait) = waiting
+            && self.wait().as_ref() == Some(&wait)
+            && !fx.iter().any(Effect::is_wait)
+        {
+            fx.push(wait);
         }
         fx
     }
 
+    /// The wait the current phase holds the driver in, if any.
+    fn wait(&self) -> Option<Effect> {
+        match &self.phase {
+            Phase::AwaitingApproval { approval } => Some(Effect::AwaitApproval {
+                id: approval.id.clone(),
+                timeout_ms: self.config.approval_timeout_ms,
+            }),
+            Phase::AwaitingBaseline { .. } => Some(Effect::AwaitBaseline),
+            _ => None,
+        }
+    }
+
+    fn step(&mut self, input: Input, fx: &mut Vec<Effect>) {
+        if matches!(self.phase, Phase::Finished { .. }) {
+            return;
+        }
+        // Inputs that mean the same in every phase.
+        let input = match input {
+            Input::Verified {
+                reason: VerificationReason::Baseline,
+                passed,
+                ..
+            } => return self.on_baseline(passed, fx),
+            Input::CheckpointCreated { id, validated } => {
+                return self.on_checkpoint(id, validated, fx);
+            }
+            // A missing checkpoint weakens recovery but must not end the run.
+            Input::Failed {
+                kind: FailureKind::Checkpoint,
+                ..
+            } => return,
+            Input::FollowUp(text) => return self.follow_ups.push(text),
+            Input::Approval { id, decision } => return self.on_approval(id, decision, fx),
+            Input::ApprovalTimedOut { id } => return self.on_approval_timeout(id, fx),
+            Input::CommandsClosed => return self.on_commands_closed(fx),
+            other => other,
+        };
+        if let Phase::Concluding { outcome, reason } = &self.phase {
+            if let Input::Concluded {
+                fingerprint,
+                credentials,
+                export_error,
+            } = input
+            {
+                let (outcome, reason) = (*outcome, reason.clone());
+                self.conclude(outcome, reason, fingerprint, credentials, export_error, fx);
+            }
+            return;
+        }
+        match input {
+            Input::Cancelled { reason } => self.finish(Outcome::Cancelled, reason, fx),
+            Input::TimedOut { reason } => {
+                let reason = if self.phase == Phase::Bootstrapping {
+                    "the run's time budget ran out during bootstrap".to_string()
+                } else {
+                    reason
+                };
+                self.finish(Outcome::Failure, reason, fx)
+            }
+            Input::Failed { kind, reason } => self.on_failure(kind, reason, fx),
+            input => self.advance(input, fx),
+        }
+    }
+
+    /// The inputs that belong to one phase.
+    fn advance(&mut self, input: Input, fx: &mut Vec<Effect>) {
+        match (&self.phase, input) {
+            (
+                Phase::Ready,
+                Input::Start {
+                    baseline_checkpoint,
+                },
+            ) => {
+                self.baseline_checkpoint = Some(baseline_checkpoint);
+                if self.config.bootstrap.is_empty() {
+                    return self.begin(fx);
+                }
+                self.phase = Phase::Bootstrapping;
+                fx.push(Effect::Emit(RunEvent::BootstrapStarted {
+                    commands: self.config.bootstrap.clone(),
+                    network: self.config.bootstrap_network,
+                }));
+                fx.push(Effect::Bootstrap);
+            }
+            (
+                Phase::Bootstrapping,
+                Input::BootstrapFinished {
+                    passed,
+                    failure,
+                    duration_ms,
+                },
+            ) => {
+                fx.push(Effect::Emit(RunEvent::BootstrapFinished {
+                    passed,
+                    duration_ms,
+                    failure: failure.clone(),
+                }));
+                if passed {
+                    self.begin(fx);
+                } else {
+                    let why = failure.unwrap_or_default();
+                    self.finish(Outcome::Failure, format!("bootstrap failed: {why}"), fx);
+                }
+            }
+            (Phase::AwaitingModel, Input::ModelReplied(reply)) => self.on_reply(reply, fx),
+            (
+                Phase::AwaitingTool { call } | Phase::ApplyingEdit { call },
+                Input::ToolFinished {
+                    call_id, content, ..
+                },
+            ) if call.id == call_id => {
+                self.phase = Phase::AwaitingModel;
+                self.context
+                    .history
+                    .push(ChatMessage::tool_result(call_id, content));
+                self.next_call(fx);
+            }
+            (
+                Phase::AwaitingTool { call },
+                Input::EditPrepared {
+                    call_id,
+                    path,
+                    patch,
+                    credentials,
+                },
+            ) if call.id == call_id => {
+                let call = call.clone();
+                self.on_edit_prepared(call, path, patch, credentials, fx);
+            }
+            (
+                Phase::Verifying { .. },
+                Input::Verified {
+                    reason,
+                    passed,
+                    fingerprint,
+                    feedback,
+                },
+            ) => self.on_verified(reason, passed, fingerprint, feedback, fx),
+            (Phase::Restoring { .. }, Input::Restored { id }) => self.on_restored(id, fx),
+            // Anything else is out of place (a stray or repeated result): it
+            // changes nothing.
+            _ => {}
+        }
+    }
+
+    /// The bootstrap is done: verify the baseline in the background and start.
+    fn begin(&mut self, fx: &mut Vec<Effect>) {
+        self.baseline = Baseline::Running;
+        self.stats.verifications += 1;
+        fx.push(Effect::VerifyBaseline {
+            attempt: self.stats.verifications,
+        });
+        self.next_turn(fx);
+    }
+
+    fn on_failure(&mut self, kind: FailureKind, reason: String, fx: &mut Vec<Effect>) {
+        let reason = match kind {
+            FailureKind::Model | FailureKind::Checkpoint => reason,
+            FailureKind::Sandbox => format!("the sandbox failed: {reason}"),
+            FailureKind::Verification => format!("verification could not run: {reason}"),
+            FailureKind::Restore => match &self.phase {
+                Phase::Restoring { checkpoint } => {
+                    format!("restoring the validated checkpoint {checkpoint} failed: {reason}")
+                }
+                _ => format!("restoring the validated checkpoint failed: {reason}"),
+            },
+        };
+        self.finish(Outcome::Failure, reason, fx);
+    }
+
+    /// Decides the outcome; the driver exports the patch and reports back.
     fn finish(&mut self, outcome: Outcome, reason: String, fx: &mut Vec<Effect>) {
-        self.finished = true;
+        if self.phase.is_decided() {
+            return;
+        }
+        if let Some(approval) = self.phase.pending_approval() {
+            // Nobody will answer now: the edit is refused, never applied.
+            fx.push(Effect::Emit(RunEvent::ApprovalResolved {
+                id: approval.id.clone(),
+                approved: false,
+                reason: Some(format!("the run ended: {reason}")),
+            }));
+        }
+        self.queue.clear();
+        self.phase = Phase::Concluding {
+            outcome,
+            reason: reason.clone(),
+        };
         fx.push(Effect::Finish { outcome, reason });
+    }
+
+    fn on_checkpoint(&mut self, id: String, validated: bool, fx: &mut Vec<Effect>) {
+        if validated {
+            self.validated = Some(id.clone());
+            self.failures_since_validated = 0;
+            fx.push(Effect::MarkValidated { checkpoint: id });
+        }
+    }
+
+    fn checkpoint(&mut self, reason: impl Into<String>, validated: bool, fx: &mut Vec<Effect>) {
+        fx.push(Effect::Checkpoint {
+            reason: reason.into(),
+            validated,
+        });
     }
 
     fn on_reply(&mut self, reply: ModelReply, fx: &mut Vec<Effect>) {
@@ -287,26 +389,26 @@ impl Agent {
                 self.answer(&call, false, "refused", format!("Refused: {reason}"), fx);
                 continue;
             }
-            match call.name.as_str() {
-                "update_plan" => self.update_plan(&call, fx),
-                "request_completion" => {
+            match ToolName::from_name(&call.name) {
+                Some(ToolName::UpdatePlan) => self.update_plan(&call, fx),
+                Some(ToolName::RequestCompletion) => {
                     self.stats.verifications += 1;
-                    self.in_flight = Some(call);
                     fx.push(Effect::Verify {
                         reason: VerificationReason::Completion,
                         attempt: self.stats.verifications,
                     });
+                    self.phase = Phase::Verifying {
+                        reason: VerificationReason::Completion,
+                        call: Some(call),
+                    };
                     return;
                 }
-                name => {
-                    if policy::needs_plan(name) {
-                        fx.push(Effect::Checkpoint {
-                            reason: format!("before {name}"),
-                            validated: false,
-                        });
+                tool => {
+                    if tool.is_some_and(ToolName::mutates_workspace) {
+                        self.checkpoint(format!("before {}", call.name), false, fx);
                     }
-                    self.in_flight = Some(call.clone());
-                    fx.push(Effect::RunTool(call));
+                    fx.push(Effect::RunTool(call.clone()));
+                    self.phase = Phase::AwaitingTool { call };
                     return;
                 }
             }
@@ -365,10 +467,7 @@ impl Agent {
                     items: self.plan.items.clone(),
                 }));
                 if transition {
-                    fx.push(Effect::Checkpoint {
-                        reason: "plan transition".into(),
-                        validated: false,
-                    });
+                    self.checkpoint("plan transition", false, fx);
                 }
                 let done = self.plan.items.len() - self.plan.unfinished().len();
                 let summary = format!("{done}/{} done", self.plan.items.len());
@@ -388,104 +487,11 @@ impl Agent {
         }
     }
 
-    fn on_verified(
-        &mut self,
-        reason: VerificationReason,
-        passed: bool,
-        feedback: String,
-        fx: &mut Vec<Effect>,
-    ) {
-        match reason {
-            VerificationReason::Baseline => {
-                // Arrives whenever the background verification ends; the
-                // agent is already working. A pass makes the baseline the
-                // validated state (unless a later one was validated already).
-                if passed
-                    && self.validated.is_none()
-                    && let Some(id) = self.baseline_checkpoint.clone()
-                {
-                    self.validated = Some(id.clone());
-                    self.failures_since_validated = 0;
-                    fx.push(Effect::MarkValidated { checkpoint: id });
-                }
-            }
-            VerificationReason::AfterRestore => {
-                let state = if passed { "passes" } else { "fails" };
-                self.context.history.push(ChatMessage::user(format!(
-                    "After three failed completion verifications the workspace was restored to the last \
-                     validated checkpoint; verification {state} there. Your changes since then are gone. \
-                     Re-read the code, update the plan and try a different approach.\n{feedback}"
-                )));
-                self.next_turn(fx);
-            }
-            VerificationReason::Completion => {
-                let Some(call) = self.in_flight.take() else {
-                    return self.next_turn(fx);
-                };
-                if passed {
-                    self.answer(
-                        &call,
-                        true,
-                        "verification passed",
-                        "Verification passed.".into(),
-                        fx,
-                    );
-                    fx.push(Effect::Checkpoint {
-                        reason: "completion verified".into(),
-                        validated: true,
-                    });
-                    return self.finish(Outcome::Success, "verification passed".into(), fx);
-                }
-                let rollback = match &self.validated {
-                    Some(id) => {
-                        self.failures_since_validated += 1;
-                        (self.failures_since_validated >= ROLLBACK_AFTER_FAILURES)
-                            .then(|| id.clone())
-                    }
-                    None => None,
-                };
-                let note = match (&rollback, &self.validated) {
-                    (Some(_), _) => {
-                        "This was the third failed completion since the last validated state: \
-                                     the workspace is restored to it."
-                            .to_string()
-                    }
-                    (None, Some(_)) => format!(
-                        "Repair cycle {} of {}: fix the failures, then call request_completion again.",
-                        self.failures_since_validated,
-                        ROLLBACK_AFTER_FAILURES - 1
-                    ),
-                    (None, None) => {
-                        "Fix the failures, then call request_completion again.".to_string()
-                    }
-                };
-                if rollback.is_none() {
-                    self.stats.repair_cycles += 1;
-                }
-                self.answer(
-                    &call,
-                    false,
-                    "verification failed",
-                    format!("Verification failed.\n{feedback}\n{note}"),
-                    fx,
-                );
-                match rollback {
-                    Some(id) => {
-                        self.stats.rollbacks += 1;
-                        self.failures_since_validated = 0;
-                        self.queue.clear();
-                        fx.push(Effect::Restore { checkpoint: id });
-                    }
-                    None => self.next_call(fx),
-                }
-            }
-        }
-    }
-
     fn next_turn(&mut self, fx: &mut Vec<Effect>) {
-        if self.finished {
+        if self.phase.is_decided() {
             return;
         }
+        self.phase = Phase::AwaitingModel;
         if self.stats.turns >= self.config.max_turns {
             let reason = format!(
                 "the turn budget ({} turns) is used up",
@@ -534,6 +540,10 @@ impl Agent {
 #[cfg(test)]
 #[path = "reducer_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "reducer_flow_tests.rs"]
+mod flow_tests;
 
 fn statuses(items: &[PlanItem]) -> Vec<(&str, PlanStatus)> {
     items.iter().map(|i| (i.id.as_str(), i.status)).collect()

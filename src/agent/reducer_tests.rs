@@ -2,18 +2,15 @@ use super::*;
 use crate::model::types::{ModelId, Usage};
 use crate::protocol::VerificationReason as V;
 
-fn config() -> AgentConfig {
+pub(super) fn config() -> AgentConfig {
     AgentConfig {
-        task: "fix the bug".into(),
-        checks: vec!["tests: pytest".into()],
-        max_turns: 50,
         max_tokens: 1_000_000,
         context_limit: 1_000_000,
-        tools: vec![],
+        ..AgentConfig::new("fix the bug", vec!["tests: pytest".into()], vec![])
     }
 }
 
-fn call(id: &str, name: &str, args: &str) -> ToolCall {
+pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
     ToolCall {
         id: id.into(),
         name: name.into(),
@@ -21,7 +18,7 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
     }
 }
 
-fn reply(calls: Vec<ToolCall>) -> Input {
+pub(super) fn reply(calls: Vec<ToolCall>) -> Input {
     Input::ModelReplied(ModelReply {
         content: None,
         tool_calls: calls,
@@ -37,17 +34,18 @@ fn reply(calls: Vec<ToolCall>) -> Input {
     })
 }
 
-const PLAN_WIP: &str = r#"{"items":[{"id":"1","content":"fix it","status":"in_progress"}]}"#;
-const PLAN_DONE: &str = r#"{"items":[{"id":"1","content":"fix it","status":"done"}]}"#;
+pub(super) const PLAN_WIP: &str =
+    r#"{"items":[{"id":"1","content":"fix it","status":"in_progress"}]}"#;
+pub(super) const PLAN_DONE: &str = r#"{"items":[{"id":"1","content":"fix it","status":"done"}]}"#;
 
-fn start(a: &mut Agent) -> Vec<Effect> {
+pub(super) fn start(a: &mut Agent) -> Vec<Effect> {
     a.handle(Input::Start {
         baseline_checkpoint: "base".into(),
     })
 }
 
 /// An agent past the baseline verification (which `baseline_passes` decides).
-fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
+pub(super) fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
     let mut a = Agent::new(config());
     let fx = start(&mut a);
     assert_eq!(fx[0], Effect::VerifyBaseline { attempt: 1 });
@@ -55,12 +53,13 @@ fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
     let fx = a.handle(Input::Verified {
         reason: V::Baseline,
         passed: baseline_passes,
+        fingerprint: "fp".into(),
         feedback: String::new(),
     });
     (a, fx)
 }
 
-fn last_tool_result(a: &Agent) -> String {
+pub(super) fn last_tool_result(a: &Agent) -> String {
     a.messages()
         .iter()
         .rev()
@@ -69,11 +68,11 @@ fn last_tool_result(a: &Agent) -> String {
         .unwrap_or_default()
 }
 
-fn has<F: Fn(&Effect) -> bool>(fx: &[Effect], f: F) -> bool {
+pub(super) fn has<F: Fn(&Effect) -> bool>(fx: &[Effect], f: F) -> bool {
     fx.iter().any(f)
 }
 
-fn calls_model(fx: &[Effect]) -> bool {
+pub(super) fn calls_model(fx: &[Effect]) -> bool {
     matches!(fx.last(), Some(Effect::CallModel(_)))
 }
 
@@ -221,7 +220,7 @@ fn completion_with_open_items_is_refused() {
     assert!(last_tool_result(&a).contains("every plan item must be done"));
 }
 
-fn complete(a: &mut Agent, id: &str) -> Vec<Effect> {
+pub(super) fn complete(a: &mut Agent, id: &str) -> Vec<Effect> {
     a.handle(reply(vec![
         call(&format!("{id}-p"), "update_plan", PLAN_DONE),
         call(id, "request_completion", r#"{"summary":"done"}"#),
@@ -242,6 +241,7 @@ fn only_the_verifier_decides_success() {
     let fx = a.handle(Input::Verified {
         reason: V::Completion,
         passed: false,
+        fingerprint: "fp".into(),
         feedback: "tests: exit 1".into(),
     });
     assert!(calls_model(&fx), "a failure goes back to the agent");
@@ -251,6 +251,7 @@ fn only_the_verifier_decides_success() {
     let fx = a.handle(Input::Verified {
         reason: V::Completion,
         passed: true,
+        fingerprint: "fp".into(),
         feedback: String::new(),
     });
     assert!(has(&fx, |e| matches!(
@@ -277,6 +278,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
         let fx = a.handle(Input::Verified {
             reason: V::Completion,
             passed: false,
+            fingerprint: "fp".into(),
             feedback: "fail".into(),
         });
         assert!(calls_model(&fx), "repair cycle {i}");
@@ -286,6 +288,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
     let fx = a.handle(Input::Verified {
         reason: V::Completion,
         passed: false,
+        fingerprint: "fp".into(),
         feedback: "fail".into(),
     });
     assert_eq!(
@@ -305,6 +308,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
     let fx = a.handle(Input::Verified {
         reason: V::AfterRestore,
         passed: true,
+        fingerprint: "fp".into(),
         feedback: String::new(),
     });
     assert!(calls_model(&fx), "the run goes on after the rollback");
@@ -320,6 +324,7 @@ fn without_a_validated_state_failures_never_roll_back() {
         let fx = a.handle(Input::Verified {
             reason: V::Completion,
             passed: false,
+            fingerprint: "fp".into(),
             feedback: "fail".into(),
         });
         assert!(!has(&fx, |e| matches!(e, Effect::Restore { .. })));

@@ -14,6 +14,7 @@ macro_rules! out {
 pub mod demo;
 mod doctor;
 mod gc;
+mod options;
 mod progress;
 mod run;
 mod sandbox;

@@ -3,64 +3,23 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc::UnboundedSender;
 
-use super::{Approval, Network, RunArgs};
+use super::options::{exit_code, options};
+use super::{Approval, RunArgs};
 use crate::headless::{self, StdoutMode};
 use crate::model::{ActionSource, ModelChain, ModelSelection};
-use crate::protocol::Outcome;
-use crate::protocol::RunReport;
-use crate::runtime::{self, ApprovalMode, Limits, RunHooks, RunOptions};
+use crate::protocol::{Command, RunReport};
+use crate::runtime::{self, RunChannels, RunOptions};
 
-pub fn exit_code(outcome: Outcome) -> u8 {
-    match outcome {
-        Outcome::Success => 0,
-        Outcome::Failure => super::EXIT_FAILURE,
-        Outcome::Cancelled => super::EXIT_CANCELLED,
-    }
-}
-
-/// Turns the flags and the environment into run options; `Err` is a usage error.
-pub fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptions, String> {
-    let mut limits = Limits::from_env(env)?;
-    if let Some(n) = args.max_turns {
-        limits.max_turns = n;
-    }
-    if let Some(s) = args.timeout {
-        limits.timeout_ms = s.saturating_mul(1000);
-    }
-    if limits.max_turns == 0 || limits.timeout_ms == 0 {
-        return Err("--max-turns and --timeout must be positive".into());
-    }
-    let mut opts = RunOptions::new(&args.repo, &args.task);
-    opts.limits = limits;
-    opts.network = args.network == Network::Enabled;
-    opts.artifact_dir = args.artifact_dir.clone();
-    opts.checks = args
-        .check
-        .chunks(2)
-        .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
-        .collect();
-    opts.approval = match args.approval {
-        Approval::Each => ApprovalMode::Each,
-        Approval::Final => ApprovalMode::Final,
-        Approval::Never => ApprovalMode::Never,
-    };
-    opts.allow_zero_tests = args.allow_zero_tests;
-    opts.bootstrap_network = env
-        .get("MINICODER_BOOTSTRAP_NETWORK")
-        .is_none_or(|v| !matches!(v.as_str(), "false" | "0" | "no"));
-    Ok(opts)
-}
-
-/// Cancels `token` on Ctrl-C or SIGTERM.
-pub fn cancel_on_signals(token: CancellationToken) {
+/// Sends the run a cancel on Ctrl-C or SIGTERM.
+pub fn cancel_on_signals(commands: UnboundedSender<Command>) {
     tokio::spawn(async move {
         super::shutdown_signal().await;
         eprintln!(
             "minicoder: cancelling: stopping work, exporting the partial patch, removing containers"
         );
-        token.cancel();
+        let _ = commands.send(Command::Cancel);
     });
 }
 
@@ -120,17 +79,10 @@ pub async fn run_with(
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
         Err(e) => return (failure_object(repo, task, &format!("{e:#}"), mode), None),
     }
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let consumer = tokio::spawn(headless::consume(rx, mode, true));
-    let cancel = CancellationToken::new();
-    cancel_on_signals(cancel.clone());
-    let hooks = RunHooks {
-        subscribers: vec![tx],
-        approver: None,
-        cancel,
-        follow_ups: None,
-    };
-    let result = runtime::run(opts, source, hooks).await;
+    let (channels, commands, events) = RunChannels::pair();
+    let consumer = tokio::spawn(headless::consume(events, mode, true));
+    cancel_on_signals(commands);
+    let result = runtime::run(opts, source, channels).await;
     let _ = consumer.await;
     match result {
         Ok(report) => (ExitCode::from(exit_code(report.outcome)), Some(report)),

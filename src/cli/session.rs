@@ -10,11 +10,11 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use futures_util::future::BoxFuture;
 
-use super::{Approval, Network, RunArgs, SessionArgs};
+use super::{Network, RunArgs, SessionArgs};
 use crate::model::{Env, ModelChain, ModelSelection};
 use crate::protocol::Outcome;
 use crate::protocol::RunReport;
-use crate::runtime::{self, ApprovalMode, RunHooks};
+use crate::runtime::{self, RunChannels};
 use crate::tui::app::App;
 use crate::tui::keymap::Keymap;
 use crate::tui::session::{Launcher, Session};
@@ -119,7 +119,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
         Ok(keymap) => keymap,
         Err(e) => return usage(&e),
     };
-    if let Err(e) = super::run::options(&template, &env) {
+    if let Err(e) = super::options::options(&template, &env) {
         return usage(&e);
     }
     let has_work_tree =
@@ -148,11 +148,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     let (docker, _) = super::sandbox::docker_with_image().await?;
     super::sandbox::startup_gc(&docker).await;
 
-    let approval = match template.approval {
-        Approval::Each => ApprovalMode::Each,
-        Approval::Final => ApprovalMode::Final,
-        Approval::Never => ApprovalMode::Never,
-    };
+    let approval = super::options::approval_mode(template.approval);
     let repo = template.repo.display().to_string();
     let launcher = Arc::new(CliLauncher {
         template,
@@ -190,7 +186,7 @@ fn summary(app: &App) -> ExitCode {
     if let Some(path) = &app.reviewed_patch {
         println!("reviewed patch: {path}");
     }
-    ExitCode::from(super::run::exit_code(report.outcome))
+    ExitCode::from(super::options::exit_code(report.outcome))
 }
 
 fn print_report(report: &RunReport) {
@@ -214,17 +210,17 @@ impl Launcher for CliLauncher {
     fn launch(
         &self,
         task: String,
-        hooks: RunHooks,
+        channels: RunChannels,
     ) -> BoxFuture<'static, Result<RunReport, String>> {
         let mut args = self.template.clone();
         args.task = task;
-        let options = super::run::options(&args, &self.env);
+        let options = super::options::options(&args, &self.env);
         let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
             .map_err(|e| e.to_string());
         Box::pin(async move {
             let options = options?;
             let source = source?;
-            runtime::run(options, Box::new(source), hooks)
+            runtime::run(options, Box::new(source), channels)
                 .await
                 .map_err(|e| e.to_string())
         })

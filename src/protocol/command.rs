@@ -32,6 +32,18 @@ pub enum ApprovalDecision {
     Refuse(Option<String>),
 }
 
+/// Who approves edits before they are applied to the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Every edit_file waits for a person.
+    Each,
+    /// The final patch is reviewed before `apply` (edits are not held up).
+    Final,
+    /// Unattended.
+    Never,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

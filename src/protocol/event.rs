@@ -186,6 +186,9 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
     },
+    /// A command the run could not take (a late or repeated approval answer).
+    #[serde(rename = "command.rejected")]
+    CommandRejected { command: String, reason: String },
     #[serde(rename = "run.finished")]
     RunFinished {
         outcome: Outcome,
@@ -227,6 +230,7 @@ impl RunEvent {
             RunEvent::ContextCompacted { .. } => "context.compacted",
             RunEvent::ApprovalRequested { .. } => "approval.requested",
             RunEvent::ApprovalResolved { .. } => "approval.resolved",
+            RunEvent::CommandRejected { .. } => "command.rejected",
             RunEvent::RunFinished { .. } => "run.finished",
         }
     }

@@ -10,7 +10,7 @@ pub mod model;
 pub mod plan;
 pub mod report;
 
-pub use command::{ApprovalDecision, Command};
+pub use command::{ApprovalDecision, ApprovalMode, Command};
 pub use event::{CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason};
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};

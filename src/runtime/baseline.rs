@@ -7,19 +7,19 @@ use std::path::PathBuf;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::setup::{Prepared, workspace_owner};
+use super::parts::{Run, workspace_owner};
 use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::protocol::CheckReport;
 use crate::sandbox::gc::workspace_owner_file;
 use crate::verify::{VerificationResult, Verifier, VerifierSettings};
 use crate::workspace::WorkspaceRoot;
 
-pub struct BaselineDone {
+pub(crate) struct BaselineDone {
     pub result: Result<VerificationResult, String>,
     pub checks: Vec<CheckReport>,
 }
 
-pub struct BaselineJob {
+pub(crate) struct BaselineJob {
     pub attempt: u32,
     handle: Option<JoinHandle<BaselineDone>>,
     done: Option<BaselineDone>,
@@ -73,10 +73,10 @@ impl BaselineJob {
 
 /// Copies the baseline checkpoint to `workspaces/<run>-baseline` and starts
 /// verifying it in the background.
-pub fn spawn(run: &Prepared, attempt: u32) -> Result<BaselineJob, String> {
-    let name = format!("{}-baseline", run.run_id);
-    let dir = run.state.workspace_dir(&name);
-    let owner_file = workspace_owner_file(&run.state, &name);
+pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
+    let name = format!("{}-baseline", run.id.run_id);
+    let dir = run.id.state.workspace_dir(&name);
+    let owner_file = workspace_owner_file(&run.id.state, &name);
     write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let owner = workspace_owner();
@@ -86,23 +86,27 @@ pub fn spawn(run: &Prepared, attempt: u32) -> Result<BaselineJob, String> {
     let root = WorkspaceRoot::open(&dir)
         .map_err(|e| e.to_string())?
         .with_owner(owner);
-    run.checkpoints
-        .export(run.baseline_checkpoint, &root)
+    run.ws
+        .checkpoints
+        .export(run.ws.baseline, &root)
         .map_err(|e| e.to_string())?;
     let mut settings = VerifierSettings::new(
-        run.image.clone(),
+        run.sandbox.image.clone(),
         dir.clone(),
-        run.run_id.clone(),
-        run.checks.clone(),
+        run.id.run_id.clone(),
+        run.sandbox.checks.clone(),
         run.outputs_dir(),
-        run.state
-            .checkpoint_store_dir(&run.run_id)
+        run.id
+            .state
+            .checkpoint_store_dir(&run.id.run_id)
             .with_extension("baseline-cache"),
     );
-    settings.allow_zero_tests = run.options.allow_zero_tests;
-    settings.check_timeout = run.options.limits.command_timeout();
-    let mut verifier = Verifier::new(run.docker.clone(), settings).map_err(|e| e.to_string())?;
-    let cancel = CancellationToken::new();
+    settings.allow_zero_tests = run.id.options.allow_zero_tests;
+    settings.check_timeout = run.id.options.limits.command_timeout();
+    let mut verifier =
+        Verifier::new(run.sandbox.docker.clone(), settings).map_err(|e| e.to_string())?;
+    // Stopped when the run is cancelled, or when the job is.
+    let cancel = run.steering.cancel_token().child_token();
     let token = cancel.clone();
     let handle = tokio::spawn(async move {
         let mut checks = Vec::new();

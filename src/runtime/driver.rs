@@ -1,207 +1,266 @@
 //! The effect loop: performs what the reducer asks, one effect at a time, and
-//! feeds each result back. Blocking effects race the deadline and
-//! cancellation; whichever wins, the run ends through [`finish`].
+//! feeds each result back; the effects an input causes are performed before
+//! those queued earlier. Blocking effects race cancellation and the deadline
+//! through [`Steering`](super::steering::Steering); commands that arrive
+//! meanwhile reach the agent before the next piece of work starts.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::baseline::{self, BaselineJob};
-use super::finish::{self, Ending};
-use super::setup::Prepared;
-use super::tool_exec;
-use crate::agent::reducer::{Effect, Input};
-use crate::model::types::{ModelRequest, estimate_tokens};
+use super::finish::{self, Conclusion};
+use super::parts::Run;
+use super::setup::started_event;
+use super::tool_exec::{self, Parts};
+use crate::agent::effects::{Effect, FailureKind, Input};
+use crate::model::types::{ModelRequest, ToolCall, estimate_tokens};
 use crate::model::{ActionSource, ModelObservation};
-use crate::protocol::RunReport;
-use crate::protocol::{CheckReport, Outcome, RunEvent, VerificationReason};
+use crate::protocol::{
+    CheckReport, Outcome, RunEvent, RunReport, ToolCallSummary, VerificationReason,
+};
 use crate::verify::VerificationResult;
-use tokio_util::sync::CancellationToken;
 
-/// Time spent in each kind of work, for the report.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Durations {
-    pub bootstrap_ms: u64,
-    pub model_ms: u64,
-    pub tools_ms: u64,
-    pub verification_ms: u64,
+/// What the driver keeps between effects besides the run itself.
+#[derive(Default)]
+struct Loop {
+    queue: VecDeque<Effect>,
+    baseline: Option<BaselineJob>,
+    last_verification: Option<VerificationResult>,
+    conclusion: Option<Conclusion>,
+    /// The approval being waited for and when its wait ends.
+    approval_timer: Option<(String, tokio::time::Instant)>,
 }
 
-/// What happened to a blocking effect.
-enum Raced<T> {
-    Done(T),
-    Cancelled,
-    TimedOut,
-}
-
-pub async fn drive(mut run: Prepared) -> RunReport {
-    let mut durations = Durations::default();
-    let mut last_verification: Option<VerificationResult> = None;
-    run.bus.emit(RunEvent::RunStarted {
-        run_id: run.run_id.clone(),
-        repo: run.repo.display().to_string(),
-        task: run.options.task.clone(),
-        baseline_commit: run.workspace.baseline().to_string(),
-        fingerprint: run.baseline_fingerprint.clone(),
-        artifact_dir: run.artifacts.path().display().to_string(),
-        max_turns: run.options.limits.max_turns,
-        timeout_ms: run.options.limits.timeout_ms,
-        checks: run.checks.iter().map(|c| c.name.clone()).collect(),
-    });
-
-    let mut queue: VecDeque<Effect> = VecDeque::new();
-    let mut baseline: Option<BaselineJob> = None;
-    match bootstrap(&mut run, &mut durations).await {
-        Ok(()) => queue.extend(run.agent.handle(Input::Start {
-            baseline_checkpoint: run.baseline_checkpoint.to_string(),
-        })),
-        Err(reason) => queue.push_back(Effect::Finish {
-            outcome: reason.0,
-            reason: reason.1,
-        }),
+impl Loop {
+    /// Gives the agent an input; what it causes is performed next.
+    fn feed(&mut self, run: &mut Run, input: Input) {
+        for effect in run.agent.handle(input).into_iter().rev() {
+            self.queue.push_front(effect);
+        }
     }
+}
 
-    let ending = loop {
-        let Some(effect) = queue.pop_front() else {
-            // The reducer always ends with Finish; an empty queue is a bug
-            // in it, reported rather than hung on.
-            break Ending::new(
+pub(crate) async fn drive(mut run: Run) -> RunReport {
+    let event = started_event(&run);
+    run.bus.emit(event);
+    let mut l = Loop::default();
+    let start = Input::Start {
+        baseline_checkpoint: run.ws.baseline.to_string(),
+    };
+    l.feed(&mut run, start);
+    let (outcome, reason) = loop {
+        if l.queue
+            .front()
+            .is_some_and(|e| !e.is_wait() && !matches!(e, Effect::Emit(_)))
+        {
+            deliver_background(&mut run, &mut l).await;
+        }
+        let Some(effect) = l.queue.pop_front() else {
+            // The reducer always ends with End; an empty queue is a bug in
+            // it, reported rather than hung on.
+            break (
                 Outcome::Failure,
-                "the agent stopped without an outcome".into(),
+                "the agent stopped without an outcome".to_string(),
             );
         };
-        if baseline.as_ref().is_some_and(BaselineJob::is_finished)
-            && let Some(job) = baseline.take()
-        {
-            let input = baseline_done(&mut run, job).await;
-            queue.extend(run.agent.handle(input));
+        if let Effect::End { outcome, reason } = effect {
+            break (outcome, reason);
         }
-        if let Some(follow_ups) = run.hooks.follow_ups.as_mut() {
-            while let Ok(text) = follow_ups.try_recv() {
-                queue.extend(run.agent.handle(Input::FollowUp(text)));
-            }
+        let emit_only = matches!(effect, Effect::Emit(_));
+        if let Some(input) = perform(&mut run, &mut l, effect).await {
+            l.feed(&mut run, input);
         }
-        let input = match effect {
-            Effect::Emit(event) => {
-                run.bus.emit(event);
-                continue;
-            }
-            Effect::Finish { outcome, reason } => break Ending::new(outcome, reason),
-            Effect::Checkpoint { reason, validated } => checkpoint(&mut run, &reason, validated),
-            Effect::VerifyBaseline { attempt } => {
-                run.bus.emit(RunEvent::VerificationStarted {
-                    attempt,
-                    reason: VerificationReason::Baseline,
-                    checks: run.checks.iter().map(|c| c.name.clone()).collect(),
-                });
-                match baseline::spawn(&run, attempt) {
-                    Ok(job) => baseline = Some(job),
-                    // Without a verified baseline there is no rollback target;
-                    // the run itself goes on.
-                    Err(e) => tracing::warn!("the baseline verification could not start: {e}"),
-                }
-                None
-            }
-            Effect::MarkValidated { checkpoint } => {
-                let marked = git2::Oid::from_str(&checkpoint)
-                    .map_err(|e| e.to_string())
-                    .and_then(|oid| {
-                        run.checkpoints
-                            .mark_validated(oid)
-                            .map_err(|e| e.to_string())
-                    });
-                if let Err(e) = marked {
-                    tracing::warn!("marking {checkpoint} validated: {e}");
-                }
-                None
-            }
-            Effect::CallModel(request) => {
-                let t = Instant::now();
-                let raced = call_model(&mut run, request).await;
-                durations.model_ms += t.elapsed().as_millis() as u64;
-                match raced {
-                    Raced::Done(input) => Some(input),
-                    other => Some(interrupted(&run, other)),
-                }
-            }
-            Effect::RunTool(call) => {
-                let t = Instant::now();
-                let (cancel, deadline) = (run.hooks.cancel.clone(), run.deadline);
-                let raced = race(
-                    &cancel,
-                    deadline,
-                    tool_exec::execute(&mut run_parts(&mut run), &call),
-                )
-                .await;
-                durations.tools_ms += t.elapsed().as_millis() as u64;
-                match raced {
-                    Raced::Done(Ok(result)) => Some(Input::ToolFinished {
-                        call_id: call.id,
-                        ok: result.ok,
-                        content: result.content,
-                    }),
-                    Raced::Done(Err(e)) => Some(Input::ModelFailed {
-                        reason: format!("the sandbox failed: {e}"),
-                    }),
-                    other => Some(interrupted(&run, other.map_unit())),
-                }
-            }
-            Effect::Verify { reason, attempt } => {
-                let t = Instant::now();
-                let raced = verify(&mut run, reason, attempt).await;
-                durations.verification_ms += t.elapsed().as_millis() as u64;
-                // The baseline's verdict decides whether a failure counts
-                // against a validated state, so before a failed completion
-                // reaches the agent, the baseline's must have. (A pass ends
-                // the run whatever the baseline says: no need to wait.)
-                let failed = matches!(&raced, Raced::Done(Ok(r)) if !r.passed);
-                if reason == VerificationReason::Completion
-                    && failed
-                    && let Some(job) = baseline.as_mut()
-                {
-                    let (cancel, deadline) = (run.hooks.cancel.clone(), run.deadline);
-                    if let Raced::Done(()) = race(&cancel, deadline, job.wait()).await
-                        && let Some(job) = baseline.take()
-                    {
-                        let input = baseline_done(&mut run, job).await;
-                        queue.extend(run.agent.handle(input));
-                    }
-                }
-                if failed {
-                    // The agent will repair and ask again: have a fresh
-                    // container ready by then.
-                    run.verifier.prewarm().await;
-                }
-                match raced {
-                    Raced::Done(Ok(result)) => {
-                        let input = Input::Verified {
-                            reason,
-                            passed: result.passed,
-                            feedback: feedback(&result.checks, run.artifacts.path()),
-                        };
-                        last_verification = Some(result);
-                        Some(input)
-                    }
-                    Raced::Done(Err(e)) => Some(Input::ModelFailed {
-                        reason: format!("verification could not run: {e}"),
-                    }),
-                    other => Some(interrupted(&run, other.map_unit())),
-                }
-            }
-            Effect::Restore { checkpoint } => Some(restore(&mut run, &checkpoint)),
-        };
-        if let Some(input) = input {
-            queue.extend(run.agent.handle(input));
+        if !emit_only {
+            finish::write_state(&run.artifacts, &run.id.run_id, &run.agent, false);
         }
-        finish::write_state(&run.artifacts, &run.run_id, &run.agent, false);
     };
-    if let Some(job) = baseline.take() {
+    if let Some(job) = l.baseline.take() {
         job.cancel().await;
     }
-    finish::finish(run, ending, durations, last_verification).await
+    finish::finish(run, outcome, reason, l.conclusion, l.last_verification).await
+}
+
+/// What arrived while the last effect ran: the baseline's verdict and the
+/// commands sent meanwhile.
+async fn deliver_background(run: &mut Run, l: &mut Loop) {
+    if l.baseline.as_ref().is_some_and(BaselineJob::is_finished)
+        && let Some(job) = l.baseline.take()
+    {
+        let input = baseline_done(run, job).await;
+        l.feed(run, input);
+    }
+    for input in run.steering.pending() {
+        l.feed(run, input);
+    }
+}
+
+async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
+    match effect {
+        Effect::Emit(event) => {
+            run.bus.emit(event);
+            None
+        }
+        Effect::Bootstrap => Some(bootstrap(run).await),
+        Effect::Checkpoint { reason, validated } => Some(checkpoint(run, &reason, validated)),
+        Effect::VerifyBaseline { attempt } => {
+            run.bus.emit(RunEvent::VerificationStarted {
+                attempt,
+                reason: VerificationReason::Baseline,
+                checks: check_names(run),
+            });
+            match baseline::spawn(run, attempt) {
+                Ok(job) => {
+                    l.baseline = Some(job);
+                    None
+                }
+                Err(e) => {
+                    // Without a verified baseline there is no rollback target;
+                    // the run itself goes on.
+                    tracing::warn!("the baseline verification could not start: {e}");
+                    Some(baseline_verdict(false))
+                }
+            }
+        }
+        Effect::AwaitBaseline => Some(await_baseline(run, l).await),
+        Effect::MarkValidated { checkpoint } => {
+            let marked = git2::Oid::from_str(&checkpoint)
+                .map_err(|e| e.to_string())
+                .and_then(|oid| {
+                    run.ws
+                        .checkpoints
+                        .mark_validated(oid)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = marked {
+                tracing::warn!("marking {checkpoint} validated: {e}");
+            }
+            None
+        }
+        Effect::CallModel(request) => {
+            let t = Instant::now();
+            let input = call_model(run, request).await;
+            run.counters.durations.model_ms += elapsed_ms(t);
+            Some(input)
+        }
+        Effect::RunTool(call) => {
+            let t = Instant::now();
+            let input = run_tool(run, &call).await;
+            run.counters.durations.tools_ms += elapsed_ms(t);
+            Some(input)
+        }
+        Effect::ApplyEdit { call, .. } => {
+            let t = Instant::now();
+            let input = tool_exec::apply_edit(parts(run), &call);
+            run.counters.durations.tools_ms += elapsed_ms(t);
+            Some(input)
+        }
+        Effect::AwaitApproval { id, timeout_ms } => {
+            let until = match &l.approval_timer {
+                Some((waiting, until)) if *waiting == id => *until,
+                _ => tokio::time::Instant::now() + Duration::from_millis(timeout_ms),
+            };
+            l.approval_timer = Some((id.clone(), until));
+            Some(
+                run.steering
+                    .next_until(until, Input::ApprovalTimedOut { id })
+                    .await,
+            )
+        }
+        Effect::Verify { reason, attempt } => {
+            let t = Instant::now();
+            let input = verify(run, l, reason, attempt).await;
+            run.counters.durations.verification_ms += elapsed_ms(t);
+            Some(input)
+        }
+        Effect::PrewarmVerifier => {
+            run.sandbox.verifier.prewarm().await;
+            None
+        }
+        Effect::Restore { checkpoint } => Some(restore(run, &checkpoint)),
+        Effect::Finish { .. } => {
+            let (conclusion, input) = finish::conclude(run);
+            l.conclusion = Some(conclusion);
+            Some(input)
+        }
+        // Handled by the loop.
+        Effect::End { .. } => None,
+    }
+}
+
+fn elapsed_ms(t: Instant) -> u64 {
+    t.elapsed().as_millis() as u64
+}
+
+fn check_names(run: &Run) -> Vec<String> {
+    run.sandbox.checks.iter().map(|c| c.name.clone()).collect()
+}
+
+fn baseline_verdict(passed: bool) -> Input {
+    Input::Verified {
+        reason: VerificationReason::Baseline,
+        passed,
+        fingerprint: String::new(),
+        feedback: String::new(),
+    }
+}
+
+/// The borrows the tool executor needs, split from the rest of the run.
+fn parts(run: &mut Run) -> Parts<'_> {
+    Parts {
+        ws: &mut run.ws,
+        container: &mut run.sandbox.container,
+        artifacts: &run.artifacts,
+        bus: &mut run.bus,
+        counters: &mut run.counters,
+        command_timeout: run.id.options.limits.command_timeout(),
+    }
+}
+
+async fn run_tool(run: &mut Run, call: &ToolCall) -> Input {
+    let command_timeout = run.id.options.limits.command_timeout();
+    let Run {
+        ws,
+        sandbox,
+        artifacts,
+        bus,
+        counters,
+        steering,
+        ..
+    } = run;
+    let p = Parts {
+        ws,
+        container: &mut sandbox.container,
+        artifacts,
+        bus,
+        counters,
+        command_timeout,
+    };
+    match steering.race(tool_exec::run_tool(p, call)).await {
+        Ok(Ok(input)) => input,
+        Ok(Err(e)) => Input::Failed {
+            kind: FailureKind::Sandbox,
+            reason: e.to_string(),
+        },
+        Err(why) => run.steering.interrupted(why),
+    }
+}
+
+/// Waits for the background baseline verdict.
+async fn await_baseline(run: &mut Run, l: &mut Loop) -> Input {
+    let Some(job) = l.baseline.as_mut() else {
+        return baseline_verdict(false);
+    };
+    match run.steering.race(job.wait()).await {
+        Ok(()) => match l.baseline.take() {
+            Some(job) => baseline_done(run, job).await,
+            None => baseline_verdict(false),
+        },
+        Err(why) => run.steering.interrupted(why),
+    }
 }
 
 /// Reports a finished baseline verification and turns it into an input.
-async fn baseline_done(run: &mut Prepared, job: BaselineJob) -> Input {
+async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
     let attempt = job.attempt;
     let done = job.join().await;
     for check in &done.checks {
@@ -210,7 +269,7 @@ async fn baseline_done(run: &mut Prepared, job: BaselineJob) -> Input {
             check: check.clone(),
         });
     }
-    let passed = match &done.result {
+    match &done.result {
         Ok(result) => {
             run.bus.emit(RunEvent::VerificationFinished {
                 attempt,
@@ -218,152 +277,79 @@ async fn baseline_done(run: &mut Prepared, job: BaselineJob) -> Input {
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
             });
-            result.passed
+            Input::Verified {
+                reason: VerificationReason::Baseline,
+                passed: result.passed,
+                fingerprint: result.fingerprint.to_string(),
+                feedback: String::new(),
+            }
         }
         Err(e) => {
             tracing::warn!("the baseline verification failed to run: {e}");
-            false
-        }
-    };
-    Input::Verified {
-        reason: VerificationReason::Baseline,
-        passed,
-        feedback: String::new(),
-    }
-}
-
-impl<T> Raced<T> {
-    fn map_unit(self) -> Raced<()> {
-        match self {
-            Raced::Done(_) => Raced::Done(()),
-            Raced::Cancelled => Raced::Cancelled,
-            Raced::TimedOut => Raced::TimedOut,
+            baseline_verdict(false)
         }
     }
 }
 
-fn interrupted<T>(run: &Prepared, raced: Raced<T>) -> Input {
-    match raced {
-        Raced::TimedOut => Input::TimedOut {
-            reason: format!(
-                "the run's time budget ({} s) ran out",
-                run.options.limits.timeout_ms / 1000
-            ),
-        },
-        _ => Input::Cancelled {
-            reason: "cancelled by the user".into(),
-        },
-    }
-}
-
-/// Runs `work` unless the run is cancelled or its deadline passes first.
-async fn race<T>(
-    cancel: &CancellationToken,
-    deadline: tokio::time::Instant,
-    work: impl std::future::Future<Output = T>,
-) -> Raced<T> {
-    tokio::select! {
-        out = work => Raced::Done(out),
-        _ = cancel.cancelled() => Raced::Cancelled,
-        _ = tokio::time::sleep_until(deadline) => Raced::TimedOut,
-    }
-}
-
-/// The borrows the tool executor needs, split from the rest of the run.
-pub fn run_parts(run: &mut Prepared) -> tool_exec::Parts<'_> {
-    tool_exec::Parts {
-        root: &run.root,
-        container: &mut run.container,
-        checkpoints: &mut run.checkpoints,
-        baseline: run.baseline_checkpoint,
-        artifacts: &run.artifacts,
-        bus: &mut run.bus,
-        approval: run.options.approval,
-        approver: run.hooks.approver.as_ref(),
-        approve_all: &mut run.approve_all,
-        command_timeout: run.options.limits.command_timeout(),
-        edit_seq: &mut run.edit_seq,
-        last_fingerprint: &mut run.last_fingerprint,
-        call_seq: &mut run.call_seq,
-    }
-}
-
-async fn bootstrap(run: &mut Prepared, durations: &mut Durations) -> Result<(), (Outcome, String)> {
-    if run.bootstrap.is_empty() {
-        return Ok(());
-    }
+async fn bootstrap(run: &mut Run) -> Input {
     let t = Instant::now();
-    run.bus.emit(RunEvent::BootstrapStarted {
-        commands: run.bootstrap.clone(),
-        network: run.options.bootstrap_network,
-    });
     let settings = crate::verify::BootstrapSettings {
-        image: run.image.clone(),
-        workspace: run.workspace.path().to_path_buf(),
-        run_id: run.run_id.clone(),
-        network: run.options.bootstrap_network,
+        image: run.sandbox.image.clone(),
+        workspace: run.ws.workspace.path().to_path_buf(),
+        run_id: run.id.run_id.clone(),
+        network: run.id.options.bootstrap_network,
         outputs_dir: run.outputs_dir(),
         timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
     };
-    let work = crate::verify::run_bootstrap(run.docker.clone(), &settings, &run.bootstrap);
-    let raced = race(&run.hooks.cancel.clone(), run.deadline, work).await;
-    durations.bootstrap_ms = t.elapsed().as_millis() as u64;
+    let work = crate::verify::run_bootstrap(
+        run.sandbox.docker.clone(),
+        &settings,
+        &run.sandbox.bootstrap,
+    );
+    let raced = run.steering.race(work).await;
+    run.counters.durations.bootstrap_ms = elapsed_ms(t);
     let (passed, failure) = match raced {
-        Raced::Done(Ok(result)) => (result.passed, result.failure),
-        Raced::Done(Err(e)) => (false, Some(e.to_string())),
-        Raced::Cancelled => return Err((Outcome::Cancelled, "cancelled by the user".into())),
-        Raced::TimedOut => {
-            return Err((
-                Outcome::Failure,
-                "the run's time budget ran out during bootstrap".into(),
-            ));
-        }
+        Ok(Ok(result)) => (result.passed, result.failure),
+        Ok(Err(e)) => (false, Some(e.to_string())),
+        Err(why) => return run.steering.interrupted(why),
     };
-    run.bus.emit(RunEvent::BootstrapFinished {
+    Input::BootstrapFinished {
         passed,
-        duration_ms: durations.bootstrap_ms,
-        failure: failure.clone(),
-    });
-    if passed {
-        Ok(())
-    } else {
-        Err((
-            Outcome::Failure,
-            format!("bootstrap failed: {}", failure.unwrap_or_default()),
-        ))
+        failure,
+        duration_ms: run.counters.durations.bootstrap_ms,
     }
 }
 
-fn checkpoint(run: &mut Prepared, reason: &str, validated: bool) -> Option<Input> {
-    match run.checkpoints.create(reason) {
+fn checkpoint(run: &mut Run, reason: &str, validated: bool) -> Input {
+    match run.ws.checkpoints.create(reason) {
         Ok(cp) => {
-            if validated && let Err(e) = run.checkpoints.mark_validated(cp.id) {
-                tracing::warn!("marking checkpoint {} validated: {e}", cp.id);
-            }
             run.bus.emit(RunEvent::CheckpointCreated {
                 id: cp.id.to_string(),
                 reason: reason.to_string(),
                 fingerprint: cp.fingerprint.to_string(),
             });
-            Some(Input::CheckpointCreated {
+            Input::CheckpointCreated {
                 id: cp.id.to_string(),
                 validated,
-            })
+            }
         }
         Err(e) => {
-            // A missing checkpoint weakens recovery but must not end the run.
             tracing::warn!("checkpoint ({reason}) failed: {e}");
-            None
+            Input::Failed {
+                kind: FailureKind::Checkpoint,
+                reason: e.to_string(),
+            }
         }
     }
 }
 
-fn restore(run: &mut Prepared, id: &str) -> Input {
+fn restore(run: &mut Run, id: &str) -> Input {
     let restored = git2::Oid::from_str(id)
         .map_err(|e| e.to_string())
         .and_then(|oid| {
-            run.checkpoints
-                .restore(oid, &run.root)
+            run.ws
+                .checkpoints
+                .restore(oid, &run.ws.root)
                 .map_err(|e| e.to_string())
         });
     match restored {
@@ -374,13 +360,14 @@ fn restore(run: &mut Prepared, id: &str) -> Input {
             });
             Input::Restored { id: id.to_string() }
         }
-        Err(e) => Input::ModelFailed {
-            reason: format!("restoring the validated checkpoint {id} failed: {e}"),
+        Err(reason) => Input::Failed {
+            kind: FailureKind::Restore,
+            reason,
         },
     }
 }
 
-async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
+async fn call_model(run: &mut Run, request: ModelRequest) -> Input {
     let turn = run.agent.stats().turns;
     let chars: usize = request.messages.iter().map(|m| m.char_len()).sum();
     run.bus.emit(RunEvent::ModelRequest {
@@ -390,7 +377,7 @@ async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
         estimated_input_tokens: estimate_tokens(chars),
     });
     let started = Instant::now();
-    let deadline = run.deadline.into_std();
+    let deadline = run.steering.deadline.into_std();
     let source: &mut Box<dyn ActionSource> = &mut run.source;
     let bus = &mut run.bus;
     let mut observe = |o: ModelObservation| match o {
@@ -410,14 +397,12 @@ async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
             bus.emit(RunEvent::ModelFallback { from, to, reason })
         }
     };
-    let cancel = run.hooks.cancel.clone();
-    let result = tokio::select! {
-        r = source.complete(&request, deadline, &mut observe) => Raced::Done(r),
-        _ = cancel.cancelled() => Raced::Cancelled,
-        _ = tokio::time::sleep_until(run.deadline) => Raced::TimedOut,
-    };
-    match result {
-        Raced::Done(Ok(reply)) => {
+    let raced = run
+        .steering
+        .race(source.complete(&request, deadline, &mut observe))
+        .await;
+    match raced {
+        Ok(Ok(reply)) => {
             run.bus.emit(RunEvent::ModelResponse {
                 turn,
                 model: reply.model.clone(),
@@ -425,7 +410,7 @@ async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
                 tool_calls: reply
                     .tool_calls
                     .iter()
-                    .map(|c| crate::protocol::ToolCallSummary {
+                    .map(|c| ToolCallSummary {
                         id: c.id.clone(),
                         name: c.name.clone(),
                         arguments: c.arguments.clone(),
@@ -434,29 +419,23 @@ async fn call_model(run: &mut Prepared, request: ModelRequest) -> Raced<Input> {
                 usage: reply.usage,
                 duration_ms: started.elapsed().as_millis() as u64,
             });
-            run.model_used = Some(reply.model.clone());
-            Raced::Done(Input::ModelReplied(reply))
+            run.counters.model_used = Some(reply.model.clone());
+            Input::ModelReplied(reply)
         }
-        Raced::Done(Err(e)) => Raced::Done(Input::ModelFailed {
+        Ok(Err(e)) => Input::Failed {
+            kind: FailureKind::Model,
             reason: e.to_string(),
-        }),
-        Raced::Cancelled => Raced::Cancelled,
-        Raced::TimedOut => Raced::TimedOut,
+        },
+        Err(why) => run.steering.interrupted(why),
     }
 }
 
-async fn verify(
-    run: &mut Prepared,
-    reason: VerificationReason,
-    attempt: u32,
-) -> Raced<Result<VerificationResult, crate::verify::VerifyError>> {
+async fn verify(run: &mut Run, l: &mut Loop, reason: VerificationReason, attempt: u32) -> Input {
     run.bus.emit(RunEvent::VerificationStarted {
         attempt,
         reason,
-        checks: run.checks.iter().map(|c| c.name.clone()).collect(),
+        checks: check_names(run),
     });
-    let cancel = run.hooks.cancel.clone();
-    let deadline = run.deadline;
     let bus = &mut run.bus;
     let mut observe = |check: &CheckReport| {
         bus.emit(RunEvent::VerificationCheck {
@@ -464,20 +443,33 @@ async fn verify(
             check: check.clone(),
         })
     };
-    let result = tokio::select! {
-        r = run.verifier.verify(attempt, &mut observe) => Raced::Done(r),
-        _ = cancel.cancelled() => Raced::Cancelled,
-        _ = tokio::time::sleep_until(deadline) => Raced::TimedOut,
-    };
-    if let Raced::Done(Ok(v)) = &result {
-        run.bus.emit(RunEvent::VerificationFinished {
-            attempt,
-            reason,
-            passed: v.passed,
-            fingerprint: v.fingerprint.to_string(),
-        });
+    let raced = run
+        .steering
+        .race(run.sandbox.verifier.verify(attempt, &mut observe))
+        .await;
+    match raced {
+        Ok(Ok(result)) => {
+            run.bus.emit(RunEvent::VerificationFinished {
+                attempt,
+                reason,
+                passed: result.passed,
+                fingerprint: result.fingerprint.to_string(),
+            });
+            let input = Input::Verified {
+                reason,
+                passed: result.passed,
+                fingerprint: result.fingerprint.to_string(),
+                feedback: feedback(&result.checks, run.artifacts.path()),
+            };
+            l.last_verification = Some(result);
+            input
+        }
+        Ok(Err(e)) => Input::Failed {
+            kind: FailureKind::Verification,
+            reason: e.to_string(),
+        },
+        Err(why) => run.steering.interrupted(why),
     }
-    result
 }
 
 /// What the agent is told about a verification: each check's verdict, and

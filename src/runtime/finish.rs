@@ -1,37 +1,31 @@
-//! The end of every started run, whatever its outcome: export the patch
-//! (partial work included), bind success to the verified fingerprint, remove
-//! the containers, and write the report, state and receipt.
+//! The end of every started run, whatever its outcome: the patch is exported
+//! (partial work included) and reported to the agent, which gives the final
+//! verdict; then the containers are removed and the report, state and
+//! receipt written.
 
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use super::driver::Durations;
-use super::setup::Prepared;
+use super::parts::Run;
 use super::tool_exec::changed_files;
+use crate::agent::effects::Input;
 use crate::agent::reducer::Agent;
-use crate::protocol::{Outcome, RunEvent};
 use crate::protocol::{
-    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
+    Outcome, RecoverySummary, RunEvent, RunReport, TokenTotals, VerificationSummary, exit_code_for,
 };
-use crate::trace::{
-    ArtifactDir, Receipt, ReceiptCheck, ReceiptFields, ReceiptKey, ReceiptVerification,
-};
+use crate::trace::{ArtifactDir, Receipt, ReceiptKey, ReceiptVerification, StoredFile};
 use crate::verify::VerificationResult;
 
-pub struct Ending {
-    pub outcome: Outcome,
-    pub reason: String,
-}
-
-impl Ending {
-    pub fn new(outcome: Outcome, reason: String) -> Self {
-        Self { outcome, reason }
-    }
+/// The exported patch and the workspace it came from.
+pub(crate) struct Conclusion {
+    pub patch: String,
+    pub fingerprint: String,
+    pub stored: Result<StoredFile, String>,
 }
 
 /// The latest state, replaced atomically.
-pub fn write_state(artifacts: &ArtifactDir, run_id: &str, agent: &Agent, finished: bool) {
+pub(crate) fn write_state(artifacts: &ArtifactDir, run_id: &str, agent: &Agent, finished: bool) {
     let stats = agent.stats();
     let state = serde_json::json!({
         "run_id": run_id,
@@ -57,7 +51,7 @@ pub fn write_state(artifacts: &ArtifactDir, run_id: &str, agent: &Agent, finishe
 /// Spooled command and check output is written raw by the sandbox while it
 /// streams; before the run ends every file under `outputs/` is redacted in
 /// place, so no artifact keeps a credential.
-pub fn redact_outputs(artifacts: &ArtifactDir) {
+fn redact_outputs(artifacts: &ArtifactDir) {
     let Ok(entries) = std::fs::read_dir(artifacts.path().join("outputs")) else {
         return;
     };
@@ -75,164 +69,146 @@ pub fn redact_outputs(artifacts: &ArtifactDir) {
     }
 }
 
-pub async fn finish(
-    run: Prepared,
-    mut ending: Ending,
-    durations: Durations,
-    last_verification: Option<VerificationResult>,
-) -> RunReport {
-    let Prepared {
-        run_id,
-        options,
-        repo,
-        state,
-        docker,
-        workspace,
-        mut checkpoints,
-        baseline_checkpoint,
-        baseline_fingerprint,
-        container,
-        verifier,
-        artifacts,
-        mut bus,
-        source,
-        agent,
-        started,
-        model_used,
-        ..
-    } = run;
-
-    // The complete diff against the baseline, partial work included.
-    let patch = checkpoints
-        .diff_to_workspace(baseline_checkpoint)
-        .unwrap_or_else(|e| {
+/// Exports the complete diff against the baseline, partial work included, and
+/// tells the agent what it is: the final fingerprint, the credentials it
+/// would add, or why it could not be exported.
+pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
+    let (patch, export_error) = match run.ws.checkpoints.diff_to_workspace(run.ws.baseline) {
+        Ok(patch) => (patch, None),
+        Err(e) => {
             tracing::error!("exporting the patch: {e}");
-            if ending.outcome == Outcome::Success {
-                ending = Ending::new(
-                    Outcome::Failure,
-                    format!("the patch could not be exported: {e}"),
-                );
-            }
-            String::new()
-        });
-    let final_fingerprint = checkpoints
+            (String::new(), Some(e.to_string()))
+        }
+    };
+    let fingerprint = run
+        .ws
+        .checkpoints
         .scan()
         .map(|s| s.fingerprint.to_string())
         .unwrap_or_default();
-    if ending.outcome == Outcome::Success {
-        let verified = last_verification
-            .as_ref()
-            .filter(|v| v.passed)
-            .map(|v| v.fingerprint.to_string());
-        if verified.as_deref() != Some(final_fingerprint.as_str()) {
-            ending = Ending::new(
-                Outcome::Failure,
-                "the workspace changed after the passing verification; a new pass is required"
-                    .into(),
-            );
-        }
-        let credentials = artifacts.redactor().added_credentials(&patch);
-        if !credentials.is_empty() {
-            ending = Ending::new(
-                Outcome::Failure,
-                format!(
-                    "the patch would add a credential ({}); it is refused",
-                    credentials.join(", ")
-                ),
-            );
-        }
-    }
-    redact_outputs(&artifacts);
-    let stored = artifacts.write_final_patch(&patch);
+    let credentials = run.artifacts.redactor().added_credentials(&patch);
+    redact_outputs(&run.artifacts);
+    let stored = run
+        .artifacts
+        .write_final_patch(&patch)
+        .map_err(|e| e.to_string());
     if let Err(e) = &stored {
         tracing::error!("writing final.patch: {e}");
     }
-    let duration_ms = started.elapsed().as_millis() as u64;
-    bus.emit(RunEvent::RunFinished {
-        outcome: ending.outcome,
-        reason: ending.reason.clone(),
+    let input = Input::Concluded {
+        fingerprint: fingerprint.clone(),
+        credentials,
+        export_error,
+    };
+    (
+        Conclusion {
+            patch,
+            fingerprint,
+            stored,
+        },
+        input,
+    )
+}
+
+/// Reports the final verdict, removes the containers and the workspace, and
+/// writes the report, the state and the receipt.
+pub(crate) async fn finish(
+    mut run: Run,
+    outcome: Outcome,
+    reason: String,
+    conclusion: Option<Conclusion>,
+    last_verification: Option<VerificationResult>,
+) -> RunReport {
+    let conclusion = match conclusion {
+        Some(c) => c,
+        None => conclude(&mut run).0,
+    };
+    let duration_ms = run.id.started.elapsed().as_millis() as u64;
+    run.bus.emit(RunEvent::RunFinished {
+        outcome,
+        reason: reason.clone(),
         duration_ms,
     });
+    let Run {
+        id,
+        sandbox,
+        ws,
+        artifacts,
+        bus,
+        source,
+        agent,
+        mut counters,
+        ..
+    } = run;
     drop(bus);
 
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
-    tokio::join!(container.shutdown(), verifier.shutdown());
-    if let Err(e) = crate::sandbox::gc::remove_run(&docker, &run_id).await {
+    tokio::join!(sandbox.container.shutdown(), sandbox.verifier.shutdown());
+    if let Err(e) = crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
         tracing::warn!("checking for containers left by the run: {e}");
     }
-    let teardown_ms = teardown.elapsed().as_millis() as u64;
-    let _ = std::fs::remove_dir_all(workspace.path());
-    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(&state, &run_id));
+    counters.durations.teardown_ms = teardown.elapsed().as_millis() as u64;
+    let _ = std::fs::remove_dir_all(ws.workspace.path());
+    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
+        &id.state, &id.run_id,
+    ));
 
     let stats = agent.stats();
+    let verification = VerificationSummary {
+        passed: last_verification.as_ref().is_some_and(|v| v.passed),
+        checks: last_verification
+            .as_ref()
+            .map(|v| v.checks.clone())
+            .unwrap_or_default(),
+    };
     let report = RunReport {
-        run_id: run_id.clone(),
-        outcome: ending.outcome,
-        reason: ending.reason.clone(),
-        exit_code: exit_code_for(ending.outcome),
-        repo: repo.display().to_string(),
-        task: options.task.clone(),
-        model: model_used.unwrap_or_else(|| source.current()),
+        run_id: id.run_id.clone(),
+        outcome,
+        reason,
+        exit_code: exit_code_for(outcome),
+        repo: id.repo.display().to_string(),
+        task: id.options.task.clone(),
+        model: counters.model_used.unwrap_or_else(|| source.current()),
         turns: stats.turns,
         tokens: TokenTotals {
             input: stats.input_tokens,
             output: stats.output_tokens,
         },
         tool_calls: stats.tool_calls,
-        verification: VerificationSummary {
-            passed: last_verification.as_ref().is_some_and(|v| v.passed),
-            checks: last_verification
-                .as_ref()
-                .map(|v| v.checks.clone())
-                .unwrap_or_default(),
-        },
+        verification,
         recovery: RecoverySummary {
             repair_cycles: stats.repair_cycles,
             rollbacks: stats.rollbacks,
         },
-        changed_files: changed_files(&patch),
+        changed_files: changed_files(&conclusion.patch),
         artifact_dir: artifacts.path().display().to_string(),
         patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,
-        durations: PhaseDurations {
-            bootstrap_ms: durations.bootstrap_ms,
-            model_ms: durations.model_ms,
-            tools_ms: durations.tools_ms,
-            verification_ms: durations.verification_ms,
-            teardown_ms,
-        },
+        durations: counters.durations,
     };
     if let Err(e) = artifacts.write_report(&report) {
         tracing::error!("writing report.json: {e}");
     }
-    write_state(&artifacts, &run_id, &agent, true);
-    let receipt = ReceiptKey::load_or_create(&state).and_then(|key| {
+    write_state(&artifacts, &id.run_id, &agent, true);
+    let receipt = ReceiptKey::load_or_create(&id.state).and_then(|key| {
         let events_sha256 = crate::trace::digest(artifacts.events_path())?;
         Receipt::sign(
             &key,
-            ReceiptFields {
-                run_id: run_id.clone(),
-                repo: repo.display().to_string(),
-                baseline_commit: workspace.baseline().to_string(),
-                baseline_fingerprint,
-                patch_sha256: stored
+            Receipt {
+                run_id: id.run_id.clone(),
+                repo: report.repo.clone(),
+                baseline_commit: ws.workspace.baseline().to_string(),
+                baseline_fingerprint: ws.baseline_fingerprint.clone(),
+                patch_sha256: conclusion
+                    .stored
                     .as_ref()
                     .map(|s| s.sha256.clone())
-                    .unwrap_or_else(|_| hex::encode(Sha256::digest(patch.as_bytes()))),
-                final_fingerprint,
-                verification: ReceiptVerification {
-                    passed: last_verification.as_ref().is_some_and(|v| v.passed),
-                    fingerprint: last_verification
-                        .as_ref()
-                        .map(|v| v.fingerprint.to_string())
-                        .unwrap_or_default(),
-                    checks: last_verification
-                        .as_ref()
-                        .map(|v| v.checks.iter().map(ReceiptCheck::from).collect())
-                        .unwrap_or_default(),
-                },
+                    .unwrap_or_else(|_| hex::encode(Sha256::digest(conclusion.patch.as_bytes()))),
+                final_fingerprint: conclusion.fingerprint.clone(),
+                verification: ReceiptVerification::from_result(last_verification.as_ref()),
                 events_sha256,
+                ..Receipt::default()
             },
         )
     });

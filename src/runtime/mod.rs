@@ -1,29 +1,32 @@
 //! The runtime driver: sets a run up, performs the agent's effects (model
-//! calls, tools, checkpoints, verification) and feeds their results back to
-//! the reducer, owns cancellation and the deadline, and always finishes with
-//! artifacts and no containers left.
+//! calls, tools, checkpoints, verification, waiting for a person) and feeds
+//! their results back to the reducer, and always finishes with artifacts and
+//! no containers left. It decides nothing: every decision is the agent's.
+//!
+//! A front end speaks to a run through [`RunChannels`]: it receives every
+//! [`RunEvent`] and sends [`Command`]s (approval answers, follow-ups, cancel)
+//! on one channel, so they reach the run in the order they were sent.
 
-mod approval;
 mod baseline;
 mod bus;
 mod driver;
 mod finish;
 pub mod options;
+mod parts;
 mod setup;
+mod steering;
 mod tool_exec;
 
 use std::time::Duration;
 
-pub use approval::{ApprovalDecision, ApprovalRequest, Approver};
 pub use bus::EventBus;
 pub use options::{ApprovalMode, Limits, RunOptions};
+pub use setup::new_run_id;
 
-use tokio::sync::mpsc::UnboundedSender;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use crate::model::ActionSource;
-use crate::protocol::RunEvent;
-use crate::protocol::RunReport;
+use crate::protocol::{Command, RunEvent, RunReport};
 
 /// A run that could not start: nothing was changed, and the reason says what to fix.
 #[derive(Debug, thiserror::Error)]
@@ -40,18 +43,35 @@ pub enum RunError {
     Trace(#[from] crate::trace::TraceError),
 }
 
-/// How the caller watches and steers a run.
-#[derive(Default)]
-pub struct RunHooks {
-    /// Receives every event as it happens.
+/// The run's side of a front end's connection: where events go, where
+/// commands come from.
+pub struct RunChannels {
+    /// Each receives every event as it happens.
     pub subscribers: Vec<UnboundedSender<RunEvent>>,
-    /// Answers `--approval each` requests; without one, edits are refused
-    /// when approval is required (a missing answer is never a yes).
-    pub approver: Option<Approver>,
-    /// Cancelling it stops the run (Ctrl-C, SIGTERM, the TUI).
-    pub cancel: CancellationToken,
-    /// Messages typed while the run works, sent with the next turn.
-    pub follow_ups: Option<tokio::sync::mpsc::UnboundedReceiver<String>>,
+    /// Approval answers, follow-ups and cancel, in the order they were sent.
+    /// When every sender is gone, nobody can answer an approval: it is refused.
+    pub commands: UnboundedReceiver<Command>,
+}
+
+impl RunChannels {
+    /// Channels for one subscriber; returns the channels, the command sender
+    /// and the event receiver.
+    pub fn pair() -> (
+        RunChannels,
+        UnboundedSender<Command>,
+        UnboundedReceiver<RunEvent>,
+    ) {
+        let (event_tx, event_rx) = unbounded_channel();
+        let (command_tx, command_rx) = unbounded_channel();
+        (
+            RunChannels {
+                subscribers: vec![event_tx],
+                commands: command_rx,
+            },
+            command_tx,
+            event_rx,
+        )
+    }
 }
 
 /// Runs one task to its end and returns the report. `Err` only when the run
@@ -60,9 +80,9 @@ pub struct RunHooks {
 pub async fn run(
     options: RunOptions,
     source: Box<dyn ActionSource>,
-    hooks: RunHooks,
+    channels: RunChannels,
 ) -> Result<RunReport, RunError> {
-    let prepared = setup::prepare(options, source, hooks).await?;
+    let prepared = setup::prepare(options, source, channels).await?;
     Ok(driver::drive(prepared).await)
 }
 

@@ -5,17 +5,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Who approves edits before they are applied to the workspace.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalMode {
-    /// Every edit_file waits for a person.
-    Each,
-    /// The final patch is reviewed before `apply` (edits are not held up).
-    Final,
-    /// Unattended.
-    Never,
-}
+pub use crate::protocol::ApprovalMode;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Limits {

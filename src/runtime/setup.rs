@@ -1,62 +1,27 @@
-//! Setting a run up: validate the repository, freeze its checks, make the
-//! private workspace and checkpoint store, open the artifacts, start the
-//! command container and the verifier.
+//! Setting a run up, phase by phase: check the inputs and freeze the checks,
+//! open the state and artifact directories, claim the workspace directory,
+//! start the containers while the workspace is copied and checkpointed, and
+//! open the trace. A run that cannot start leaves nothing behind.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use bollard::Docker;
-
-use super::{EventBus, RunError, RunHooks, RunOptions};
-use crate::agent::reducer::{Agent, AgentConfig};
+use super::bus::EventBus;
+use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace, workspace_owner};
+use super::steering::Steering;
+use super::{RunChannels, RunError, RunOptions};
+use crate::agent::effects::AgentConfig;
+use crate::agent::reducer::Agent;
 use crate::model::ActionSource;
-use crate::model::types::ModelId;
 use crate::owner::{ProcessIdentity, write_owner_file};
+use crate::protocol::RunEvent;
 use crate::sandbox::spec::{ContainerSpec, Role};
-use crate::sandbox::{self, CommandContainer, SANDBOX_GID, SANDBOX_UID};
+use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
-use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceRoot};
-
-/// Everything a started run owns.
-pub struct Prepared {
-    pub run_id: String,
-    pub options: RunOptions,
-    pub repo: PathBuf,
-    pub state: StateDir,
-    pub docker: Docker,
-    pub workspace: PrivateWorkspace,
-    pub root: WorkspaceRoot,
-    pub checkpoints: CheckpointStore,
-    pub baseline_checkpoint: git2::Oid,
-    pub baseline_fingerprint: String,
-    pub container: CommandContainer,
-    pub verifier: Verifier,
-    pub bootstrap: Vec<String>,
-    pub checks: Vec<CheckSpec>,
-    pub artifacts: ArtifactDir,
-    pub bus: EventBus,
-    pub source: Box<dyn ActionSource>,
-    pub agent: Agent,
-    pub hooks: RunHooks,
-    pub started: Instant,
-    pub deadline: tokio::time::Instant,
-    pub image: String,
-    /// Set when a person chose "approve the rest of the run".
-    pub approve_all: bool,
-    pub edit_seq: u32,
-    pub call_seq: u32,
-    pub last_fingerprint: String,
-    /// The provider and model that answered last.
-    pub model_used: Option<ModelId>,
-}
-
-impl Prepared {
-    pub fn outputs_dir(&self) -> PathBuf {
-        self.artifacts.path().join("outputs")
-    }
-}
+use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace};
+use bollard::Docker;
 
 pub fn new_run_id() -> String {
     format!(
@@ -66,30 +31,108 @@ pub fn new_run_id() -> String {
     )
 }
 
-/// The owner of the private workspace (the sandbox user) when we can give
-/// files away, i.e. when running as root.
-pub fn workspace_owner() -> Option<(u32, u32)> {
-    rustix::process::geteuid()
-        .is_root()
-        .then_some((SANDBOX_UID, SANDBOX_GID))
-}
-
-/// Waits for a container that is no longer wanted and removes it.
-async fn abandon(
-    starting: tokio::task::JoinHandle<Result<CommandContainer, crate::sandbox::SandboxError>>,
-) {
-    if let Ok(Ok(container)) = starting.await {
-        container.shutdown().await;
-    }
-}
-
-pub async fn prepare(
+pub(crate) async fn prepare(
     options: RunOptions,
     source: Box<dyn ActionSource>,
-    mut hooks: RunHooks,
-) -> Result<Prepared, RunError> {
+    channels: RunChannels,
+) -> Result<Run, RunError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
+    let inputs = resolve_inputs(&options)?;
+    let run_id = new_run_id();
+    let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
+    let docker = sandbox::connect().await?;
+    let image = sandbox::spec::image_from_env();
+    sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await?;
+    let claim = WorkspaceClaim::take(&state, &run_id)?;
+
+    // The containers start (≈ 200 ms each) while the workspace is copied and
+    // checkpointed: the bind mount only needs the directory to exist.
+    let mut spec = ContainerSpec::new(&image, &claim.dir, &run_id);
+    spec.role = Role::Command;
+    spec.network = options.network;
+    let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
+    let verifier = match start_verifier(
+        &docker,
+        &image,
+        &claim.dir,
+        &run_id,
+        &state,
+        &artifacts,
+        &inputs.checks,
+        &options,
+    )
+    .await
+    {
+        Ok(v) => v,
+        Err(e) => {
+            abandon(starting).await;
+            claim.release();
+            return Err(e.into());
+        }
+    };
+    let ws = match copy_workspace(&inputs.repo, &claim.dir, &state, &run_id).await {
+        Ok(ws) => ws,
+        Err(e) => {
+            abandon(starting).await;
+            verifier.shutdown().await;
+            claim.release();
+            return Err(e);
+        }
+    };
+    let container = match starting.await {
+        Ok(Ok(container)) => container,
+        failed => {
+            verifier.shutdown().await;
+            drop(ws);
+            claim.release();
+            return Err(match failed {
+                Ok(Err(e)) => e.into(),
+                _ => RunError::Invalid("starting the command container failed".into()),
+            });
+        }
+    };
+
+    let log = artifacts.create_event_log()?;
+    let bus = EventBus::new(log, channels.subscribers);
+    let agent = Agent::new(agent_config(&options, &inputs, source.context_limit()));
+    artifacts.write_manifest(&manifest(&run_id, &options, &inputs, &ws, source.current()))?;
+    let timeout_s = options.limits.timeout_ms / 1000;
+    Ok(Run {
+        id: RunIdentity {
+            run_id,
+            options,
+            repo: inputs.repo,
+            state,
+            started,
+        },
+        sandbox: RunSandbox {
+            docker,
+            image,
+            container,
+            verifier,
+            checks: inputs.checks,
+            bootstrap: inputs.bootstrap,
+        },
+        ws,
+        artifacts,
+        bus,
+        source,
+        agent,
+        steering: Steering::new(channels.commands, deadline, timeout_s),
+        counters: RunCounters::default(),
+    })
+}
+
+/// What the repository and the options say the run is.
+struct Inputs {
+    repo: PathBuf,
+    checks: Vec<CheckSpec>,
+    bootstrap: Vec<String>,
+}
+
+/// Checks the repository and the task, and freezes the checks.
+fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
     let repo = git2::Repository::open(&options.repo)
         .ok()
         .and_then(|r| r.workdir().map(PathBuf::from))
@@ -108,8 +151,18 @@ pub async fn prepare(
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
+    Ok(Inputs {
+        repo,
+        checks,
+        bootstrap,
+    })
+}
 
-    let run_id = new_run_id();
+fn open_dirs(
+    options: &RunOptions,
+    repo: &Path,
+    run_id: &str,
+) -> Result<(StateDir, ArtifactDir), RunError> {
     let state = StateDir::from_env().map_err(|e| RunError::Invalid(e.to_string()))?;
     state
         .ensure()
@@ -117,128 +170,145 @@ pub async fn prepare(
     let artifact_root = options
         .artifact_dir
         .clone()
-        .unwrap_or_else(|| state.runs_dir().join(&run_id));
-    let artifacts = ArtifactDir::create(&artifact_root, &repo)?;
+        .unwrap_or_else(|| state.runs_dir().join(run_id));
+    let artifacts = ArtifactDir::create(&artifact_root, repo)?;
+    Ok((state, artifacts))
+}
 
-    let docker = sandbox::connect().await?;
-    let image = sandbox::spec::image_from_env();
-    sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await?;
+/// The workspace directory of a run, with its owner file written first, so
+/// `gc` never finds an ownerless workspace of a live run.
+struct WorkspaceClaim {
+    dir: PathBuf,
+    owner_file: PathBuf,
+}
 
-    // The owner file comes first, so `gc` never finds an ownerless workspace
-    // of a live run.
-    let ws_dir = state.workspace_dir(&run_id);
-    std::fs::create_dir_all(state.workspaces_dir()).map_err(|e| {
-        RunError::Invalid(format!(
-            "cannot create {}: {e}",
-            state.workspaces_dir().display()
-        ))
-    })?;
-    write_owner_file(
-        &sandbox::gc::workspace_owner_file(&state, &run_id),
-        &ProcessIdentity::current(),
-    )
-    .map_err(|e| RunError::Invalid(format!("cannot write the workspace owner file: {e}")))?;
-    // The containers start (≈ 200 ms each) while the workspace is copied and
-    // checkpointed: the bind mount only needs the directory to exist.
-    let owner = workspace_owner();
-    std::fs::create_dir(&ws_dir)
-        .map_err(|e| RunError::Invalid(format!("cannot create {}: {e}", ws_dir.display())))?;
-    // (`PrivateWorkspace::create` gives it to the sandbox user once filled.)
-    let mut spec = ContainerSpec::new(&image, &ws_dir, &run_id);
-    spec.role = Role::Command;
-    spec.network = options.network;
-    let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
+impl WorkspaceClaim {
+    fn take(state: &StateDir, run_id: &str) -> Result<Self, RunError> {
+        let dir = state.workspace_dir(run_id);
+        let invalid = |what: &Path, e: std::io::Error| {
+            RunError::Invalid(format!("cannot create {}: {e}", what.display()))
+        };
+        std::fs::create_dir_all(state.workspaces_dir())
+            .map_err(|e| invalid(&state.workspaces_dir(), e))?;
+        let owner_file = sandbox::gc::workspace_owner_file(state, run_id);
+        write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(|e| {
+            RunError::Invalid(format!("cannot write the workspace owner file: {e}"))
+        })?;
+        // (`PrivateWorkspace::create` gives it to the sandbox user once filled.)
+        std::fs::create_dir(&dir).map_err(|e| invalid(&dir, e))?;
+        Ok(Self { dir, owner_file })
+    }
+
+    fn release(self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(&self.owner_file);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_verifier(
+    docker: &Docker,
+    image: &str,
+    ws_dir: &Path,
+    run_id: &str,
+    state: &StateDir,
+    artifacts: &ArtifactDir,
+    checks: &[CheckSpec],
+    options: &RunOptions,
+) -> Result<Verifier, crate::verify::VerifyError> {
     let mut settings = VerifierSettings::new(
-        image.clone(),
-        ws_dir.clone(),
-        run_id.clone(),
-        checks.clone(),
+        image.to_string(),
+        ws_dir.to_path_buf(),
+        run_id.to_string(),
+        checks.to_vec(),
         artifacts.path().join("outputs"),
         state
-            .checkpoint_store_dir(&run_id)
+            .checkpoint_store_dir(run_id)
             .with_extension("verify-cache"),
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
-    let verifier = Verifier::new(docker.clone(), settings);
-    let mut verifier = match verifier {
-        Ok(v) => v,
-        Err(e) => {
-            abandon(starting).await;
-            return Err(e.into());
-        }
-    };
+    let mut verifier = Verifier::new(docker.clone(), settings)?;
     verifier.prewarm().await;
-    let copied = {
-        let (repo, ws_dir, state, run_id) =
-            (repo.clone(), ws_dir.clone(), state.clone(), run_id.clone());
-        tokio::task::spawn_blocking(move || -> Result<_, RunError> {
-            let workspace = PrivateWorkspace::create(&repo, &ws_dir, owner)?;
-            let root = workspace.root()?;
-            let mut checkpoints = CheckpointStore::open(
-                &state.checkpoint_store_dir(&run_id),
-                workspace.path(),
-                ExcludeSet::default(),
-            )?;
-            let baseline = checkpoints.create("baseline")?;
-            Ok((workspace, root, checkpoints, baseline))
-        })
-        .await
-        .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))
-        .and_then(|r| r)
-    };
-    let (workspace, root, checkpoints, baseline) = match copied {
-        Ok(parts) => parts,
-        Err(e) => {
-            abandon(starting).await;
-            verifier.shutdown().await;
-            let _ = std::fs::remove_dir_all(&ws_dir);
-            let _ = std::fs::remove_file(sandbox::gc::workspace_owner_file(&state, &run_id));
-            return Err(e);
-        }
-    };
-    let container = match starting.await {
-        Ok(Ok(container)) => container,
-        Ok(Err(e)) => {
-            verifier.shutdown().await;
-            return Err(e.into());
-        }
-        Err(e) => {
-            verifier.shutdown().await;
-            return Err(RunError::Invalid(format!(
-                "starting the command container failed: {e}"
-            )));
-        }
-    };
+    Ok(verifier)
+}
 
-    let log = artifacts.create_event_log()?;
-    let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
-    let agent = Agent::new(AgentConfig {
+/// Copies the source into the workspace and takes the baseline checkpoint.
+async fn copy_workspace(
+    repo: &Path,
+    ws_dir: &Path,
+    state: &StateDir,
+    run_id: &str,
+) -> Result<RunWorkspace, RunError> {
+    let (repo, ws_dir, store) = (
+        repo.to_path_buf(),
+        ws_dir.to_path_buf(),
+        state.checkpoint_store_dir(run_id),
+    );
+    tokio::task::spawn_blocking(move || -> Result<RunWorkspace, RunError> {
+        let workspace = PrivateWorkspace::create(&repo, &ws_dir, workspace_owner())?;
+        let root = workspace.root()?;
+        let mut checkpoints =
+            CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?;
+        let baseline = checkpoints.create("baseline")?;
+        Ok(RunWorkspace {
+            workspace,
+            root,
+            checkpoints,
+            baseline: baseline.id,
+            baseline_fingerprint: baseline.fingerprint.to_string(),
+        })
+    })
+    .await
+    .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+/// Waits for a container that is no longer wanted and removes it.
+async fn abandon(starting: tokio::task::JoinHandle<Result<CommandContainer, SandboxError>>) {
+    if let Ok(Ok(container)) = starting.await {
+        container.shutdown().await;
+    }
+}
+
+fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> AgentConfig {
+    let checks = inputs
+        .checks
+        .iter()
+        .map(|c| format!("{}: {}", c.name, c.command))
+        .collect();
+    let mut config = AgentConfig::new(options.task.clone(), checks, crate::tools::specs());
+    config.max_turns = options.limits.max_turns;
+    config.max_tokens = options.limits.max_tokens;
+    config.context_limit = context_limit;
+    config.bootstrap = inputs.bootstrap.clone();
+    config.bootstrap_network = options.bootstrap_network;
+    config.approval = options.approval;
+    config
+}
+
+fn manifest(
+    run_id: &str,
+    options: &RunOptions,
+    inputs: &Inputs,
+    ws: &RunWorkspace,
+    model: crate::protocol::ModelId,
+) -> Manifest {
+    Manifest {
+        run_id: run_id.to_string(),
+        repo: inputs.repo.display().to_string(),
         task: options.task.clone(),
-        checks: checks
-            .iter()
-            .map(|c| format!("{}: {}", c.name, c.command))
-            .collect(),
-        max_turns: options.limits.max_turns,
-        max_tokens: options.limits.max_tokens,
-        context_limit: source.context_limit(),
-        tools: crate::tools::specs(),
-    });
-    let manifest = Manifest {
-        run_id: run_id.clone(),
-        repo: repo.display().to_string(),
-        task: options.task.clone(),
-        baseline_commit: workspace.baseline().to_string(),
-        baseline_fingerprint: baseline.fingerprint.to_string(),
-        checks: checks
+        baseline_commit: ws.workspace.baseline().to_string(),
+        baseline_fingerprint: ws.baseline_fingerprint.clone(),
+        checks: inputs
+            .checks
             .iter()
             .map(|c| ManifestCheck {
                 name: c.name.clone(),
                 command: c.command.clone(),
             })
             .collect(),
-        bootstrap: bootstrap.clone(),
-        model_chain: vec![source.current()],
+        bootstrap: inputs.bootstrap.clone(),
+        model_chain: vec![model],
         limits: ManifestLimits {
             max_turns: options.limits.max_turns,
             timeout_ms: options.limits.timeout_ms,
@@ -250,35 +320,20 @@ pub async fn prepare(
         },
         created: chrono::Utc::now().to_rfc3339(),
         minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
-    artifacts.write_manifest(&manifest)?;
-    Ok(Prepared {
-        run_id,
-        repo,
-        state,
-        docker,
-        root,
-        baseline_checkpoint: baseline.id,
-        baseline_fingerprint: baseline.fingerprint.to_string(),
-        workspace,
-        checkpoints,
-        container,
-        verifier,
-        bootstrap,
-        checks,
-        artifacts,
-        bus,
-        source,
-        agent,
-        hooks,
-        started,
-        deadline,
-        image,
-        approve_all: false,
-        edit_seq: 0,
-        call_seq: 0,
-        last_fingerprint: String::new(),
-        model_used: None,
-        options,
-    })
+    }
+}
+
+/// The run's start, as its first event.
+pub(crate) fn started_event(run: &Run) -> RunEvent {
+    RunEvent::RunStarted {
+        run_id: run.id.run_id.clone(),
+        repo: run.id.repo.display().to_string(),
+        task: run.id.options.task.clone(),
+        baseline_commit: run.ws.workspace.baseline().to_string(),
+        fingerprint: run.ws.baseline_fingerprint.clone(),
+        artifact_dir: run.artifacts.path().display().to_string(),
+        max_turns: run.id.options.limits.max_turns,
+        timeout_ms: run.id.options.limits.timeout_ms,
+        checks: run.sandbox.checks.iter().map(|c| c.name.clone()).collect(),
+    }
 }

@@ -1,53 +1,55 @@
-//! Performing one tool call: parse, (for edits) check for credentials and ask
-//! for approval, execute, write the full redacted output to `outputs/`, and
-//! report a changed workspace with its live diff.
+//! Performing one tool call: parse, execute, write the full redacted output
+//! to `outputs/`, and report a changed workspace with its live diff. An
+//! `edit_file` is performed in two steps — checked (reporting the
+//! credentials its patch would add), then applied — because the agent
+//! decides in between whether it may be applied.
 
 use std::time::{Duration, Instant};
 
-use super::approval::{self, APPROVAL_TIMEOUT, ApprovalDecision, ApprovalRequest, Approver};
-use super::{ApprovalMode, EventBus};
+use super::bus::EventBus;
+use super::parts::{RunCounters, RunWorkspace};
+use crate::agent::effects::Input;
 use crate::model::types::ToolCall;
 use crate::protocol::RunEvent;
 use crate::sandbox::{CommandContainer, SandboxError};
-use crate::tools::{self, ParsedCall, ToolContext, ToolOutput};
+use crate::tools::{self, ParsedCall, ToolContext, ToolName, ToolOutput};
 use crate::trace::ArtifactDir;
-use crate::workspace::{CheckpointStore, WorkspaceRoot};
 
 /// The parts of a run a tool call touches.
-pub struct Parts<'a> {
-    pub root: &'a WorkspaceRoot,
+pub(crate) struct Parts<'a> {
+    pub ws: &'a mut RunWorkspace,
     pub container: &'a mut CommandContainer,
-    pub checkpoints: &'a mut CheckpointStore,
-    pub baseline: git2::Oid,
     pub artifacts: &'a ArtifactDir,
     pub bus: &'a mut EventBus,
-    pub approval: ApprovalMode,
-    pub approver: Option<&'a Approver>,
-    pub approve_all: &'a mut bool,
+    pub counters: &'a mut RunCounters,
     pub command_timeout: Duration,
-    pub edit_seq: &'a mut u32,
-    pub last_fingerprint: &'a mut String,
-    /// Numbers every tool call of the run: model call ids repeat across turns.
-    pub call_seq: &'a mut u32,
 }
 
-/// What goes back to the agent.
-pub struct ToolResult {
-    pub ok: bool,
-    pub content: String,
-}
-
-pub async fn execute(p: &mut Parts<'_>, call: &ToolCall) -> Result<ToolResult, SandboxError> {
+/// Runs one call; for `edit_file`, only checks its patch. `Err` only when
+/// the sandbox itself broke.
+pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input, SandboxError> {
     let started = Instant::now();
-    *p.call_seq += 1;
-    let stem = format!("{:04}-{}", *p.call_seq, sanitize(&call.id));
+    let stem = p.call_stem(call);
     let output = match tools::parse_call(&call.name, &call.arguments) {
-        Err(e) => failed("invalid arguments", e.to_string()),
-        Ok(ParsedCall::EditFile(args)) => edit(p, call, &args).await,
+        Err(e) => ToolOutput::failure(e.to_string()),
+        Ok(ParsedCall::EditFile(args)) => match tools::prepare_edit(&args, &p.ws.root) {
+            Ok(prepared) => {
+                let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
+                let input = Input::EditPrepared {
+                    call_id: call.id.clone(),
+                    path: prepared.path.clone(),
+                    patch: prepared.patch.clone(),
+                    credentials,
+                };
+                p.counters.prepared_edit = Some((call.id.clone(), prepared));
+                return Ok(input);
+            }
+            Err(e) => failed("patch did not apply", e.to_string()),
+        },
         Ok(parsed) => {
             let outputs_dir = p.artifacts.path().join("outputs");
             let mut ctx = ToolContext {
-                root: p.root,
+                root: &p.ws.root,
                 container: p.container,
                 outputs_dir: &outputs_dir,
                 call_id: &stem,
@@ -56,27 +58,30 @@ pub async fn execute(p: &mut Parts<'_>, call: &ToolCall) -> Result<ToolResult, S
             tools::execute_checked(&parsed, &mut ctx).await?
         }
     };
-    let output_file = p
-        .artifacts
-        .write_output(&format!("{stem}-{}.txt", call.name), output.full.as_bytes())
-        .ok();
-    p.bus.emit(RunEvent::ToolFinished {
-        call_id: call.id.clone(),
-        name: call.name.clone(),
-        ok: output.ok,
-        summary: output.summary.clone(),
-        result: output.content.clone(),
-        output_file,
-        duration_ms: started.elapsed().as_millis() as u64,
-        changed_files: output.changed_files.clone(),
-    });
-    if matches!(call.name.as_str(), "edit_file" | "run_shell") {
-        report_changes(p);
-    }
-    Ok(ToolResult {
-        ok: output.ok,
-        content: output.content,
-    })
+    Ok(p.finished(call, &stem, output, started))
+}
+
+/// Applies the edit checked for `call` (and approved, where that was needed).
+pub(crate) fn apply_edit(mut p: Parts<'_>, call: &ToolCall) -> Input {
+    let started = Instant::now();
+    let stem = p.call_stem(call);
+    let output = match p.counters.prepared_edit.take() {
+        Some((id, prepared)) if id == call.id => match tools::apply_edit(&prepared, &p.ws.root) {
+            Ok(()) => {
+                p.counters.edit_seq += 1;
+                let _ =
+                    p.artifacts
+                        .write_patch(p.counters.edit_seq, &prepared.path, &prepared.patch);
+                tools::edit_output(&prepared)
+            }
+            Err(e) => failed("edit failed", e.to_string()),
+        },
+        _ => failed(
+            "edit failed",
+            "the edit was not checked before it was applied; send it again".into(),
+        ),
+    };
+    p.finished(call, &stem, output, started)
 }
 
 fn failed(summary: &str, content: String) -> ToolOutput {
@@ -90,142 +95,77 @@ fn failed(summary: &str, content: String) -> ToolOutput {
     }
 }
 
-async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) -> ToolOutput {
-    let prepared = match tools::prepare_edit(args, p.root) {
-        Ok(prepared) => prepared,
-        Err(e) => return failed("patch did not apply", e.to_string()),
-    };
-    let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
-    if !credentials.is_empty() {
-        return failed(
-            "refused: credential",
-            format!(
-                "Refused: this patch would add a credential ({}). Keep secrets out of the code; read them from \
-                 the environment or a configuration file the user provides.",
-                credentials.join(", ")
-            ),
-        );
+impl Parts<'_> {
+    /// The file-name stem of a call's outputs.
+    fn call_stem(&mut self, call: &ToolCall) -> String {
+        self.counters.call_seq += 1;
+        format!(
+            "{:04}-{}",
+            self.counters.call_seq,
+            crate::ids::file_safe(&call.id, 48)
+        )
     }
-    if p.approval == ApprovalMode::Each && !*p.approve_all {
-        let request = ApprovalRequest {
-            id: format!("approval-{}", call.id),
+
+    /// Writes the output, reports the call and the workspace, and returns
+    /// what goes back to the agent.
+    fn finished(
+        mut self,
+        call: &ToolCall,
+        stem: &str,
+        output: ToolOutput,
+        started: Instant,
+    ) -> Input {
+        let output_file = self
+            .artifacts
+            .write_output(&format!("{stem}-{}.txt", call.name), output.full.as_bytes())
+            .ok();
+        self.bus.emit(RunEvent::ToolFinished {
             call_id: call.id.clone(),
-            path: prepared.path.clone(),
-            patch: prepared.patch.clone(),
-        };
-        p.bus.emit(RunEvent::ApprovalRequested {
-            id: request.id.clone(),
-            call_id: request.call_id.clone(),
-            path: request.path.clone(),
-            patch: request.patch.clone(),
+            name: call.name.clone(),
+            ok: output.ok,
+            summary: output.summary.clone(),
+            result: output.content.clone(),
+            output_file,
+            duration_ms: started.elapsed().as_millis() as u64,
+            changed_files: output.changed_files.clone(),
         });
-        let id = request.id.clone();
-        let decision = approval::ask(p.approver, request, APPROVAL_TIMEOUT).await;
-        let (approved, reason) = match &decision {
-            ApprovalDecision::Approve => (true, None),
-            ApprovalDecision::ApproveAll => {
-                (true, Some("approved for the rest of the run".to_string()))
-            }
-            ApprovalDecision::Refuse(reason) => (false, reason.clone()),
-        };
-        p.bus.emit(RunEvent::ApprovalResolved {
-            id,
-            approved,
-            reason: reason.clone(),
-        });
-        match decision {
-            ApprovalDecision::ApproveAll => *p.approve_all = true,
-            ApprovalDecision::Approve => {}
-            ApprovalDecision::Refuse(_) => {
-                let why = reason
-                    .map(|r| format!(" Their reason: {r}"))
-                    .unwrap_or_default();
-                return failed(
-                    "refused by the person",
-                    format!(
-                        "The person reviewing your edits refused this patch to {}; the file is unchanged.{why} \
-                         Take this into account and propose a different change.",
-                        prepared.path
-                    ),
-                );
-            }
+        if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
+            self.report_changes();
+        }
+        Input::ToolFinished {
+            call_id: call.id.clone(),
+            ok: output.ok,
+            content: output.content,
         }
     }
-    if let Err(e) = tools::apply_edit(&prepared, p.root) {
-        return failed("edit failed", e.to_string());
-    }
-    *p.edit_seq += 1;
-    let _ = p
-        .artifacts
-        .write_patch(*p.edit_seq, &prepared.path, &prepared.patch);
-    let (added, removed) = count_lines(&prepared.patch);
-    let content = format!(
-        "Applied the patch to {}: +{added} -{removed} lines.",
-        prepared.path
-    );
-    ToolOutput {
-        ok: true,
-        full: format!("{content}\n{}", prepared.patch),
-        content,
-        summary: format!("+{added} -{removed}"),
-        changed_files: vec![prepared.path.clone()],
-        exit_code: None,
-    }
-}
 
-/// A call id as a file-name part.
-fn sanitize(id: &str) -> String {
-    id.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
+    /// Emits `workspace.changed` (with the whole diff against the baseline)
+    /// when the workspace fingerprint moved.
+    fn report_changes(&mut self) {
+        let fingerprint = match self.ws.checkpoints.scan() {
+            Ok(snapshot) => snapshot.fingerprint.to_string(),
+            Err(e) => {
+                tracing::warn!("fingerprinting the workspace: {e}");
+                return;
             }
-        })
-        .take(48)
-        .collect()
-}
-
-fn count_lines(patch: &str) -> (usize, usize) {
-    let mut added = 0;
-    let mut removed = 0;
-    for line in patch.lines() {
-        if line.starts_with('+') && !line.starts_with("+++") {
-            added += 1;
-        } else if line.starts_with('-') && !line.starts_with("---") {
-            removed += 1;
-        }
-    }
-    (added, removed)
-}
-
-/// Emits `workspace.changed` (with the whole diff against the baseline) when
-/// the workspace fingerprint moved.
-fn report_changes(p: &mut Parts<'_>) {
-    let fingerprint = match p.checkpoints.scan() {
-        Ok(snapshot) => snapshot.fingerprint.to_string(),
-        Err(e) => {
-            tracing::warn!("fingerprinting the workspace: {e}");
+        };
+        if fingerprint == self.counters.last_fingerprint {
             return;
         }
-    };
-    if fingerprint == *p.last_fingerprint {
-        return;
-    }
-    *p.last_fingerprint = fingerprint.clone();
-    match p.checkpoints.diff_to_workspace(p.baseline) {
-        Ok(diff) => p.bus.emit(RunEvent::WorkspaceChanged {
-            fingerprint,
-            changed_files: changed_files(&diff),
-            diff,
-        }),
-        Err(e) => tracing::warn!("diffing the workspace: {e}"),
+        self.counters.last_fingerprint = fingerprint.clone();
+        match self.ws.checkpoints.diff_to_workspace(self.ws.baseline) {
+            Ok(diff) => self.bus.emit(RunEvent::WorkspaceChanged {
+                fingerprint,
+                changed_files: changed_files(&diff),
+                diff,
+            }),
+            Err(e) => tracing::warn!("diffing the workspace: {e}"),
+        }
     }
 }
 
 /// The paths a unified diff touches, from its `diff --git a/X b/X` headers.
-pub fn changed_files(diff: &str) -> Vec<String> {
+pub(crate) fn changed_files(diff: &str) -> Vec<String> {
     diff.lines()
         .filter_map(|l| l.strip_prefix("diff --git a/"))
         .filter_map(|rest| rest.split(" b/").next())
@@ -240,6 +180,5 @@ mod tests {
         let diff = "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n\
                     diff --git a/new.txt b/new.txt\nnew file mode 100644\n";
         assert_eq!(super::changed_files(diff), ["src/a.py", "new.txt"]);
-        assert_eq!(super::count_lines("--- a\n+++ b\n-x\n+y\n+z\n"), (2, 1));
     }
 }

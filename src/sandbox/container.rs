@@ -177,7 +177,7 @@ impl CommandContainer {
     async fn launch(docker: &Docker, spec: &ContainerSpec) -> Result<Live, SandboxError> {
         let name = format!(
             "minicoder-{}-{}-{}",
-            sanitize(&spec.run_id),
+            crate::ids::file_safe(&spec.run_id, 40),
             spec.role.as_str(),
             crate::ids::random_hex(4)
         );
@@ -521,19 +521,6 @@ fn container_cwd(cwd: &str) -> Result<String, SandboxError> {
         }
     }
     Ok(out)
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(40)
-        .collect()
 }
 
 fn diagnostics_suffix(diag: &[u8]) -> String {

@@ -122,20 +122,22 @@ pub fn edit_file(args: &EditFileArgs, root: &WorkspaceRoot) -> Result<ToolOutput
     Ok(edit_output(&edit))
 }
 
-/// The tool result of an applied edit.
+/// The tool result of an applied edit: what the model is told, with the
+/// patch itself in the full output.
 pub fn edit_output(edit: &PreparedEdit) -> ToolOutput {
     let (added, removed) = count_changes(&edit.patch);
-    let verb = if edit.is_creation() {
-        "created"
-    } else if edit.is_deletion() {
-        "deleted"
-    } else {
-        "edited"
-    };
-    let summary = format!("{verb} {} (+{added} -{removed})", edit.path);
-    let mut output = ToolOutput::success(format!("{summary}\n{}", edit.patch), summary);
-    output.changed_files = vec![edit.path.clone()];
-    output
+    let content = format!(
+        "Applied the patch to {}: +{added} -{removed} lines.",
+        edit.path
+    );
+    ToolOutput {
+        ok: true,
+        full: format!("{content}\n{}", edit.patch),
+        content,
+        summary: format!("+{added} -{removed}"),
+        changed_files: vec![edit.path.clone()],
+        exit_code: None,
+    }
 }
 
 fn count_changes(patch: &str) -> (usize, usize) {

@@ -207,3 +207,22 @@ fn a_deletion_must_remove_every_line() {
     ));
     assert!(message.contains("leaves 1 lines"), "{message}");
 }
+
+#[test]
+fn the_result_counts_added_and_removed_lines_without_headers() {
+    assert_eq!(count_changes("--- a\n+++ b\n-x\n+y\n+z\n"), (2, 1));
+    let (dir, root) = setup();
+    std::fs::write(dir.path().join("a.txt"), "x\n").unwrap_or_else(|e| panic!("{e}"));
+    let edit = prepare_edit(
+        &args(
+            "a.txt",
+            "--- a/a.txt\n+++ b/a.txt\n@@ -1 +1,2 @@\n-x\n+y\n+z\n",
+        ),
+        &root,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let output = edit_output(&edit);
+    assert_eq!(output.summary, "+2 -1");
+    assert_eq!(output.content, "Applied the patch to a.txt: +2 -1 lines.");
+    assert_eq!(output.changed_files, ["a.txt"]);
+}

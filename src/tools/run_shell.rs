@@ -31,7 +31,7 @@ pub async fn run_shell(
     let request = CommandRequest::new(args.command.clone())
         .cwd(cwd)
         .timeout(timeout)
-        .spool_to(ctx.outputs_dir, &spool_stem(ctx.call_id));
+        .spool_to(ctx.outputs_dir, &crate::ids::file_safe(ctx.call_id, 100));
     let outcome = ctx.container.run(request).await?;
     let mut output = render(&outcome, timeout);
     if args
@@ -58,23 +58,6 @@ fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, Too
         });
     }
     Ok(display(&rel))
-}
-
-/// A file stem from a call id (ids come from the model and may hold any
-/// character).
-fn spool_stem(call_id: &str) -> String {
-    let stem: String = call_id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(100)
-        .collect();
-    if stem.is_empty() { "call".into() } else { stem }
 }
 
 fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
@@ -159,12 +142,11 @@ fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn spool_stems_are_safe_file_names() {
-        assert_eq!(spool_stem("call_1"), "call_1");
-        assert_eq!(spool_stem("../../x"), "______x");
-        assert_eq!(spool_stem(""), "call");
+        let stem = |id: &str| crate::ids::file_safe(id, 100);
+        assert_eq!(stem("call_1"), "call_1");
+        assert!(!stem("../../x").contains('/') && !stem("../../x").starts_with('.'));
+        assert!(!stem("").is_empty());
     }
 }

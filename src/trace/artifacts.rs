@@ -179,7 +179,10 @@ impl ArtifactDir {
     /// Writes an attempted edit to `patches/<seq:04>-<name>.patch` (characters
     /// outside `[A-Za-z0-9._-]` in `name` become `_`); returns the relative path.
     pub fn write_patch(&self, seq: u32, name: &str, patch: &str) -> Result<String, TraceError> {
-        let relative = format!("{PATCHES_DIR}/{seq:04}-{}.patch", file_name_from(name));
+        let relative = format!(
+            "{PATCHES_DIR}/{seq:04}-{}.patch",
+            crate::ids::file_safe(name, MAX_NAME_LEN)
+        );
         let text = self.redactor.redact(patch);
         self.write_private(&relative, text.as_bytes())?;
         Ok(relative)
@@ -320,25 +323,6 @@ fn check_name(name: &str) -> Result<(), TraceError> {
     }
 }
 
-/// `edit-src/a.py` -> `edit-src_a.py`: any other character becomes `_`.
-fn file_name_from(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(MAX_NAME_LEN)
-        .collect();
-    if out.is_empty() || out.starts_with('.') {
-        out.insert(0, '_');
-    }
-    out
-}
-
 /// The absolute, symlink-free form of `path`, which may not exist yet: the
 /// nearest existing ancestor is canonicalized and the missing rest (which
 /// cannot hold symlinks) is applied lexically.
@@ -398,9 +382,12 @@ mod tests {
 
     #[test]
     fn patch_names_are_made_file_safe() {
-        assert_eq!(file_name_from("edit-src/a.py"), "edit-src_a.py");
-        assert_eq!(file_name_from("../x y"), "_.._x_y");
-        assert_eq!(file_name_from(""), "_");
+        assert_eq!(
+            crate::ids::file_safe("edit-src/a.py", MAX_NAME_LEN),
+            "edit-src_a.py"
+        );
+        assert_eq!(crate::ids::file_safe("../x y", MAX_NAME_LEN), "_.._x_y");
+        assert_eq!(crate::ids::file_safe("", MAX_NAME_LEN), "_");
     }
 
     #[test]

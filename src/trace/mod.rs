@@ -14,6 +14,6 @@ pub use artifacts::{ArtifactDir, StoredFile};
 pub use error::TraceError;
 pub use event_log::{ChainSummary, EventLog, GENESIS_PREV, digest, verify_chain};
 pub use manifest::{MINICODER_VERSION, Manifest, ManifestCheck, ManifestLimits};
-pub use receipt::{RECEIPT_VERSION, Receipt, ReceiptCheck, ReceiptFields, ReceiptVerification};
+pub use receipt::{RECEIPT_VERSION, Receipt, ReceiptCheck, ReceiptVerification};
 pub use receipt_key::ReceiptKey;
 pub use redact::{REDACTED, Redactor};

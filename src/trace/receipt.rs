@@ -17,7 +17,7 @@ pub const RECEIPT_VERSION: u32 = 1;
 
 /// A signed receipt. Every field but `hmac` is covered by the HMAC; unknown
 /// fields are refused when reading, so nothing unsigned can ride along.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     pub version: u32,
@@ -39,7 +39,7 @@ pub struct Receipt {
 }
 
 /// The verification the receipt vouches for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReceiptVerification {
     pub passed: bool,
@@ -68,34 +68,31 @@ impl From<&CheckReport> for ReceiptCheck {
     }
 }
 
-/// What a receipt states; [`Receipt::sign`] adds version, time and HMAC.
-/// Give it redacted values (check commands): what is signed is written as is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReceiptFields {
-    pub run_id: String,
-    pub repo: String,
-    pub baseline_commit: String,
-    pub baseline_fingerprint: String,
-    pub patch_sha256: String,
-    pub final_fingerprint: String,
-    pub verification: ReceiptVerification,
-    pub events_sha256: String,
+impl ReceiptVerification {
+    /// What the latest verification of a run vouches for (nothing passed
+    /// when there was none).
+    pub fn from_result(result: Option<&crate::verify::VerificationResult>) -> Self {
+        Self {
+            passed: result.is_some_and(|v| v.passed),
+            fingerprint: result
+                .map(|v| v.fingerprint.to_string())
+                .unwrap_or_default(),
+            checks: result
+                .map(|v| v.checks.iter().map(ReceiptCheck::from).collect())
+                .unwrap_or_default(),
+        }
+    }
 }
 
 impl Receipt {
-    pub fn sign(key: &ReceiptKey, fields: ReceiptFields) -> Result<Self, TraceError> {
+    /// Signs what `claims` states: its version, time and HMAC are set here.
+    /// Give it redacted values (check commands): what is signed is written as is.
+    pub fn sign(key: &ReceiptKey, claims: Receipt) -> Result<Self, TraceError> {
         let mut receipt = Receipt {
             version: RECEIPT_VERSION,
-            run_id: fields.run_id,
-            repo: fields.repo,
-            baseline_commit: fields.baseline_commit,
-            baseline_fingerprint: fields.baseline_fingerprint,
-            patch_sha256: fields.patch_sha256,
-            final_fingerprint: fields.final_fingerprint,
-            verification: fields.verification,
-            events_sha256: fields.events_sha256,
             created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             hmac: String::new(),
+            ..claims
         };
         let mac = receipt.mac(key)?;
         receipt.hmac = hex::encode(mac.finalize().into_bytes());

@@ -4,8 +4,8 @@ fn key() -> ReceiptKey {
     ReceiptKey::from_bytes([7u8; 32])
 }
 
-fn fields() -> ReceiptFields {
-    ReceiptFields {
+fn fields() -> Receipt {
+    Receipt {
         run_id: "20250101-abc".into(),
         repo: "/src/repo".into(),
         baseline_commit: "3f786850e387550fdab836ed7e6dc881de23001b".into(),
@@ -23,6 +23,7 @@ fn fields() -> ReceiptFields {
             }],
         },
         events_sha256: "cc".repeat(32),
+        ..Receipt::default()
     }
 }
 

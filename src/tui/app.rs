@@ -2,8 +2,11 @@
 //!
 //! `App` never does IO of its own beyond reading an output file the person asked
 //! to see: the session loop performs the ops (start a run, send a follow-up,
-//! cancel, parse a diff off the UI thread, save the reviewed patch) and feeds the
-//! results back as events. Snapshot tests drive it with real [`RunEvent`]s.
+//! answer an approval, cancel, parse a diff off the UI thread, save the reviewed
+//! patch) and feeds the results back as events. Approvals arrive as
+//! `approval.requested` events and are answered with [`Op::Answer`], which the
+//! session sends on the run's one command channel. Snapshot tests drive it with
+//! real [`RunEvent`]s.
 
 mod keys;
 
@@ -14,15 +17,12 @@ use std::time::{Duration, Instant};
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
 use ratatui_textarea::TextArea;
-use tokio::sync::oneshot;
 
 use super::diff::{DiffModel, DiffViewState, ReviewSelection};
 use super::keymap::{Context, Keymap};
 use super::run_view::{NoteKind, Phase, RunView};
 use super::theme::Theme;
-use crate::protocol::RunReport;
-use crate::protocol::{Outcome, RunEvent};
-use crate::runtime::{ApprovalDecision, ApprovalMode, ApprovalRequest};
+use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, RunReport};
 
 /// Everything that can change the screen, from any source, through one channel.
 #[derive(Debug)]
@@ -31,7 +31,6 @@ pub enum AppEvent {
     Paste(String),
     Resize,
     Run(RunEvent),
-    Approval(ApprovalRequest, oneshot::Sender<ApprovalDecision>),
     /// The run returned: its report, or why it could not start.
     RunEnded(Result<Box<RunReport>, String>),
     /// A background parse of the live diff finished.
@@ -52,9 +51,20 @@ pub enum AppEvent {
 pub enum Op {
     Start(String),
     FollowUp(String),
+    /// The person's answer to `approval.requested { id }`.
+    Answer {
+        id: String,
+        decision: ApprovalDecision,
+    },
     Cancel,
-    ParseDiff { generation: u64, text: String },
-    SaveReview { patch: String, artifact_dir: String },
+    ParseDiff {
+        generation: u64,
+        text: String,
+    },
+    SaveReview {
+        patch: String,
+        artifact_dir: String,
+    },
 }
 
 /// The panes, in focus order.
@@ -110,11 +120,19 @@ pub enum Overlay {
     Pager(Pager),
 }
 
+/// What the run asked in `approval.requested`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRequest {
+    pub id: String,
+    pub call_id: String,
+    pub path: String,
+    pub patch: String,
+}
+
 /// An edit waiting for `y`/`n`/`a`.
 #[derive(Debug)]
 pub struct PendingApproval {
     pub request: ApprovalRequest,
-    pub responder: oneshot::Sender<ApprovalDecision>,
     pub patch: DiffModel,
     pub scroll: usize,
     /// Shown, or hidden with Esc to look around first.
@@ -153,7 +171,7 @@ pub struct App {
     pub input: TextArea<'static>,
     pub overlay: Option<Overlay>,
     pub approval: Option<PendingApproval>,
-    pub approvals: VecDeque<(ApprovalRequest, oneshot::Sender<ApprovalDecision>)>,
+    pub approvals: VecDeque<ApprovalRequest>,
     pub review: Option<Review>,
     pub diff: Arc<DiffModel>,
     pub diff_state: DiffViewState,
@@ -249,7 +267,7 @@ impl App {
             AppEvent::Key(key) => self.handle_key(key),
             AppEvent::Paste(text) => self.paste(&text),
             AppEvent::Resize => {}
-            AppEvent::Tick => self.drop_abandoned_approval(),
+            AppEvent::Tick => {}
             AppEvent::Terminate => {
                 if self.view.is_running() {
                     self.cancel_run();
@@ -259,17 +277,6 @@ impl App {
                 }
             }
             AppEvent::Run(event) => self.run_event(event),
-            AppEvent::Approval(request, responder) => {
-                if self.cancelling {
-                    // Asked in the moment between the cancel and the run noticing it.
-                    let _ = responder.send(ApprovalDecision::Refuse(Some(
-                        "the run was cancelled".into(),
-                    )));
-                } else {
-                    self.approvals.push_back((request, responder));
-                    self.next_approval();
-                }
-            }
             AppEvent::RunEnded(result) => self.run_ended(result),
             AppEvent::DiffParsed { generation, model } => {
                 if generation == self.view.diff_generation {
@@ -298,8 +305,25 @@ impl App {
     }
 
     fn run_event(&mut self, event: RunEvent) {
-        if matches!(event, RunEvent::RunStarted { .. }) {
-            self.started.get_or_insert_with(Instant::now);
+        match &event {
+            RunEvent::RunStarted { .. } => {
+                self.started.get_or_insert_with(Instant::now);
+            }
+            RunEvent::ApprovalRequested {
+                id,
+                call_id,
+                path,
+                patch,
+            } => self.approval_requested(ApprovalRequest {
+                id: id.clone(),
+                call_id: call_id.clone(),
+                path: path.clone(),
+                patch: patch.clone(),
+            }),
+            RunEvent::ApprovalResolved { id, reason, .. } => {
+                self.approval_resolved(id, reason.as_deref())
+            }
+            _ => {}
         }
         let generation = self.view.diff_generation;
         self.view.apply(&event);
@@ -322,31 +346,48 @@ impl App {
         self.refuse_pending("the run was cancelled");
     }
 
-    /// An approval the runtime stopped waiting for (it timed out as a refusal) is
-    /// taken off the screen instead of inviting a `y` that would mean nothing.
-    fn drop_abandoned_approval(&mut self) {
-        if self
-            .approval
-            .as_ref()
-            .is_some_and(|a| a.responder.is_closed())
+    fn approval_requested(&mut self, request: ApprovalRequest) {
+        if self.cancelling {
+            // Asked in the moment between the cancel and the run noticing it.
+            self.answer(
+                request.id,
+                ApprovalDecision::Refuse(Some("the run was cancelled".into())),
+            );
+        } else {
+            self.approvals.push_back(request);
+            self.next_approval();
+        }
+    }
+
+    /// An approval the run resolved without this screen's answer (nobody
+    /// answered in time, the run ended) is taken off the screen instead of
+    /// inviting a `y` that would mean nothing.
+    fn approval_resolved(&mut self, id: &str, reason: Option<&str>) {
+        self.approvals.retain(|r| r.id != id);
+        if self.approval.as_ref().is_some_and(|a| a.request.id == id)
             && let Some(pending) = self.approval.take()
         {
             self.view.note(
                 NoteKind::Warning,
                 format!(
-                    "the edit of {} was refused: nobody answered in time",
-                    pending.request.path
+                    "the edit of {} was refused: {}",
+                    pending.request.path,
+                    reason.unwrap_or("nobody answered in time")
                 ),
             );
             self.next_approval();
         }
     }
 
+    fn answer(&mut self, id: String, decision: ApprovalDecision) {
+        self.ops.push(Op::Answer { id, decision });
+    }
+
     fn refuse_pending(&mut self, why: &str) {
-        let pending = self.approval.take().map(|a| a.responder);
-        let queued = self.approvals.drain(..).map(|(_, responder)| responder);
-        for responder in pending.into_iter().chain(queued) {
-            let _ = responder.send(ApprovalDecision::Refuse(Some(why.to_string())));
+        let pending = self.approval.take().map(|a| a.request);
+        let queued: Vec<ApprovalRequest> = self.approvals.drain(..).collect();
+        for request in pending.into_iter().chain(queued) {
+            self.answer(request.id, ApprovalDecision::Refuse(Some(why.to_string())));
         }
     }
 
@@ -418,11 +459,10 @@ impl App {
         if self.approval.is_some() {
             return;
         }
-        if let Some((request, responder)) = self.approvals.pop_front() {
+        if let Some(request) = self.approvals.pop_front() {
             let patch = DiffModel::parse(&request.patch);
             self.approval = Some(PendingApproval {
                 request,
-                responder,
                 patch,
                 scroll: 0,
                 visible: true,
@@ -431,23 +471,16 @@ impl App {
         }
     }
 
+    /// Answers the approval on screen. An answer the run no longer waits for
+    /// comes back as `command.rejected` ("too late: ...").
     fn answer_approval(&mut self, decision: ApprovalDecision) {
-        if let Some(pending) = self.approval.take()
-            && pending.responder.send(decision.clone()).is_err()
-        {
-            // The runtime stopped waiting (no answer in time): it counted as a refusal.
-            self.view.note(
-                NoteKind::Warning,
-                format!(
-                    "too late: the edit of {} was already refused, nobody answered in time",
-                    pending.request.path
-                ),
-            );
+        if let Some(pending) = self.approval.take() {
+            self.answer(pending.request.id, decision.clone());
         }
         if decision == ApprovalDecision::ApproveAll {
             // Everything already queued is part of "the rest of the run".
-            while let Some((_, responder)) = self.approvals.pop_front() {
-                let _ = responder.send(ApprovalDecision::Approve);
+            while let Some(request) = self.approvals.pop_front() {
+                self.answer(request.id, ApprovalDecision::Approve);
             }
         }
         self.next_approval();

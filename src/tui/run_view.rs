@@ -421,6 +421,9 @@ impl RunView {
                     tokens(*after_tokens)
                 ),
             ),
+            RunEvent::CommandRejected { reason, .. } => {
+                self.note(NoteKind::Warning, reason.clone())
+            }
             RunEvent::ApprovalRequested { path, .. } => {
                 self.note(NoteKind::Info, format!("waiting for approval of {path}"))
             }

@@ -1,6 +1,7 @@
 //! The session loop: terminal input, run events and background results come in
 //! through one channel; the app is drawn only when something changed, at most
-//! once per [`FRAME_INTERVAL`], and never while idle.
+//! once per [`FRAME_INTERVAL`], and never while idle. The app's answers,
+//! follow-ups and cancel go to the run on its one command channel.
 
 use std::io;
 use std::sync::Arc;
@@ -14,12 +15,11 @@ use ratatui::backend::Backend;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 use super::app::{App, AppEvent, Op};
 use super::diff::DiffModel;
-use crate::protocol::RunReport;
-use crate::runtime::RunHooks;
+use crate::protocol::{Command, RunReport};
+use crate::runtime::RunChannels;
 
 /// Streamed tokens and bursts of events are coalesced into one frame per interval.
 pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
@@ -29,7 +29,7 @@ pub trait Launcher: Send + Sync {
     fn launch(
         &self,
         task: String,
-        hooks: RunHooks,
+        channels: RunChannels,
     ) -> BoxFuture<'static, Result<RunReport, String>>;
 }
 
@@ -42,8 +42,7 @@ pub struct FrameStats {
 
 /// A run in progress and how to steer it.
 struct ActiveRun {
-    cancel: CancellationToken,
-    follow_ups: mpsc::UnboundedSender<String>,
+    commands: mpsc::UnboundedSender<Command>,
     task: JoinHandle<()>,
 }
 
@@ -157,16 +156,9 @@ impl Session {
     fn perform(&mut self, op: Op) {
         match op {
             Op::Start(task) => self.start(task),
-            Op::FollowUp(text) => {
-                if let Some(active) = &self.active {
-                    let _ = active.follow_ups.send(text);
-                }
-            }
-            Op::Cancel => {
-                if let Some(active) = &self.active {
-                    active.cancel.cancel();
-                }
-            }
+            Op::FollowUp(text) => self.command(Command::FollowUp { text }),
+            Op::Answer { id, decision } => self.command(Command::Approval { id, decision }),
+            Op::Cancel => self.command(Command::Cancel),
             Op::ParseDiff { generation, text } => {
                 let _ = self.diff_jobs.send(Some((generation, text)));
             }
@@ -180,6 +172,12 @@ impl Session {
         }
     }
 
+    fn command(&self, command: Command) {
+        if let Some(active) = &self.active {
+            let _ = active.commands.send(command);
+        }
+    }
+
     fn start(&mut self, task: String) {
         let Some(launcher) = self.launcher.clone() else {
             let _ = self
@@ -187,46 +185,29 @@ impl Session {
                 .send(AppEvent::RunEnded(Err("no model is configured".into())));
             return;
         };
-        let (event_tx, mut event_rx) = mpsc::unbounded_channel();
-        let (approve_tx, mut approve_rx) = mpsc::unbounded_channel();
-        let (follow_tx, follow_rx) = mpsc::unbounded_channel();
-        let cancel = CancellationToken::new();
-        let hooks = RunHooks {
-            subscribers: vec![event_tx],
-            approver: Some(approve_tx),
-            cancel: cancel.clone(),
-            follow_ups: Some(follow_rx),
-        };
+        let (channels, commands, mut event_rx) = RunChannels::pair();
         let sender = self.sender.clone();
-        let run = launcher.launch(task, hooks);
+        let run = launcher.launch(task, channels);
         let task = tokio::spawn(async move {
             let events = sender.clone();
+            // Every event reaches the app before the run's end does: the
+            // stream closes only when the run has dropped its side.
             let forward_events = async move {
                 while let Some(event) = event_rx.recv().await {
                     let _ = events.send(AppEvent::Run(event));
                 }
             };
-            let approvals = sender.clone();
-            let forward_approvals = async move {
-                while let Some((request, responder)) = approve_rx.recv().await {
-                    let _ = approvals.send(AppEvent::Approval(request, responder));
-                }
-            };
-            let (result, _, _) = tokio::join!(run, forward_events, forward_approvals);
+            let (result, ()) = tokio::join!(run, forward_events);
             let _ = sender.send(AppEvent::RunEnded(result.map(Box::new)));
         });
-        self.active = Some(ActiveRun {
-            cancel,
-            follow_ups: follow_tx,
-            task,
-        });
+        self.active = Some(ActiveRun { commands, task });
     }
 
     /// Leaving with a run still going: cancel it and wait, so its containers
     /// are removed and its artifacts written.
     async fn finish(&mut self) {
         if let Some(active) = self.active.take() {
-            active.cancel.cancel();
+            let _ = active.commands.send(Command::Cancel);
             let _ = active.task.await;
         }
     }

@@ -1,4 +1,4 @@
-//! The bootstrap phase (SPEC §3, §6): the configured `bootstrap` commands run
+//! The bootstrap phase: the configured `bootstrap` commands run
 //! in order, in one container of their own, before the agent starts. They get
 //! the network unless `MINICODER_BOOTSTRAP_NETWORK=false`, and never any host
 //! credential (the container environment is fixed). The first failure stops it.
@@ -18,10 +18,11 @@ pub const BOOTSTRAP_NETWORK_ENV: &str = "MINICODER_BOOTSTRAP_NETWORK";
 /// The per-command timeout of bootstrap commands unless configured.
 pub const DEFAULT_BOOTSTRAP_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Whether bootstrap commands get the network: `MINICODER_BOOTSTRAP_NETWORK`
-/// set to `false`, `0`, `no` or `off` says no; anything else (or nothing) yes.
-pub fn bootstrap_network_from_env() -> bool {
-    std::env::var(BOOTSTRAP_NETWORK_ENV).map_or(true, |v| {
+/// Whether bootstrap commands get the network, from the value of
+/// `MINICODER_BOOTSTRAP_NETWORK`: `false`, `0`, `no` or `off` says no;
+/// anything else (or nothing) yes.
+pub fn bootstrap_network(value: Option<&str>) -> bool {
+    value.is_none_or(|v| {
         !matches!(
             v.trim().to_ascii_lowercase().as_str(),
             "false" | "0" | "no" | "off"

@@ -18,7 +18,7 @@ pub mod zero_tests;
 
 pub use bootstrap::{
     BOOTSTRAP_NETWORK_ENV, BootstrapOutput, BootstrapResult, BootstrapSettings,
-    DEFAULT_BOOTSTRAP_TIMEOUT, bootstrap_network_from_env, run_bootstrap,
+    DEFAULT_BOOTSTRAP_TIMEOUT, bootstrap_network, run_bootstrap,
 };
 pub use config::{CONFIG_FILE, CheckSpec, MAX_CHECKS, ProjectConfig, load_config, resolve_checks};
 pub use detect::detect_checks;

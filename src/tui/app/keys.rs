@@ -4,8 +4,8 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
 use super::{App, Op, Overlay, Pager, Pane};
+use crate::protocol::ApprovalDecision;
 use crate::protocol::CheckReport;
-use crate::runtime::ApprovalDecision;
 use crate::tui::keymap::{Action, Context};
 use crate::tui::run_view::{CellState, NoteKind, StreamEntry};
 

@@ -1,0 +1,234 @@
+//! What goes into the agent ([`Input`]) and what comes out of it
+//! ([`Effect`]): the whole interface between the reducer and the driver that
+//! performs its effects. Every input is a fact (a result, an answer, a
+//! signal); every decision about it is the reducer's.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::types::{ModelReply, ModelRequest, ToolCall, ToolSpec};
+use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, VerificationReason};
+
+/// How long an edit waits for a person before it counts as refused.
+pub const APPROVAL_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    pub task: String,
+    /// The frozen checks, as `name: command`, for the runtime contract.
+    pub checks: Vec<String>,
+    pub max_turns: u32,
+    pub max_tokens: u64,
+    /// Context budget in tokens (the smallest ceiling of the model chain).
+    pub context_limit: u64,
+    pub tools: Vec<ToolSpec>,
+    /// Commands run before the agent starts; empty for none.
+    #[serde(default)]
+    pub bootstrap: Vec<String>,
+    /// Whether the bootstrap phase has network.
+    #[serde(default)]
+    pub bootstrap_network: bool,
+    /// Who approves edits.
+    #[serde(default = "default_approval")]
+    pub approval: ApprovalMode,
+    /// How long an edit waits for an answer before it is refused.
+    #[serde(default = "default_approval_timeout")]
+    pub approval_timeout_ms: u64,
+}
+
+fn default_approval() -> ApprovalMode {
+    ApprovalMode::Never
+}
+
+fn default_approval_timeout() -> u64 {
+    APPROVAL_TIMEOUT_MS
+}
+
+impl AgentConfig {
+    /// A configuration without bootstrap or approvals.
+    pub fn new(task: impl Into<String>, checks: Vec<String>, tools: Vec<ToolSpec>) -> Self {
+        Self {
+            task: task.into(),
+            checks,
+            max_turns: 50,
+            max_tokens: 2_000_000,
+            context_limit: 1_000_000,
+            tools,
+            bootstrap: Vec::new(),
+            bootstrap_network: false,
+            approval: ApprovalMode::Never,
+            approval_timeout_ms: APPROVAL_TIMEOUT_MS,
+        }
+    }
+}
+
+/// What kind of work failed, for the reducer to decide what the failure means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The model chain gave up (after its retries and fallbacks).
+    Model,
+    /// The command sandbox broke (not a command failing: the container itself).
+    Sandbox,
+    /// The verifier could not run the checks.
+    Verification,
+    /// A checkpoint could not be taken.
+    Checkpoint,
+    /// The validated checkpoint could not be restored.
+    Restore,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Input {
+    /// The workspace exists and its baseline checkpoint is taken.
+    Start {
+        baseline_checkpoint: String,
+    },
+    /// The bootstrap commands ended.
+    BootstrapFinished {
+        passed: bool,
+        failure: Option<String>,
+        duration_ms: u64,
+    },
+    /// A checkpoint asked for by [`Effect::Checkpoint`] exists; `validated`
+    /// as the effect asked.
+    CheckpointCreated {
+        id: String,
+        validated: bool,
+    },
+    ModelReplied(ModelReply),
+    /// A tool call ended (for `edit_file`: applied, or its patch did not fit).
+    ToolFinished {
+        call_id: String,
+        ok: bool,
+        content: String,
+    },
+    /// `edit_file`'s patch fits the workspace and is ready to apply; the
+    /// credentials it would add (kinds, never values) are listed.
+    EditPrepared {
+        call_id: String,
+        path: String,
+        patch: String,
+        credentials: Vec<String>,
+    },
+    Verified {
+        reason: VerificationReason,
+        passed: bool,
+        /// The workspace fingerprint the verdict is bound to.
+        fingerprint: String,
+        /// What the model is told: failing checks, exit codes, bounded output.
+        feedback: String,
+    },
+    Restored {
+        id: String,
+    },
+    /// The run's patch is exported: the final workspace fingerprint, the
+    /// credentials the patch would add, or why it could not be exported.
+    Concluded {
+        fingerprint: String,
+        credentials: Vec<String>,
+        export_error: Option<String>,
+    },
+    /// A person answered `approval.requested { id }`.
+    Approval {
+        id: String,
+        decision: ApprovalDecision,
+    },
+    /// Nobody answered the approval in time.
+    ApprovalTimedOut {
+        id: String,
+    },
+    /// Nobody can send commands any more (the front end is gone).
+    CommandsClosed,
+    /// A message typed by the person while the run works; sent with the next turn.
+    FollowUp(String),
+    /// Work the driver performed failed.
+    Failed {
+        kind: FailureKind,
+        reason: String,
+    },
+    Cancelled {
+        reason: String,
+    },
+    TimedOut {
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Emit(RunEvent),
+    /// Run the bootstrap commands; the result comes back as `BootstrapFinished`.
+    Bootstrap,
+    /// Take a checkpoint; `validated` means the agent will mark it a
+    /// verified-good state once it exists.
+    Checkpoint {
+        reason: String,
+        validated: bool,
+    },
+    /// Verify the baseline in the background, on its own copy of the baseline
+    /// checkpoint, while the agent works; the result comes back as
+    /// `Verified { reason: Baseline, .. }` whenever it is ready.
+    VerifyBaseline {
+        attempt: u32,
+    },
+    /// Wait for the background baseline verdict (and for commands meanwhile).
+    AwaitBaseline,
+    /// Mark an existing checkpoint as a verified-good state.
+    MarkValidated {
+        checkpoint: String,
+    },
+    CallModel(ModelRequest),
+    /// Run one tool. For `edit_file` this checks the patch against the
+    /// workspace and reports `EditPrepared`; applying it is [`Effect::ApplyEdit`].
+    RunTool(ToolCall),
+    /// Apply a prepared (and, where needed, approved) edit.
+    ApplyEdit {
+        call: ToolCall,
+        path: String,
+        patch: String,
+    },
+    /// Wait for the person to answer approval `id` (or for its timeout).
+    AwaitApproval {
+        id: String,
+        timeout_ms: u64,
+    },
+    Verify {
+        reason: VerificationReason,
+        attempt: u32,
+    },
+    /// A verification failed: have a fresh verifier container ready for the next.
+    PrewarmVerifier,
+    Restore {
+        checkpoint: String,
+    },
+    /// The agent decided the outcome: export the patch and report the final
+    /// workspace as `Concluded` (which may still turn a success into a failure).
+    Finish {
+        outcome: Outcome,
+        reason: String,
+    },
+    /// The outcome is final: tear down and write the report.
+    End {
+        outcome: Outcome,
+        reason: String,
+    },
+}
+
+impl Effect {
+    /// Whether the driver waits on this effect for an input.
+    pub fn is_wait(&self) -> bool {
+        matches!(self, Effect::AwaitApproval { .. } | Effect::AwaitBaseline)
+    }
+}
+
+/// Counters for the report.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentStats {
+    pub turns: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub tool_calls: u32,
+    pub repair_cycles: u32,
+    pub rollbacks: u32,
+    pub verifications: u32,
+}

@@ -1,0 +1,203 @@
+//! Verification and what follows from it: the baseline's verdict (which
+//! decides the rollback target), completions that pass or fail, repair
+//! cycles, the rollback after the third failure, and the final verdict that
+//! binds success to the workspace that was verified.
+
+use super::{Agent, Baseline, Effect, ROLLBACK_AFTER_FAILURES};
+use crate::agent::phase::Phase;
+use crate::model::types::{ChatMessage, ToolCall};
+use crate::protocol::{Outcome, VerificationReason};
+
+impl Agent {
+    /// The background baseline verification ended. A pass makes the baseline
+    /// the validated state (unless a later one was validated already). A
+    /// failed completion that waited for this verdict is now counted.
+    pub(super) fn on_baseline(&mut self, passed: bool, fx: &mut Vec<Effect>) {
+        if self.baseline != Baseline::Running {
+            return;
+        }
+        self.baseline = if passed {
+            Baseline::Passed
+        } else {
+            Baseline::Failed
+        };
+        if passed
+            && self.validated.is_none()
+            && let Some(id) = self.baseline_checkpoint.clone()
+        {
+            self.validated = Some(id.clone());
+            self.failures_since_validated = 0;
+            fx.push(Effect::MarkValidated { checkpoint: id });
+        }
+        if let Phase::AwaitingBaseline { call, feedback } = &self.phase {
+            let (call, feedback) = (call.clone(), feedback.clone());
+            self.completion_failed(call, feedback, fx);
+        }
+    }
+
+    pub(super) fn on_verified(
+        &mut self,
+        reason: VerificationReason,
+        passed: bool,
+        fingerprint: String,
+        feedback: String,
+        fx: &mut Vec<Effect>,
+    ) {
+        let Phase::Verifying {
+            reason: expected,
+            call,
+        } = &self.phase
+        else {
+            return;
+        };
+        if *expected != reason {
+            return;
+        }
+        let call = call.clone();
+        self.last_verdict = Some((passed, fingerprint));
+        if !passed {
+            // The agent will repair and ask again: have a fresh container ready.
+            fx.push(Effect::PrewarmVerifier);
+        }
+        match (reason, call) {
+            (VerificationReason::AfterRestore, _) => {
+                let state = if passed { "passes" } else { "fails" };
+                self.context.history.push(ChatMessage::user(format!(
+                    "After three failed completion verifications the workspace was restored to the last \
+                     validated checkpoint; verification {state} there. Your changes since then are gone. \
+                     Re-read the code, update the plan and try a different approach.\n{feedback}"
+                )));
+                self.next_turn(fx);
+            }
+            (VerificationReason::Completion, Some(call)) if passed => {
+                self.answer(
+                    &call,
+                    true,
+                    "verification passed",
+                    "Verification passed.".into(),
+                    fx,
+                );
+                self.checkpoint("completion verified", true, fx);
+                self.finish(Outcome::Success, "verification passed".into(), fx);
+            }
+            (VerificationReason::Completion, Some(call)) => {
+                // Whether this failure counts against a validated state depends
+                // on the baseline's verdict: wait for it if it is not in yet.
+                if self.baseline == Baseline::Running {
+                    self.phase = Phase::AwaitingBaseline { call, feedback };
+                    fx.push(Effect::AwaitBaseline);
+                } else {
+                    self.completion_failed(call, feedback, fx);
+                }
+            }
+            _ => self.next_turn(fx),
+        }
+    }
+
+    /// A failed completion: another repair cycle, or after the third failure
+    /// since a validated state, a rollback to it.
+    pub(super) fn completion_failed(
+        &mut self,
+        call: ToolCall,
+        feedback: String,
+        fx: &mut Vec<Effect>,
+    ) {
+        let rollback = match &self.validated {
+            Some(id) => {
+                self.failures_since_validated += 1;
+                (self.failures_since_validated >= ROLLBACK_AFTER_FAILURES).then(|| id.clone())
+            }
+            None => None,
+        };
+        let note = match (&rollback, &self.validated) {
+            (Some(_), _) => "This was the third failed completion since the last validated state: \
+                             the workspace is restored to it."
+                .to_string(),
+            (None, Some(_)) => format!(
+                "Repair cycle {} of {}: fix the failures, then call request_completion again.",
+                self.failures_since_validated,
+                ROLLBACK_AFTER_FAILURES - 1
+            ),
+            (None, None) => "Fix the failures, then call request_completion again.".to_string(),
+        };
+        if rollback.is_none() {
+            self.stats.repair_cycles += 1;
+        }
+        self.answer(
+            &call,
+            false,
+            "verification failed",
+            format!("Verification failed.\n{feedback}\n{note}"),
+            fx,
+        );
+        match rollback {
+            Some(id) => {
+                self.stats.rollbacks += 1;
+                self.failures_since_validated = 0;
+                self.queue.clear();
+                self.phase = Phase::Restoring {
+                    checkpoint: id.clone(),
+                };
+                fx.push(Effect::Restore { checkpoint: id });
+            }
+            None => {
+                self.phase = Phase::AwaitingModel;
+                self.next_call(fx);
+            }
+        }
+    }
+
+    pub(super) fn on_restored(&mut self, id: String, fx: &mut Vec<Effect>) {
+        self.validated = Some(id);
+        self.stats.verifications += 1;
+        self.phase = Phase::Verifying {
+            reason: VerificationReason::AfterRestore,
+            call: None,
+        };
+        fx.push(Effect::Verify {
+            reason: VerificationReason::AfterRestore,
+            attempt: self.stats.verifications,
+        });
+    }
+
+    /// The final verdict: a success stands only if the patch was exported, it
+    /// adds no credential, and the workspace is the one the verifier passed.
+    pub(super) fn conclude(
+        &mut self,
+        outcome: Outcome,
+        reason: String,
+        fingerprint: String,
+        credentials: Vec<String>,
+        export_error: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        let (outcome, reason) = match (outcome, export_error) {
+            (Outcome::Success, Some(e)) => (
+                Outcome::Failure,
+                format!("the patch could not be exported: {e}"),
+            ),
+            (Outcome::Success, None) if !credentials.is_empty() => (
+                Outcome::Failure,
+                format!(
+                    "the patch would add a credential ({}); it is refused",
+                    credentials.join(", ")
+                ),
+            ),
+            (Outcome::Success, None)
+                if self.last_verdict.as_ref() != Some(&(true, fingerprint.clone())) =>
+            {
+                (
+                    Outcome::Failure,
+                    "the workspace changed after the passing verification; a new pass is required"
+                        .to_string(),
+                )
+            }
+            (outcome, _) => (outcome, reason),
+        };
+        self.phase = Phase::Finished {
+            outcome,
+            reason: reason.clone(),
+        };
+        fx.push(Effect::End { outcome, reason });
+    }
+}

@@ -1,0 +1,425 @@
+//! The rules that used to live in the driver, as reducer tests: bootstrap,
+//! approvals (ask, answer, approve-all, late, repeated, timed out, nobody
+//! there, the credential refusal), waiting for the baseline's verdict,
+//! typed failures, and the final verdict that binds success to the verified
+//! workspace.
+
+use super::tests::*;
+use super::*;
+use crate::protocol::{ApprovalDecision, ApprovalMode, VerificationReason as V};
+
+const EDIT: &str = r#"{"path":"a.py","patch":"--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x\n+y\n"}"#;
+
+fn approving_agent() -> Agent {
+    let mut a = Agent::new(AgentConfig {
+        approval: ApprovalMode::Each,
+        ..config()
+    });
+    start(&mut a);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        fingerprint: "base".into(),
+        feedback: String::new(),
+    });
+    a
+}
+
+/// Plans, then asks to edit; returns the effects of the prepared edit.
+fn prepared_edit(a: &mut Agent, id: &str, credentials: Vec<String>) -> Vec<Effect> {
+    let fx = a.handle(reply(vec![
+        call(&format!("{id}-plan"), "update_plan", PLAN_WIP),
+        call(id, "edit_file", EDIT),
+    ]));
+    assert!(
+        matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == id),
+        "{fx:?}"
+    );
+    a.handle(Input::EditPrepared {
+        call_id: id.into(),
+        path: "a.py".into(),
+        patch: "--- a/a.py\n+++ b/a.py\n".into(),
+        credentials,
+    })
+}
+
+fn asked_id(fx: &[Effect]) -> String {
+    fx.iter()
+        .find_map(|e| match e {
+            Effect::Emit(RunEvent::ApprovalRequested { id, .. }) => Some(id.clone()),
+            _ => None,
+        })
+        .expect("an approval was asked")
+}
+
+fn applies(fx: &[Effect]) -> bool {
+    has(fx, |e| matches!(e, Effect::ApplyEdit { .. }))
+}
+
+#[test]
+fn a_failed_bootstrap_ends_the_run_and_a_passing_one_starts_it() {
+    let cfg = AgentConfig {
+        bootstrap: vec!["pip install -e .".into()],
+        ..config()
+    };
+    let mut a = Agent::new(cfg.clone());
+    let fx = start(&mut a);
+    assert!(matches!(
+        fx.as_slice(),
+        [
+            Effect::Emit(RunEvent::BootstrapStarted { .. }),
+            Effect::Bootstrap
+        ]
+    ));
+    let fx = a.handle(Input::BootstrapFinished {
+        passed: false,
+        failure: Some("exit 1".into()),
+        duration_ms: 5,
+    });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::BootstrapFinished { passed: false, .. })
+    )));
+    assert_eq!(
+        fx.last(),
+        Some(&Effect::Finish {
+            outcome: Outcome::Failure,
+            reason: "bootstrap failed: exit 1".into()
+        })
+    );
+
+    let mut a = Agent::new(cfg.clone());
+    start(&mut a);
+    let fx = a.handle(Input::BootstrapFinished {
+        passed: true,
+        failure: None,
+        duration_ms: 5,
+    });
+    assert!(has(&fx, |e| matches!(e, Effect::VerifyBaseline { .. })));
+    assert!(calls_model(&fx));
+
+    let mut a = Agent::new(cfg);
+    start(&mut a);
+    let fx = a.handle(Input::TimedOut {
+        reason: "the run's time budget (60 s) ran out".into(),
+    });
+    assert!(
+        matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("during bootstrap")),
+        "{fx:?}"
+    );
+}
+
+#[test]
+fn an_edit_waits_for_the_person_and_an_approval_applies_it() {
+    let mut a = approving_agent();
+    let fx = prepared_edit(&mut a, "e1", vec![]);
+    let id = asked_id(&fx);
+    assert!(!applies(&fx), "nothing is applied before the answer");
+    assert!(matches!(fx.last(), Some(Effect::AwaitApproval { id: w, .. }) if *w == id));
+    // A follow-up meanwhile is kept, and the wait goes on.
+    let fx = a.handle(Input::FollowUp("take care".into()));
+    assert!(
+        matches!(fx.as_slice(), [Effect::AwaitApproval { .. }]),
+        "{fx:?}"
+    );
+    let fx = a.handle(Input::Approval {
+        id: id.clone(),
+        decision: ApprovalDecision::Approve,
+    });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalResolved { approved: true, .. })
+    )));
+    assert!(applies(&fx));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "e1".into(),
+        ok: true,
+        content: "applied".into(),
+    });
+    assert!(calls_model(&fx));
+}
+
+#[test]
+fn a_refusal_goes_back_to_the_model_with_its_reason() {
+    let mut a = approving_agent();
+    let id = asked_id(&prepared_edit(&mut a, "e1", vec![]));
+    let fx = a.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::Refuse(Some("use ceil division".into())),
+    });
+    assert!(!applies(&fx));
+    assert!(calls_model(&fx), "the run goes on");
+    let result = last_tool_result(&a);
+    assert!(
+        result.contains("refused this patch") && result.contains("use ceil division"),
+        "{result}"
+    );
+}
+
+#[test]
+fn late_repeated_and_unknown_answers_change_nothing() {
+    let mut a = approving_agent();
+    let id = asked_id(&prepared_edit(&mut a, "e1", vec![]));
+    // An answer to another id while waiting: rejected, and the wait goes on.
+    let fx = a.handle(Input::Approval {
+        id: "approval-99".into(),
+        decision: ApprovalDecision::Approve,
+    });
+    assert!(!applies(&fx));
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::CommandRejected { .. })
+    )));
+    assert!(matches!(fx.last(), Some(Effect::AwaitApproval { .. })));
+    // Nobody answered in time: a refusal.
+    let fx = a.handle(Input::ApprovalTimedOut { id: id.clone() });
+    assert!(!applies(&fx));
+    assert!(last_tool_result(&a).contains("no answer within 30 minutes"));
+    // The answer that comes after the timeout, and a second one: rejected.
+    for _ in 0..2 {
+        let fx = a.handle(Input::Approval {
+            id: id.clone(),
+            decision: ApprovalDecision::Approve,
+        });
+        assert!(!applies(&fx), "a late yes is never a yes");
+        assert!(matches!(
+            fx.as_slice(),
+            [Effect::Emit(RunEvent::CommandRejected { reason, .. })] if reason.starts_with("too late")
+        ));
+    }
+}
+
+#[test]
+fn with_nobody_left_to_answer_the_edit_is_refused() {
+    let mut a = approving_agent();
+    prepared_edit(&mut a, "e1", vec![]);
+    let fx = a.handle(Input::CommandsClosed);
+    assert!(!applies(&fx));
+    assert!(last_tool_result(&a).contains("no one is there to approve"));
+    // Cancelling while an edit waits refuses it and ends the run.
+    let mut a = approving_agent();
+    let id = asked_id(&prepared_edit(&mut a, "e1", vec![]));
+    let fx = a.handle(Input::Cancelled {
+        reason: "cancelled by the user".into(),
+    });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalResolved { id: r, approved: false, .. }) if *r == id
+    )));
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish {
+            outcome: Outcome::Cancelled,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn approve_all_applies_the_rest_without_asking() {
+    let mut a = approving_agent();
+    let id = asked_id(&prepared_edit(&mut a, "e1", vec![]));
+    a.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::ApproveAll,
+    });
+    a.handle(Input::ToolFinished {
+        call_id: "e1".into(),
+        ok: true,
+        content: "applied".into(),
+    });
+    let fx = prepared_edit(&mut a, "e2", vec![]);
+    assert!(applies(&fx), "{fx:?}");
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+}
+
+#[test]
+fn an_edit_that_adds_a_credential_is_refused_without_asking() {
+    let mut a = approving_agent();
+    let fx = prepared_edit(&mut a, "e1", vec!["AWS access key".into()]);
+    assert!(!applies(&fx));
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ToolFinished { ok: false, summary, .. }) if summary == "refused: credential"
+    )));
+    assert!(last_tool_result(&a).contains("would add a credential (AWS access key)"));
+    assert!(calls_model(&fx));
+}
+
+#[test]
+fn a_failed_completion_waits_for_the_baseline_verdict_before_it_counts() {
+    let mut a = Agent::new(config());
+    start(&mut a);
+    complete(&mut a, "c1");
+    let fx = a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: false,
+        fingerprint: "fp1".into(),
+        feedback: "tests: exit 1".into(),
+    });
+    assert_eq!(fx, vec![Effect::PrewarmVerifier, Effect::AwaitBaseline]);
+    assert!(!last_tool_result(&a).contains("Verification failed"));
+    let fx = a.handle(Input::FollowUp("hurry".into()));
+    assert_eq!(fx, vec![Effect::AwaitBaseline], "still waiting");
+    // The baseline passed: it becomes the validated state, so this failure is
+    // the first repair cycle against it.
+    let fx = a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: true,
+        fingerprint: "base".into(),
+        feedback: String::new(),
+    });
+    assert_eq!(
+        fx[0],
+        Effect::MarkValidated {
+            checkpoint: "base".into()
+        }
+    );
+    assert!(last_tool_result(&a).contains("Repair cycle 1 of 2"));
+    assert!(calls_model(&fx));
+}
+
+fn succeeded(fingerprint: &str) -> Agent {
+    let (mut a, _) = started(false);
+    complete(&mut a, "c1");
+    let fx = a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: true,
+        fingerprint: fingerprint.into(),
+        feedback: String::new(),
+    });
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish {
+            outcome: Outcome::Success,
+            ..
+        })
+    ));
+    // The validated checkpoint of the success is marked once it exists.
+    let fx = a.handle(Input::CheckpointCreated {
+        id: "cp9".into(),
+        validated: true,
+    });
+    assert_eq!(
+        fx,
+        vec![Effect::MarkValidated {
+            checkpoint: "cp9".into()
+        }]
+    );
+    assert_eq!(a.validated_checkpoint(), Some("cp9"));
+    a
+}
+
+fn concluded(
+    a: &mut Agent,
+    fingerprint: &str,
+    credentials: &[&str],
+    error: Option<&str>,
+) -> Effect {
+    let fx = a.handle(Input::Concluded {
+        fingerprint: fingerprint.into(),
+        credentials: credentials.iter().map(|c| c.to_string()).collect(),
+        export_error: error.map(str::to_string),
+    });
+    assert_eq!(fx.len(), 1, "{fx:?}");
+    fx[0].clone()
+}
+
+#[test]
+fn success_is_bound_to_the_verified_workspace() {
+    let mut a = succeeded("fp-verified");
+    assert_eq!(
+        concluded(&mut a, "fp-verified", &[], None),
+        Effect::End {
+            outcome: Outcome::Success,
+            reason: "verification passed".into()
+        }
+    );
+    let mut a = succeeded("fp-verified");
+    assert!(matches!(
+        concluded(&mut a, "fp-changed-since", &[], None),
+        Effect::End { outcome: Outcome::Failure, reason } if reason.contains("changed after the passing verification")
+    ));
+    let mut a = succeeded("fp-verified");
+    assert!(matches!(
+        concluded(&mut a, "fp-verified", &["npm token"], None),
+        Effect::End { outcome: Outcome::Failure, reason } if reason.contains("would add a credential (npm token)")
+    ));
+    let mut a = succeeded("fp-verified");
+    assert!(matches!(
+        concluded(&mut a, "fp-verified", &[], Some("disk full")),
+        Effect::End { outcome: Outcome::Failure, reason } if reason.contains("could not be exported: disk full")
+    ));
+    assert!(
+        a.handle(reply(vec![])).is_empty(),
+        "a finished agent does nothing"
+    );
+}
+
+#[test]
+fn failures_are_typed_and_a_missing_checkpoint_does_not_end_the_run() {
+    let (mut a, _) = started(false);
+    a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("s", "run_shell", r#"{"command":"true"}"#),
+    ]));
+    let fx = a.handle(Input::Failed {
+        kind: FailureKind::Checkpoint,
+        reason: "disk full".into(),
+    });
+    assert!(fx.is_empty(), "{fx:?}");
+    assert!(!a.is_finished());
+    let fx = a.handle(Input::Failed {
+        kind: FailureKind::Sandbox,
+        reason: "the supervisor is gone".into(),
+    });
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish { outcome: Outcome::Failure, reason }) if reason == "the sandbox failed: the supervisor is gone"
+    ));
+}
+
+#[test]
+fn a_result_for_another_call_changes_nothing() {
+    let (mut a, _) = started(false);
+    a.handle(reply(vec![call("r", "read_file", r#"{"path":"a"}"#)]));
+    let fx = a.handle(Input::ToolFinished {
+        call_id: "someone-else".into(),
+        ok: true,
+        content: "x".into(),
+    });
+    assert!(fx.is_empty());
+    assert!(matches!(
+        a.phase(),
+        crate::agent::phase::Phase::AwaitingTool { .. }
+    ));
+}
+
+#[test]
+fn the_state_round_trips_through_serde() {
+    let mut a = approving_agent();
+    prepared_edit(&mut a, "e1", vec![]);
+    let json = serde_json::to_string(&a).expect("serialise");
+    let mut back: Agent = serde_json::from_str(&json).expect("deserialise");
+    assert_eq!(back.messages(), a.messages());
+    assert_eq!(back.phase(), a.phase());
+    assert_eq!(back.stats(), a.stats());
+    // The reloaded agent goes on where the first one was.
+    let id = back
+        .phase()
+        .pending_approval()
+        .map(|p| p.id.clone())
+        .expect("waiting");
+    let fx = back.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::Approve,
+    });
+    assert!(applies(&fx));
+}

@@ -1,0 +1,90 @@
+//! What a started run owns, grouped by what it is: who the run is, its
+//! containers, its workspace, its trace, and the driver's counters.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use bollard::Docker;
+
+use super::RunOptions;
+use super::bus::EventBus;
+use super::steering::Steering;
+use crate::agent::reducer::Agent;
+use crate::model::ActionSource;
+use crate::protocol::{ModelId, PhaseDurations};
+use crate::sandbox::CommandContainer;
+use crate::state::StateDir;
+use crate::tools::PreparedEdit;
+use crate::trace::ArtifactDir;
+use crate::verify::{CheckSpec, Verifier};
+use crate::workspace::{CheckpointStore, PrivateWorkspace, WorkspaceRoot};
+
+/// Who the run is: its id, its inputs, where it keeps its state, its clock.
+pub(crate) struct RunIdentity {
+    pub run_id: String,
+    pub options: RunOptions,
+    /// The source repository's work tree (canonical).
+    pub repo: PathBuf,
+    pub state: StateDir,
+    pub started: Instant,
+}
+
+/// The run's containers.
+pub(crate) struct RunSandbox {
+    pub docker: Docker,
+    pub image: String,
+    pub container: CommandContainer,
+    pub verifier: Verifier,
+    pub checks: Vec<CheckSpec>,
+    pub bootstrap: Vec<String>,
+}
+
+/// The private workspace and its checkpoints.
+pub(crate) struct RunWorkspace {
+    pub workspace: PrivateWorkspace,
+    pub root: WorkspaceRoot,
+    pub checkpoints: CheckpointStore,
+    pub baseline: git2::Oid,
+    pub baseline_fingerprint: String,
+}
+
+/// What the driver counts and keeps between effects.
+#[derive(Default)]
+pub(crate) struct RunCounters {
+    pub edit_seq: u32,
+    /// Numbers every tool call of the run: model call ids repeat across turns.
+    pub call_seq: u32,
+    pub last_fingerprint: String,
+    /// The provider and model that answered last.
+    pub model_used: Option<ModelId>,
+    /// The checked edit waiting to be applied, by call id.
+    pub prepared_edit: Option<(String, PreparedEdit)>,
+    pub durations: PhaseDurations,
+}
+
+/// Everything a started run owns.
+pub(crate) struct Run {
+    pub id: RunIdentity,
+    pub sandbox: RunSandbox,
+    pub ws: RunWorkspace,
+    pub artifacts: ArtifactDir,
+    pub bus: EventBus,
+    pub source: Box<dyn ActionSource>,
+    pub agent: Agent,
+    pub steering: Steering,
+    pub counters: RunCounters,
+}
+
+impl Run {
+    pub fn outputs_dir(&self) -> PathBuf {
+        self.artifacts.path().join("outputs")
+    }
+}
+
+/// The owner of the private workspace (the sandbox user) when we can give
+/// files away, i.e. when running as root.
+pub(crate) fn workspace_owner() -> Option<(u32, u32)> {
+    rustix::process::geteuid()
+        .is_root()
+        .then_some((crate::sandbox::SANDBOX_UID, crate::sandbox::SANDBOX_GID))
+}
