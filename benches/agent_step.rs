@@ -7,6 +7,7 @@
 //! the tool itself. Reference: mini-swe-agent ≈ 10 ms per step; budget ≤ 1 ms.
 //!
 //! Run: `cargo bench --bench agent_step`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use minicoder::agent::reducer::{Agent, AgentConfig, Effect, Input};

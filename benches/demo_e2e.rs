@@ -4,6 +4,7 @@
 //!
 //! `mca` is looked up as `$MCA` or on PATH (`pip install mini-code-agent-langgraph`);
 //! without it only minicoder is measured. Run: `cargo bench --bench demo_e2e`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};

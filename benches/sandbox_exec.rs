@@ -8,6 +8,7 @@
 //!
 //! Prints medians, p90s and the ratio of each baseline to minicoder.
 //! Run: `cargo bench --bench sandbox_exec` (needs Docker and the image).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
 use std::time::{Duration, Instant};

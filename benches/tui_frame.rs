@@ -6,6 +6,7 @@
 //!   really redraws and diffs the buffers.
 //! - after the criterion groups: the frames the real session loop draws in
 //!   5 idle seconds, and during 2 seconds of streamed tokens (one every ms).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/run_events.rs"]
 mod run_events;

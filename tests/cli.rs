@@ -1,4 +1,5 @@
 //! The binary's behaviour: exit codes, errors, doctor, gc, probe.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The OpenAI-compatible adapter against a mock server: streamed and plain
 //! replies, split tool calls, usage, the wire format of tool results, and
 //! replies that are broken, cut or late.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The provider chain against mock servers: retries and backoff,
 //! Retry-After, fallback and its stickiness, auth and configuration errors,
 //! pinning, benchmark mode, and the run's deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -2,6 +2,7 @@
 //! mock OpenAI-compatible model on 127.0.0.1. Every test also proves the
 //! source repository is byte-for-byte unchanged and that the API key is in
 //! no artifact.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! The sandbox's limits and guarantees, against the real Docker engine.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

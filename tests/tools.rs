@@ -1,6 +1,7 @@
 //! Integration tests of the agent's tools on real workspaces: confinement
 //! against planted symlinks, every tool's happy path and errors, git on a
 //! workspace made by `PrivateWorkspace::create`, and run_shell in Docker.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Run artifacts end to end: the event chain, redaction on disk, resume, the
 //! artifact directory's guarantees and receipts over real files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

@@ -1,6 +1,7 @@
 //! The interactive session, driven for real: the actual `App` fed with real
 //! `RunEvent`s and keys, drawn through ratatui's `TestBackend`, compared with
 //! the insta snapshots in `snapshots/` (paths, hashes and clocks filtered).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

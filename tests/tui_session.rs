@@ -1,6 +1,7 @@
 //! The session loop with a stand-in run: events reach the screen, approvals go
 //! back to the run, and leaving (Ctrl-C twice, or the terminal going away)
 //! cancels the run and waits for it to end before returning.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -3,6 +3,7 @@
 //! `send-keys`. One edit is approved with `y`, one refused with `n` and a
 //! reason that must reach the model, `?` opens the key help, `q` quits and the
 //! terminal is restored.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,4 +1,5 @@
 //! The verifier and the bootstrap phase against the real Docker engine.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Integration tests of the private workspace: copy, confinement,
 //! fingerprints and checkpoints, on real repositories made with `git`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,6 +1,6 @@
 //! What the model sees: the runtime contract, the task, and the history of
 //! the run, compacted into a structured summary when it grows past 75 % of the
-//! context budget (SPEC §8).
+//! context budget.
 
 use crate::model::types::{ChatMessage, Role, estimate_tokens};
 

@@ -1,4 +1,5 @@
-//! The agent's plan: a whole-list replacement with validation (SPEC §5).
+//! The agent's plan: replaced whole by `update_plan`, validated first (unique
+//! ids, at most one item in progress).
 
 use serde::{Deserialize, Serialize};
 

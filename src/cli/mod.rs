@@ -165,7 +165,16 @@ pub struct RunArgs {
 /// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    let session = match &cli.command {
+        None => true,
+        Some(Command::Run(args)) => !args.non_interactive,
+        _ => false,
+    };
+    init_tracing(session);
+    if let Err(e) = crate::tools::isolate_libgit2() {
+        eprintln!("minicoder: {e}");
+        return ExitCode::from(EXIT_FAILURE);
+    }
     let name = match &cli.command {
         Some(Command::Apply { .. }) => "apply",
         Some(Command::Undo { .. }) => "undo",
@@ -228,13 +237,36 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// Logs go to stderr, except while the full-screen session owns the terminal:
+/// then to `logs/minicoder.log` under the state directory.
+fn init_tracing(session: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MINICODER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let _ = match (session, session_log_file()) {
+        (true, Some(file)) => builder
+            .with_ansi(false)
+            .with_writer(std::sync::Mutex::new(file))
+            .try_init(),
+        // Nothing may draw over the session's screen.
+        (true, None) => builder.with_writer(std::io::sink).try_init(),
+        (false, _) => builder.with_writer(std::io::stderr).try_init(),
+    };
+}
+
+/// The session's log file, opened for appending; `None` if it cannot be.
+fn session_log_file() -> Option<std::fs::File> {
+    if std::env::var_os("MINICODER_LOG_STDERR").is_some() {
+        return None;
+    }
+    let state = crate::state::StateDir::from_env().ok()?;
+    let dir = state.root().join("logs");
+    std::fs::create_dir_all(&dir).ok()?;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("minicoder.log"))
+        .ok()
 }
 
 /// Resolves on the first Ctrl-C (SIGINT) or SIGTERM.

@@ -57,7 +57,7 @@ pub struct PhaseDurations {
     pub teardown_ms: u64,
 }
 
-/// The process exit code of an outcome (SPEC §1): 0, 1 or 130.
+/// The process exit code of an outcome: 0 success, 1 failure, 130 cancelled.
 pub fn exit_code_for(outcome: Outcome) -> i32 {
     match outcome {
         Outcome::Success => 0,

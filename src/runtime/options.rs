@@ -1,5 +1,5 @@
-//! The inputs of a run: flags over environment over defaults (SPEC §1, §7,
-//! and the seed's `MINICODER_*` table).
+//! The inputs of a run: flags over `MINICODER_*` environment variables over
+//! defaults.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -23,7 +23,9 @@ const REFUSED_CONFIG: [&str; 4] = ["[include", "excludesfile", "attributesfile",
 
 /// Opens the workspace's repository with the checks above.
 pub fn open_workspace_repo(root: &WorkspaceRoot) -> Result<Repository, ToolError> {
-    isolate_from_host_config()?;
+    // Set once in `main` before anything runs; this only makes sure of it
+    // for embedders that did not.
+    isolate_libgit2().map_err(ToolError::refused)?;
     let git = Path::new(".git");
     match root.metadata(git) {
         Ok(meta) if meta.kind == EntryKind::Dir => {}
@@ -123,8 +125,10 @@ fn find_symlink(root: &WorkspaceRoot, dir: &Path) -> Result<Option<PathBuf>, Too
 /// Points libgit2's system, global, XDG and program-data config search at
 /// an empty private directory, once per process, and turns off its
 /// ownership check (the workspace belongs to the sandbox user, not to us;
-/// we open it by explicit path and run nothing from it).
-fn isolate_from_host_config() -> Result<(), ToolError> {
+/// we open it by explicit path and run nothing from it). The options are
+/// process-global: `main` sets them before the async runtime starts, so no
+/// thread ever sees them change.
+pub fn isolate_libgit2() -> Result<(), String> {
     static ISOLATED: OnceLock<Result<(), String>> = OnceLock::new();
     ISOLATED
         .get_or_init(|| {
@@ -150,5 +154,4 @@ fn isolate_from_host_config() -> Result<(), ToolError> {
             Ok(())
         })
         .clone()
-        .map_err(ToolError::refused)
 }

@@ -31,6 +31,7 @@ use crate::workspace::WorkspaceRoot;
 pub use cap::{MODEL_CHAR_LIMIT, cap_for_model};
 pub use edit_file::{PreparedEdit, apply_edit, edit_output, prepare_edit};
 pub use error::ToolError;
+pub use git_guard::isolate_libgit2;
 pub use parse::{
     EditFileArgs, GitArgs, GitSubcommand, ListTreeArgs, ParsedCall, ReadFileArgs, RipgrepArgs,
     RunShellArgs, SymbolsArgs, ToolName, parse_call,

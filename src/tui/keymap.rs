@@ -93,7 +93,7 @@ impl Default for Keymap {
 }
 
 impl Keymap {
-    /// The built-in bindings (SPEC §11).
+    /// The built-in bindings.
     pub fn defaults() -> Keymap {
         let mut bindings: BTreeMap<Context, Vec<(Key, Action)>> = BTreeMap::new();
         for (context, key, action) in defaults::default_bindings() {

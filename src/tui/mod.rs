@@ -1,4 +1,4 @@
-//! The interactive full-screen session (SPEC §11): an [`app::App`] fed by one
+//! The interactive full-screen session: an [`app::App`] fed by one
 //! event channel, drawn on request, with themes and keys as data.
 
 pub mod app;

@@ -1,4 +1,4 @@
-//! The key bindings minicoder ships with (SPEC §11).
+//! The key bindings minicoder ships with.
 
 use crossterm::event::KeyCode;
 
