@@ -18,6 +18,7 @@ fn call(id: &str, name: &str, args: &str) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments: args.into(),
+        ..ToolCall::default()
     }
 }
 
@@ -34,6 +35,7 @@ fn reply(calls: Vec<ToolCall>) -> Input {
             provider: "test".into(),
             model: "m".into(),
         },
+        provider: Default::default(),
     })
 }
 
