@@ -45,7 +45,7 @@ impl AttemptError {
 }
 
 /// Characters of a provider's message that are quoted.
-const MESSAGE_LIMIT: usize = 300;
+const MESSAGE_LIMIT: usize = 500;
 
 /// Maps an HTTP error status to how the chain should react.
 pub fn classify_status(status: u16, headers: &HeaderMap, body: &str) -> AttemptError {
