@@ -18,7 +18,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use super::ModelObservation;
 pub use super::classify::{AttemptError, classify_status};
 use super::classify::{classify_error_body, excerpt};
-use super::decode::{WireReply, decode};
+use super::decode::{CALL_FIELDS, MESSAGE_FIELDS, WireReply, decode};
 use super::provider::ProviderEndpoint;
 use super::types::{ModelReply, ModelRequest};
 use super::wire::{ReplyParts, StreamAssembler, chat_body, parts_from_response, reply};
@@ -219,13 +219,30 @@ async fn read_event_stream(
 /// One chunk; a chunk that is an error body is classified as one.
 fn decode_stream_chunk(data: &str, headers: &HeaderMap) -> Result<WireReply, AttemptError> {
     let chunk = decode(data.as_bytes()).map_err(|e| {
-        AttemptError::transient(format!("undecodable stream chunk ({e}): {}", excerpt(data)))
+        AttemptError::transient(format!("undecodable stream chunk {}", quoted(&e, data)))
     })?;
     if let Some(error) = &chunk.error {
         let body = serde_json::json!({ "error": error });
         return Err(classify_error_body(&body, headers));
     }
     Ok(chunk)
+}
+
+/// Why `text` did not decode, quoting it — unless it carries fields of
+/// hidden state, which an error message (and so an event) must never show.
+fn quoted(error: &serde_json::Error, text: &str) -> String {
+    let hidden = CALL_FIELDS
+        .iter()
+        .chain(MESSAGE_FIELDS.iter())
+        .any(|field| text.contains(field));
+    if hidden {
+        return format!(
+            "(at line {} column {}; not quoted: it carries hidden reasoning or signatures)",
+            error.line(),
+            error.column()
+        );
+    }
+    format!("({error}): {}", excerpt(text))
 }
 
 /// A complete JSON reply; also accepts an SSE body sent without the SSE
@@ -245,8 +262,8 @@ fn decode_plain_body(bytes: &[u8], headers: &HeaderMap) -> Result<ReplyParts, At
                 return decode_sse_text(&text, headers);
             }
             Err(AttemptError::transient(format!(
-                "undecodable reply ({e}): {}",
-                excerpt(&text)
+                "undecodable reply {}",
+                quoted(&e, &text)
             )))
         }
     }
@@ -334,6 +351,23 @@ mod tests {
             decode_plain_body(b"<html>oops", &headers),
             Err(AttemptError::Transient { .. })
         ));
+    }
+
+    #[test]
+    fn an_undecodable_chunk_with_hidden_state_is_not_quoted() {
+        let headers = HeaderMap::new();
+        let data = r#"{"choices": [{"delta": {"reasoning_content": "secret plan", "content": 7"#;
+        let Err(AttemptError::Transient { reason, .. }) = decode_stream_chunk(data, &headers)
+        else {
+            panic!("undecodable");
+        };
+        assert!(!reason.contains("secret"), "{reason}");
+        assert!(reason.contains("not quoted"), "{reason}");
+        let Err(AttemptError::Transient { reason, .. }) = decode_stream_chunk("{oops", &headers)
+        else {
+            panic!("undecodable");
+        };
+        assert!(reason.contains("{oops"), "{reason}");
     }
 
     #[test]

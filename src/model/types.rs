@@ -93,6 +93,23 @@ impl ChatMessage {
         }
     }
 
+    /// This message without its provider state, for anything shareable
+    /// (artifacts, reports): hidden reasoning and signatures stay private.
+    pub fn shareable(&self) -> Self {
+        Self {
+            provider: ProviderState::default(),
+            tool_calls: self
+                .tool_calls
+                .iter()
+                .map(|c| ToolCall {
+                    provider: ProviderState::default(),
+                    ..c.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// Characters this message contributes to the context (for estimates),
     /// provider state included: it is sent back too.
     pub fn char_len(&self) -> usize {

@@ -166,6 +166,16 @@ fn reply_marks_the_origin_and_the_history_message_keeps_it() {
     assert_eq!(message.tool_calls, reply.tool_calls);
     // The state counts toward the context: it is sent back.
     assert!(message.char_len() > "visible".len() + "hidden".len());
+    // Serialised for resume, it keeps the state; the shareable form does not.
+    let private = serde_json::to_string(&message).expect("json");
+    assert!(private.contains("hidden") && private.contains("thought_signature"));
+    let back: ChatMessage = serde_json::from_str(&private).expect("back");
+    assert_eq!(back, message);
+    let shared = serde_json::to_string(&message.shareable()).expect("json");
+    assert!(
+        !shared.contains("hidden") && !shared.contains("thought_signature"),
+        "{shared}"
+    );
 }
 
 #[test]
