@@ -25,6 +25,7 @@ fn reply(i: u64) -> Input {
             arguments: format!(
                 r#"{{"path": "src/module_{i}.py", "start_line": 1, "end_line": 80}}"#
             ),
+            ..ToolCall::default()
         }],
         usage: Usage {
             input: 4000,
@@ -35,6 +36,7 @@ fn reply(i: u64) -> Input {
             provider: "openai".into(),
             model: "m".into(),
         },
+        provider: Default::default(),
     })
 }
 

@@ -109,6 +109,7 @@ async fn tool_results_reach_the_model_with_their_call_ids() {
             id: "call_7".into(),
             name: "edit_file".into(),
             arguments: r#"{"path": "a.py"}"#.into(),
+            ..ToolCall::default()
         }],
     ));
     req.messages.push(ChatMessage::tool_result(

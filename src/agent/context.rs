@@ -158,6 +158,7 @@ mod tests {
                     id: id.clone(),
                     name: "read_file".into(),
                     arguments: format!(r#"{{"path":"f{i}.py"}}"#),
+                    ..ToolCall::default()
                 }],
             ),
             ChatMessage::tool_result(id, "x".repeat(4000)),

@@ -344,10 +344,7 @@ impl Agent {
     fn on_reply(&mut self, reply: ModelReply, fx: &mut Vec<Effect>) {
         self.stats.input_tokens += reply.usage.input;
         self.stats.output_tokens += reply.usage.output;
-        self.context.history.push(ChatMessage::assistant(
-            reply.content.clone(),
-            reply.tool_calls.clone(),
-        ));
+        self.context.history.push(ChatMessage::from_reply(&reply));
         if reply.tool_calls.is_empty() {
             self.no_tool_streak += 1;
             if self.no_tool_streak >= MAX_CONSECUTIVE_NO_TOOL {

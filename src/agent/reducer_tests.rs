@@ -15,6 +15,7 @@ pub(super) fn call(id: &str, name: &str, args: &str) -> ToolCall {
         id: id.into(),
         name: name.into(),
         arguments: args.into(),
+        ..ToolCall::default()
     }
 }
 
@@ -31,6 +32,7 @@ pub(super) fn reply(calls: Vec<ToolCall>) -> Input {
             provider: "test".into(),
             model: "m".into(),
         },
+        provider: Default::default(),
     })
 }
 

@@ -12,7 +12,8 @@ use super::selection::{ModelSelection, resolve_providers};
 use super::types::{ModelId, ModelReply, ModelRequest};
 use super::{ActionSource, CompletionFuture, ModelObservation};
 
-/// Default per-request timeout (`MINICODER_MODEL_TIMEOUT_MS`).
+/// Default per-request timeout (`MINICODER_MODEL_TIMEOUT_MS`). Replies are
+/// streamed unless `MINICODER_MODEL_STREAMING=off`.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
 
 /// The models a run may use, in order, with retry and fallback rules.
@@ -41,12 +42,35 @@ impl ModelChain {
                 "MINICODER_MODEL_TIMEOUT_MS must be a positive number of milliseconds".into(),
             ));
         }
+        let streaming = match env.get("MINICODER_MODEL_STREAMING") {
+            None => true,
+            Some(v)
+                if ["on", "true", "1", "yes"]
+                    .iter()
+                    .any(|t| v.eq_ignore_ascii_case(t)) =>
+            {
+                true
+            }
+            Some(v)
+                if ["off", "false", "0", "no"]
+                    .iter()
+                    .any(|t| v.eq_ignore_ascii_case(t)) =>
+            {
+                false
+            }
+            Some(v) => {
+                return Err(ModelError::Config(format!(
+                    "MINICODER_MODEL_STREAMING={v:?} is not understood; set it to on or off"
+                )));
+            }
+        };
         let mut chain = Self::from_endpoints(
             resolved.endpoints,
             resolved.fallback,
             retry,
             Duration::from_millis(timeout_ms),
-        )?;
+        )?
+        .with_streaming(streaming);
         chain.skipped = resolved.skipped;
         Ok(chain)
     }

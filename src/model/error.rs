@@ -15,9 +15,10 @@ pub enum ModelError {
     )]
     Auth { model: ModelId, detail: String },
     /// The provider rejected the request itself (HTTP 400/422 and similar):
-    /// sending it again would fail again.
+    /// sending it again, here or to another provider, would fail again.
+    /// `detail` quotes the provider's message, bounded and escaped.
     #[error(
-        "{}/{} rejected the request (HTTP {status}): {detail}",
+        "{}/{} rejected the request (HTTP {status}): {detail} (the request itself was refused, so it is neither retried nor sent to another provider)",
         .model.provider, .model.model
     )]
     Rejected {

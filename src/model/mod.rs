@@ -3,11 +3,16 @@
 //!
 //! The runtime talks to any of them through [`ActionSource`].
 
+mod assembly;
 pub mod chain;
+pub mod classify;
+mod decode;
+pub mod dialect;
 pub mod env;
 mod error;
 pub mod openai;
 pub mod provider;
+pub mod provider_state;
 pub mod retry;
 pub mod scripted;
 pub mod selection;
@@ -28,7 +33,8 @@ use types::{ModelId, ModelReply, ModelRequest};
 /// What happens while a request is in flight, for the event stream and the TUI.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModelObservation {
-    /// A piece of the reply's text as it streams in.
+    /// A piece of the reply's visible text as it streams in (never the
+    /// provider's hidden reasoning).
     Delta(String),
     /// A transient failure; the same model is asked again after `delay`.
     Retry {

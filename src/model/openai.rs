@@ -1,49 +1,33 @@
 //! The OpenAI-compatible adapter: one Chat Completions request to one provider.
 //!
-//! Requests, replies and stream chunks use async-openai's types. The HTTP
-//! exchange goes through a `reqwest` client built here, because async-openai's
-//! client hides the `Retry-After` header and cannot accept a plain JSON reply
-//! to a streamed request; retries are never done here (reqwest's protocol-NACK
-//! retries are switched off too) so that every retry is the chain's and observed.
+//! Requests are built from async-openai's types ([`super::wire`]); replies
+//! and stream chunks are decoded leniently ([`super::decode`]), because real
+//! providers leave out fields those types require. The HTTP exchange goes
+//! through a `reqwest` client built here, because async-openai's client hides
+//! the `Retry-After` header and cannot accept a plain JSON reply to a streamed
+//! request; retries are never done here (reqwest's protocol-NACK retries are
+//! switched off too) so that every retry is the chain's and observed. Every
+//! body is read bounded ([`MAX_BODY_BYTES`]).
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
-use async_openai::error::WrappedError;
-use async_openai::types::chat::{CreateChatCompletionResponse, CreateChatCompletionStreamResponse};
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 
 use super::ModelObservation;
+pub use super::classify::{AttemptError, classify_status};
+use super::classify::{classify_error_body, excerpt};
+use super::decode::{CALL_FIELDS, MESSAGE_FIELDS, WireReply, decode};
 use super::provider::ProviderEndpoint;
-use super::retry::parse_retry_after;
 use super::types::{ModelReply, ModelRequest};
-use super::wire::{ReplyParts, StreamAssembler, chat_request, parts_from_response, reply};
+use super::wire::{ReplyParts, StreamAssembler, chat_body, parts_from_response, reply};
 
-/// Why one attempt failed, classified for the retry logic.
-#[derive(Debug, Clone, PartialEq)]
-pub enum AttemptError {
-    /// Worth retrying: 408, 429, 5xx, 404, connection errors, undecodable or cut replies.
-    Transient {
-        reason: String,
-        retry_after: Option<Duration>,
-    },
-    /// 401 or 403.
-    Auth(String),
-    /// Any other 4xx: the request itself is wrong.
-    Rejected { status: u16, detail: String },
-    /// The run's deadline passed.
-    Deadline,
-}
-
-impl AttemptError {
-    fn transient(reason: impl Into<String>) -> Self {
-        Self::Transient {
-            reason: reason.into(),
-            retry_after: None,
-        }
-    }
-}
+/// The most bytes read from one reply (streamed or not); a longer one is cut
+/// off and counts as a failed attempt.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// The most bytes of an error body that are read.
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Builds the HTTP client every adapter shares: no retries of its own.
 pub fn http_client() -> Result<reqwest::Client, String> {
@@ -118,11 +102,11 @@ impl OpenAiAdapter {
         req: &ModelRequest,
         observe: &mut (dyn FnMut(ModelObservation) + Send),
     ) -> Result<ReplyParts, AttemptError> {
-        let body = chat_request(req, &self.endpoint.id.model, self.streaming);
-        let body = serde_json::to_vec(&body).map_err(|e| AttemptError::Rejected {
-            status: 0,
-            detail: format!("cannot encode the request: {e}"),
-        })?;
+        let body = chat_body(req, &self.endpoint, self.streaming)
+            .and_then(|b| {
+                serde_json::to_vec(&b).map_err(|e| format!("cannot encode the request: {e}"))
+            })
+            .map_err(|detail| AttemptError::Rejected { status: 0, detail })?;
         let accept = if self.streaming {
             "text/event-stream, application/json"
         } else {
@@ -139,9 +123,12 @@ impl OpenAiAdapter {
             .await
             .map_err(|e| AttemptError::transient(format!("request failed: {}", error_chain(&e))))?;
         let status = response.status();
+        let headers = response.headers().clone();
         if !status.is_success() {
-            let headers = response.headers().clone();
-            let text = response.text().await.unwrap_or_default();
+            let bytes = read_bounded(response, MAX_ERROR_BODY_BYTES, true)
+                .await
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(&bytes);
             return Err(classify_status(status.as_u16(), &headers, &text));
         }
         let is_sse = response
@@ -150,13 +137,10 @@ impl OpenAiAdapter {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
         if is_sse {
-            return read_event_stream(response, observe).await;
+            return read_event_stream(response, &headers, observe).await;
         }
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| AttemptError::transient(format!("reply cut off: {}", error_chain(&e))))?;
-        let parts = decode_plain_body(&bytes)?;
+        let bytes = read_bounded(response, MAX_BODY_BYTES, false).await?;
+        let parts = decode_plain_body(&bytes, &headers)?;
         if let Some(text) = parts.content.clone() {
             observe(ModelObservation::Delta(text));
         }
@@ -164,11 +148,55 @@ impl OpenAiAdapter {
     }
 }
 
+/// The body, or an error once it passes `limit` bytes (`lenient`: the
+/// bytes so far instead, for error bodies that are only quoted).
+async fn read_bounded(
+    response: reqwest::Response,
+    limit: usize,
+    lenient: bool,
+) -> Result<Vec<u8>, AttemptError> {
+    let mut body = Vec::new();
+    let mut stream = response.bytes_stream();
+    while let Some(piece) = stream.next().await {
+        let piece = piece
+            .map_err(|e| AttemptError::transient(format!("reply cut off: {}", error_chain(&e))))?;
+        if body.len() + piece.len() > limit {
+            if lenient {
+                body.extend_from_slice(&piece[..limit - body.len()]);
+                return Ok(body);
+            }
+            return Err(too_large(limit));
+        }
+        body.extend_from_slice(&piece);
+    }
+    Ok(body)
+}
+
+fn too_large(limit: usize) -> AttemptError {
+    AttemptError::transient(format!(
+        "the reply is larger than {} MiB; it was refused",
+        limit / (1024 * 1024)
+    ))
+}
+
 async fn read_event_stream(
     response: reqwest::Response,
+    headers: &HeaderMap,
     observe: &mut (dyn FnMut(ModelObservation) + Send),
 ) -> Result<ReplyParts, AttemptError> {
-    let mut events = response.bytes_stream().eventsource();
+    let mut received = 0usize;
+    let bytes = response.bytes_stream().map(move |piece| {
+        let piece = piece.map_err(|e| error_chain(&e))?;
+        received += piece.len();
+        if received > MAX_BODY_BYTES {
+            return Err(format!(
+                "the reply is larger than {} MiB; it was refused",
+                MAX_BODY_BYTES / (1024 * 1024)
+            ));
+        }
+        Ok(piece)
+    });
+    let mut events = bytes.eventsource();
     let mut assembler = StreamAssembler::default();
     while let Some(event) = events.next().await {
         let event = event.map_err(|e| AttemptError::transient(format!("stream cut off: {e}")))?;
@@ -180,69 +208,68 @@ async fn read_event_stream(
             assembler.mark_done();
             break;
         }
-        let chunk = decode_stream_chunk(data)?;
-        if let Some(text) = assembler.push(chunk) {
+        let chunk = decode_stream_chunk(data, headers)?;
+        if let Some(text) = assembler.push(chunk).map_err(AttemptError::transient)? {
             observe(ModelObservation::Delta(text));
         }
     }
     assembler.finish().map_err(AttemptError::transient)
 }
 
-fn decode_stream_chunk(data: &str) -> Result<CreateChatCompletionStreamResponse, AttemptError> {
-    let undecodable = |e: serde_json::Error| match serde_json::from_str::<WrappedError>(data) {
-        Ok(wrapped) => AttemptError::transient(format!("error in stream: {}", wrapped.error)),
-        Err(_) => {
-            AttemptError::transient(format!("undecodable stream chunk ({e}): {}", excerpt(data)))
-        }
-    };
-    let mut value: serde_json::Value = serde_json::from_str(data).map_err(undecodable)?;
-    number_tool_call_pieces(&mut value);
-    serde_json::from_value(value).map_err(undecodable)
-}
-
-/// Some OpenAI-compatible servers leave `index` out of tool-call pieces when
-/// each call arrives whole; number them by position so they still decode.
-fn number_tool_call_pieces(chunk: &mut serde_json::Value) {
-    let Some(choices) = chunk.get_mut("choices").and_then(|c| c.as_array_mut()) else {
-        return;
-    };
-    for choice in choices {
-        let pieces = choice
-            .get_mut("delta")
-            .and_then(|d| d.get_mut("tool_calls"))
-            .and_then(|t| t.as_array_mut());
-        for (position, piece) in pieces.into_iter().flatten().enumerate() {
-            if let Some(piece) = piece.as_object_mut() {
-                piece.entry("index").or_insert_with(|| position.into());
-            }
-        }
+/// One chunk; a chunk that is an error body is classified as one.
+fn decode_stream_chunk(data: &str, headers: &HeaderMap) -> Result<WireReply, AttemptError> {
+    let chunk = decode(data.as_bytes()).map_err(|e| {
+        AttemptError::transient(format!("undecodable stream chunk {}", quoted(&e, data)))
+    })?;
+    if let Some(error) = &chunk.error {
+        let body = serde_json::json!({ "error": error });
+        return Err(classify_error_body(&body, headers));
     }
+    Ok(chunk)
 }
 
-/// A complete JSON reply; also accepts an SSE body sent without the SSE content type.
-fn decode_plain_body(bytes: &[u8]) -> Result<ReplyParts, AttemptError> {
-    let text = String::from_utf8_lossy(bytes);
-    match serde_json::from_slice::<CreateChatCompletionResponse>(bytes) {
-        Ok(response) => parts_from_response(response).map_err(AttemptError::transient),
-        Err(e) => {
-            if text.trim_start().starts_with("data:") {
-                return decode_sse_text(&text);
+/// Why `text` did not decode, quoting it — unless it carries fields of
+/// hidden state, which an error message (and so an event) must never show.
+fn quoted(error: &serde_json::Error, text: &str) -> String {
+    let hidden = CALL_FIELDS
+        .iter()
+        .chain(MESSAGE_FIELDS.iter())
+        .any(|field| text.contains(field));
+    if hidden {
+        return format!(
+            "(at line {} column {}; not quoted: it carries hidden reasoning or signatures)",
+            error.line(),
+            error.column()
+        );
+    }
+    format!("({error}): {}", excerpt(text))
+}
+
+/// A complete JSON reply; also accepts an SSE body sent without the SSE
+/// content type. A 200 whose body is an error is classified as that error.
+fn decode_plain_body(bytes: &[u8], headers: &HeaderMap) -> Result<ReplyParts, AttemptError> {
+    match decode(bytes) {
+        Ok(reply) => {
+            if let Some(error) = &reply.error {
+                let body = serde_json::json!({ "error": error });
+                return Err(classify_error_body(&body, headers));
             }
-            if let Ok(wrapped) = serde_json::from_slice::<WrappedError>(bytes) {
-                return Err(AttemptError::transient(format!(
-                    "the provider answered with an error: {}",
-                    wrapped.error
-                )));
+            parts_from_response(reply).map_err(AttemptError::transient)
+        }
+        Err(e) => {
+            let text = String::from_utf8_lossy(bytes);
+            if text.trim_start().starts_with("data:") {
+                return decode_sse_text(&text, headers);
             }
             Err(AttemptError::transient(format!(
-                "undecodable reply ({e}): {}",
-                excerpt(&text)
+                "undecodable reply {}",
+                quoted(&e, &text)
             )))
         }
     }
 }
 
-fn decode_sse_text(text: &str) -> Result<ReplyParts, AttemptError> {
+fn decode_sse_text(text: &str, headers: &HeaderMap) -> Result<ReplyParts, AttemptError> {
     let mut assembler = StreamAssembler::default();
     for line in text.lines() {
         let Some(data) = line.strip_prefix("data:") else {
@@ -254,39 +281,12 @@ fn decode_sse_text(text: &str) -> Result<ReplyParts, AttemptError> {
             break;
         }
         if !data.is_empty() {
-            assembler.push(decode_stream_chunk(data)?);
+            assembler
+                .push(decode_stream_chunk(data, headers)?)
+                .map_err(AttemptError::transient)?;
         }
     }
     assembler.finish().map_err(AttemptError::transient)
-}
-
-/// Maps an HTTP error status to how the chain should react.
-pub fn classify_status(status: u16, headers: &HeaderMap, body: &str) -> AttemptError {
-    let detail = match serde_json::from_str::<WrappedError>(body) {
-        Ok(wrapped) => wrapped.error.to_string(),
-        Err(_) if body.trim().is_empty() => "(empty body)".to_string(),
-        Err(_) => excerpt(body),
-    };
-    match status {
-        401 | 403 => AttemptError::Auth(format!("HTTP {status}: {detail}")),
-        404 | 408 | 429 | 500..=599 => AttemptError::Transient {
-            reason: format!("HTTP {status}: {detail}"),
-            retry_after: headers
-                .get(RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| parse_retry_after(v, SystemTime::now())),
-        },
-        _ => AttemptError::Rejected { status, detail },
-    }
-}
-
-fn excerpt(text: &str) -> String {
-    const LIMIT: usize = 300;
-    let trimmed = text.trim();
-    match trimmed.char_indices().nth(LIMIT) {
-        Some((cut, _)) => format!("{}…", &trimmed[..cut]),
-        None => trimmed.to_string(),
-    }
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {
@@ -302,6 +302,8 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    use reqwest::header::RETRY_AFTER;
+
     use super::*;
 
     #[test]
@@ -342,26 +344,39 @@ mod tests {
     #[test]
     fn plain_bodies_decode_or_fail_as_transient() {
         let sse = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
-        let parts = decode_plain_body(sse.as_bytes()).expect("sse text");
+        let headers = HeaderMap::new();
+        let parts = decode_plain_body(sse.as_bytes(), &headers).expect("sse text");
         assert_eq!(parts.content.as_deref(), Some("hi"));
         assert!(matches!(
-            decode_plain_body(b"<html>oops"),
+            decode_plain_body(b"<html>oops", &headers),
             Err(AttemptError::Transient { .. })
         ));
     }
 
     #[test]
-    fn tool_call_pieces_without_an_index_are_numbered() {
-        let data = r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"tool_calls":[
-            {"id":"a","type":"function","function":{"name":"list_tree","arguments":"{}"}},
-            {"id":"b","type":"function","function":{"name":"git","arguments":"{}"}}]}}]}"#;
-        let chunk = decode_stream_chunk(data).expect("decodes");
-        let pieces = chunk.choices[0]
-            .delta
-            .tool_calls
-            .clone()
-            .unwrap_or_default();
-        let indexes: Vec<u32> = pieces.iter().map(|p| p.index).collect();
-        assert_eq!(indexes, [0, 1]);
+    fn an_undecodable_chunk_with_hidden_state_is_not_quoted() {
+        let headers = HeaderMap::new();
+        let data = r#"{"choices": [{"delta": {"reasoning_content": "secret plan", "content": 7"#;
+        let Err(AttemptError::Transient { reason, .. }) = decode_stream_chunk(data, &headers)
+        else {
+            panic!("undecodable");
+        };
+        assert!(!reason.contains("secret"), "{reason}");
+        assert!(reason.contains("not quoted"), "{reason}");
+        let Err(AttemptError::Transient { reason, .. }) = decode_stream_chunk("{oops", &headers)
+        else {
+            panic!("undecodable");
+        };
+        assert!(reason.contains("{oops"), "{reason}");
+    }
+
+    #[test]
+    fn an_error_in_a_stream_is_classified() {
+        let headers = HeaderMap::new();
+        let data = r#"{"error": {"code": 401, "message": "API key not valid", "status": "UNAUTHENTICATED"}}"#;
+        assert!(matches!(
+            decode_stream_chunk(data, &headers),
+            Err(AttemptError::Auth(ref detail)) if detail.contains("API key not valid")
+        ));
     }
 }

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 
 use reqwest::Url;
 
+use super::dialect::Reasoning;
 use super::env::Env;
 use super::types::ModelId;
 
@@ -114,6 +115,8 @@ pub struct ProviderEndpoint {
     pub base_url: String,
     pub api_key: String,
     pub context_limit: u64,
+    /// Whether thinking is asked for (`MINICODER_REASONING`, `{PROVIDER}_REASONING`).
+    pub reasoning: Reasoning,
 }
 
 impl ProviderEndpoint {
@@ -130,6 +133,7 @@ impl std::fmt::Debug for ProviderEndpoint {
             .field("base_url", &self.base_url)
             .field("api_key", &"<redacted>")
             .field("context_limit", &self.context_limit)
+            .field("reasoning", &self.reasoning)
             .finish()
     }
 }
@@ -178,6 +182,7 @@ pub fn resolve_provider(
             kind.context_var()
         ));
     }
+    let reasoning = Reasoning::from_env(env, kind)?;
     let base_url = match env
         .get(kind.base_url_var())
         .or_else(|| kind.default_base_url())
@@ -202,6 +207,7 @@ pub fn resolve_provider(
         base_url,
         api_key: api_key.to_string(),
         context_limit,
+        reasoning,
     }))
 }
 

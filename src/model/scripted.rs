@@ -143,6 +143,7 @@ impl ScriptedSource {
                     id,
                     name: call.name.clone(),
                     arguments: call.arguments_text(),
+                    ..ToolCall::default()
                 }
             })
             .collect();
@@ -152,6 +153,7 @@ impl ScriptedSource {
             tool_calls,
             usage,
             model: Self::model_id(),
+            provider: Default::default(),
         }
     }
 }

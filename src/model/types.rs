@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use super::provider_state::ProviderState;
 pub use crate::protocol::{ModelId, Usage};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,11 +18,15 @@ pub enum Role {
 /// One tool call requested by the model. `arguments` is the raw JSON text as
 /// the model produced it (it may be invalid; the agent answers that with an
 /// error result).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
+    /// Fields the provider attached to this call (Gemini's `extra_content`),
+    /// sent back with it; never shown or logged.
+    #[serde(default, skip_serializing_if = "ProviderState::is_empty")]
+    pub provider: ProviderState,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,6 +40,10 @@ pub struct ChatMessage {
     /// Set on `Role::Tool` messages: the call this result answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
+    /// Fields the provider attached to this assistant message (DeepSeek's
+    /// `reasoning_content`), sent back with it; never shown or logged.
+    #[serde(default, skip_serializing_if = "ProviderState::is_empty")]
+    pub provider: ProviderState,
 }
 
 impl ChatMessage {
@@ -52,6 +61,16 @@ impl ChatMessage {
             content,
             tool_calls,
             tool_call_id: None,
+            provider: ProviderState::default(),
+        }
+    }
+
+    /// The history message of a reply: its text, its tool calls, and the
+    /// provider state that must go back to the provider with them.
+    pub fn from_reply(reply: &ModelReply) -> Self {
+        Self {
+            provider: reply.provider.clone(),
+            ..Self::assistant(reply.content.clone(), reply.tool_calls.clone())
         }
     }
 
@@ -61,6 +80,7 @@ impl ChatMessage {
             content: Some(text.into()),
             tool_calls: Vec::new(),
             tool_call_id: Some(call_id.into()),
+            provider: ProviderState::default(),
         }
     }
 
@@ -70,16 +90,36 @@ impl ChatMessage {
             content: Some(text.into()),
             tool_calls: Vec::new(),
             tool_call_id: None,
+            provider: ProviderState::default(),
         }
     }
 
-    /// Characters this message contributes to the context (for estimates).
+    /// This message without its provider state, for anything shareable
+    /// (artifacts, reports): hidden reasoning and signatures stay private.
+    pub fn shareable(&self) -> Self {
+        Self {
+            provider: ProviderState::default(),
+            tool_calls: self
+                .tool_calls
+                .iter()
+                .map(|c| ToolCall {
+                    provider: ProviderState::default(),
+                    ..c.clone()
+                })
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// Characters this message contributes to the context (for estimates),
+    /// provider state included: it is sent back too.
     pub fn char_len(&self) -> usize {
         self.content.as_deref().map_or(0, str::len)
+            + self.provider.char_len()
             + self
                 .tool_calls
                 .iter()
-                .map(|c| c.name.len() + c.arguments.len() + c.id.len())
+                .map(|c| c.name.len() + c.arguments.len() + c.id.len() + c.provider.char_len())
                 .sum::<usize>()
     }
 }
@@ -101,10 +141,14 @@ pub struct ModelRequest {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelReply {
+    /// The visible text (never the hidden reasoning).
     pub content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub model: ModelId,
+    /// Message-level provider state (DeepSeek's `reasoning_content`); goes
+    /// into the history through [`ChatMessage::from_reply`], nowhere else.
+    pub provider: ProviderState,
 }
 
 /// Estimated tokens of a text: a conservative four characters a token.

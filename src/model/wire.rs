@@ -1,5 +1,9 @@
-//! Mapping between our chat types and the Chat Completions wire format
-//! (async-openai's request, response and stream-chunk types).
+//! Mapping between our chat types and the Chat Completions wire format.
+//!
+//! Requests are built from async-openai's types, then serialised to JSON and
+//! given what those types cannot carry: the provider state of the history
+//! (sent back to the provider it came from, exactly as received) and the
+//! dialect's thinking fields. Replies are read with [`super::decode`].
 
 use async_openai::types::chat::{
     ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
@@ -8,16 +12,69 @@ use async_openai::types::chat::{
     ChatCompletionRequestSystemMessageContent, ChatCompletionRequestToolMessage,
     ChatCompletionRequestToolMessageContent, ChatCompletionRequestUserMessage,
     ChatCompletionRequestUserMessageContent, ChatCompletionStreamOptions, ChatCompletionTool,
-    ChatCompletionToolChoiceOption, ChatCompletionTools, CompletionUsage,
-    CreateChatCompletionRequest, CreateChatCompletionResponse, CreateChatCompletionStreamResponse,
-    FunctionCall, FunctionObject, ToolChoiceOptions,
+    ChatCompletionToolChoiceOption, ChatCompletionTools, CreateChatCompletionRequest, FunctionCall,
+    FunctionObject, ToolChoiceOptions,
 };
+use serde_json::Value;
 
+use super::assembly::normalized_call;
+pub(crate) use super::assembly::{ReplyParts, StreamAssembler};
+use super::decode::WireReply;
+use super::provider::ProviderEndpoint;
 use super::types::{
-    ChatMessage, ModelId, ModelReply, ModelRequest, Role, ToolCall, Usage, estimate_tokens,
+    ChatMessage, ModelId, ModelReply, ModelRequest, ProviderState, Role, ToolCall, Usage,
+    estimate_tokens,
 };
 
-/// The request body for `model`, streamed or not.
+/// The request body for `endpoint`, streamed or not.
+pub(crate) fn chat_body(
+    req: &ModelRequest,
+    endpoint: &ProviderEndpoint,
+    stream: bool,
+) -> Result<Value, String> {
+    let typed = chat_request(req, &endpoint.id.model, stream);
+    let mut body =
+        serde_json::to_value(typed).map_err(|e| format!("cannot encode the request: {e}"))?;
+    let provider = endpoint.id.provider.as_str();
+    if let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) {
+        for (wire, message) in messages.iter_mut().zip(&req.messages) {
+            add_provider_state(wire, message, provider);
+        }
+    }
+    if let Some(object) = body.as_object_mut() {
+        for (key, value) in endpoint.reasoning.request_fields(endpoint.kind) {
+            object.insert(key, value);
+        }
+    }
+    Ok(body)
+}
+
+/// Puts the fields `provider` attached to this message and its tool calls
+/// back where they came from.
+fn add_provider_state(wire: &mut Value, message: &ChatMessage, provider: &str) {
+    if let (Some(fields), Some(object)) =
+        (message.provider.fields_for(provider), wire.as_object_mut())
+    {
+        for (key, value) in fields {
+            object.insert(key.clone(), value.clone());
+        }
+    }
+    let Some(calls) = wire.get_mut("tool_calls").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for (wire_call, call) in calls.iter_mut().zip(&message.tool_calls) {
+        if let (Some(fields), Some(object)) = (
+            call.provider.fields_for(provider),
+            wire_call.as_object_mut(),
+        ) {
+            for (key, value) in fields {
+                object.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+/// The typed request for `model`, without provider state.
 pub(crate) fn chat_request(
     req: &ModelRequest,
     model: &str,
@@ -95,205 +152,71 @@ fn wire_message(message: &ChatMessage) -> ChatCompletionRequestMessage {
     }
 }
 
-/// What a reply carries, before the model id and usage fallback are added.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct ReplyParts {
-    pub content: Option<String>,
-    pub tool_calls: Vec<ToolCall>,
-    pub usage: Option<CompletionUsage>,
-}
-
-/// The text and tool calls of a complete (non-streamed) reply.
-pub(crate) fn parts_from_response(
-    response: CreateChatCompletionResponse,
-) -> Result<ReplyParts, String> {
-    let usage = response.usage;
-    let Some(choice) = response.choices.into_iter().next() else {
+/// The text, tool calls and provider fields of a complete (non-streamed) reply.
+pub(crate) fn parts_from_response(response: WireReply) -> Result<ReplyParts, String> {
+    let usage = response.usage.and_then(|u| u.given());
+    let Some(choice) = response.choices.into_iter().find(|c| c.index == 0) else {
         return Err("the reply has no choices".to_string());
     };
-    let message = choice.message;
-    let content = message.content.or(message.refusal);
+    let message = choice.message.unwrap_or_default();
+    let content = message.text();
+    let provider = message.kept_fields();
     let mut calls = Vec::new();
-    for (position, call) in message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
-        let (id, name, arguments) = match call {
-            ChatCompletionMessageToolCalls::Function(f) => {
-                (f.id, f.function.name, f.function.arguments)
-            }
-            ChatCompletionMessageToolCalls::Custom(c) => {
-                (c.id, c.custom_tool.name, c.custom_tool.input)
-            }
-        };
-        calls.push(normalized_call(position, id, name, arguments)?);
+    for (position, call) in message.tool_calls.iter().enumerate() {
+        let fields = call.kept_fields();
+        let function = call.function.clone().unwrap_or_default();
+        calls.push(normalized_call(
+            position,
+            call.id.clone().unwrap_or_default(),
+            function.name.unwrap_or_default(),
+            function.arguments.unwrap_or_default(),
+            fields,
+        )?);
     }
     Ok(ReplyParts {
         content,
         tool_calls: calls,
         usage,
+        provider,
     })
 }
 
-fn normalized_call(
-    position: usize,
-    id: String,
-    name: String,
-    arguments: String,
-) -> Result<ToolCall, String> {
-    if name.trim().is_empty() {
-        return Err(format!("tool call #{} has no function name", position + 1));
-    }
-    Ok(ToolCall {
-        id: if id.is_empty() {
-            format!("call_{}", position + 1)
-        } else {
-            id
-        },
-        name,
-        arguments: if arguments.trim().is_empty() {
-            "{}".to_string()
-        } else {
-            arguments
-        },
-    })
-}
-
-#[derive(Debug, Default)]
-struct PartialCall {
-    index: u32,
-    id: String,
-    name: String,
-    arguments: String,
-}
-
-/// Builds one reply from stream chunks. Tool calls arrive in pieces keyed by
-/// `index`: the id and name usually first, the arguments split over several.
-#[derive(Debug, Default)]
-pub(crate) struct StreamAssembler {
-    content: String,
-    calls: Vec<PartialCall>,
-    usage: Option<CompletionUsage>,
-    finished: bool,
-}
-
-impl StreamAssembler {
-    /// Takes one chunk; returns the text it adds, if any.
-    pub(crate) fn push(&mut self, chunk: CreateChatCompletionStreamResponse) -> Option<String> {
-        if chunk.usage.is_some() {
-            self.usage = chunk.usage;
-        }
-        let mut added = String::new();
-        for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {
-            if choice.finish_reason.is_some() {
-                self.finished = true;
-            }
-            let delta = choice.delta;
-            for text in [delta.content, delta.refusal].into_iter().flatten() {
-                added.push_str(&text);
-            }
-            for piece in delta.tool_calls.unwrap_or_default() {
-                let (name, arguments) = piece
-                    .function
-                    .map(|f| (f.name, f.arguments))
-                    .unwrap_or_default();
-                self.add_call_piece(piece.index, piece.id, name, arguments);
-            }
-        }
-        self.content.push_str(&added);
-        (!added.is_empty()).then_some(added)
-    }
-
-    fn add_call_piece(
-        &mut self,
-        index: u32,
-        id: Option<String>,
-        name: Option<String>,
-        arguments: Option<String>,
-    ) {
-        let id = id.filter(|i| !i.is_empty());
-        let latest = self.calls.iter().rposition(|c| c.index == index);
-        // A new id on an index that already has one starts a new call (some
-        // providers send every call complete under index 0).
-        let starts_new = match (latest, &id) {
-            (None, _) => true,
-            (Some(pos), Some(new_id)) => {
-                !self.calls[pos].id.is_empty() && self.calls[pos].id != *new_id
-            }
-            (Some(_), None) => false,
-        };
-        let pos = match latest {
-            Some(pos) if !starts_new => pos,
-            _ => {
-                self.calls.push(PartialCall {
-                    index,
-                    ..PartialCall::default()
-                });
-                self.calls.len() - 1
-            }
-        };
-        let call = &mut self.calls[pos];
-        if let Some(id) = id {
-            call.id = id;
-        }
-        if let Some(name) = name.filter(|n| !n.is_empty())
-            && call.name != name
-        {
-            call.name.push_str(&name);
-        }
-        if let Some(arguments) = arguments {
-            call.arguments.push_str(&arguments);
-        }
-    }
-
-    /// Records the `data: [DONE]` sentinel.
-    pub(crate) fn mark_done(&mut self) {
-        self.finished = true;
-    }
-
-    /// The assembled reply parts; an error when the stream stopped before the
-    /// reply was complete (no `[DONE]` and no finish reason).
-    pub(crate) fn finish(self) -> Result<ReplyParts, String> {
-        if !self.finished {
-            return Err("the stream ended before the reply was complete".to_string());
-        }
-        let calls = self
-            .calls
-            .into_iter()
-            .enumerate()
-            .map(|(pos, c)| normalized_call(pos, c.id, c.name, c.arguments))
-            .collect::<Result<Vec<_>, _>>()?;
-        let content = (!self.content.is_empty()).then_some(self.content);
-        Ok(ReplyParts {
-            content,
-            tool_calls: calls,
-            usage: self.usage,
-        })
-    }
-}
-
-/// A reply with the provider's token counts, or estimated ones.
+/// A reply with the provider's token counts (or estimated ones), its
+/// provider state marked as coming from `model.provider`.
 pub(crate) fn reply(req: &ModelRequest, model: ModelId, parts: ReplyParts) -> ModelReply {
     let ReplyParts {
         content,
-        tool_calls,
+        mut tool_calls,
         usage,
+        provider,
     } = parts;
+    for call in &mut tool_calls {
+        if !call.provider.is_empty() {
+            call.provider.origin = model.provider.clone();
+        }
+    }
     let usage = match usage {
         Some(u) => Usage {
-            input: u64::from(u.prompt_tokens),
-            output: u64::from(u.completion_tokens),
+            input: u.prompt_tokens.unwrap_or(0),
+            output: u.completion_tokens.unwrap_or(0),
             estimated: false,
         },
         None => estimated_usage(req, content.as_deref(), &tool_calls),
+    };
+    let provider = ProviderState {
+        origin: if provider.is_empty() {
+            String::new()
+        } else {
+            model.provider.clone()
+        },
+        fields: provider,
     };
     ModelReply {
         content,
         tool_calls,
         usage,
         model,
+        provider,
     }
 }
 

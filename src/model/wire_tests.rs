@@ -1,6 +1,8 @@
 use serde_json::json;
 
 use super::*;
+use crate::model::dialect::Reasoning;
+use crate::model::provider::ProviderKind;
 use crate::model::types::ToolSpec;
 
 fn request() -> ModelRequest {
@@ -14,6 +16,7 @@ fn request() -> ModelRequest {
                     id: "call_9".into(),
                     name: "read_file".into(),
                     arguments: r#"{"path":"a.py"}"#.into(),
+                    ..ToolCall::default()
                 }],
             ),
             ChatMessage::tool_result("call_9", "1: x = 1"),
@@ -26,9 +29,27 @@ fn request() -> ModelRequest {
     }
 }
 
+fn endpoint(kind: ProviderKind, model: &str) -> ProviderEndpoint {
+    ProviderEndpoint {
+        kind,
+        id: ModelId {
+            provider: kind.name().into(),
+            model: model.into(),
+        },
+        base_url: "https://example.invalid/v1".into(),
+        api_key: "k".into(),
+        context_limit: 1000,
+        reasoning: Reasoning::ProviderDefault,
+    }
+}
+
+fn body(req: &ModelRequest, endpoint: &ProviderEndpoint, stream: bool) -> Value {
+    chat_body(req, endpoint, stream).expect("encodes")
+}
+
 #[test]
 fn request_maps_messages_and_tools_exactly() {
-    let wire = serde_json::to_value(chat_request(&request(), "m-1", true)).expect("json");
+    let wire = body(&request(), &endpoint(ProviderKind::OpenAi, "m-1"), true);
     assert_eq!(wire["model"], "m-1");
     assert_eq!(wire["stream"], true);
     assert_eq!(wire["stream_options"]["include_usage"], true);
@@ -52,106 +73,129 @@ fn request_maps_messages_and_tools_exactly() {
         messages[3],
         json!({"role": "tool", "content": "1: x = 1", "tool_call_id": "call_9"})
     );
+    for thinking in ["reasoning_effort", "thinking", "enable_thinking"] {
+        assert!(
+            wire.get(thinking).is_none(),
+            "{thinking} was not configured"
+        );
+    }
 }
 
 #[test]
 fn plain_request_has_no_stream_options_and_no_tools_means_no_tool_choice() {
     let mut req = request();
     req.tools.clear();
-    let wire = serde_json::to_value(chat_request(&req, "m", false)).expect("json");
+    let wire = body(&req, &endpoint(ProviderKind::OpenAi, "m"), false);
     assert_eq!(wire["stream"], false);
     assert!(wire.get("stream_options").is_none());
     assert!(wire.get("tools").is_none());
     assert!(wire.get("tool_choice").is_none());
 }
 
-fn chunk(
-    choices: serde_json::Value,
-    usage: serde_json::Value,
-) -> CreateChatCompletionStreamResponse {
-    serde_json::from_value(json!({
-        "id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
-        "choices": choices, "usage": usage
-    }))
-    .expect("chunk")
-}
-
-#[test]
-fn stream_assembles_split_tool_calls_by_index() {
-    let mut asm = StreamAssembler::default();
-    let text = asm.push(chunk(
-        json!([{"index": 0, "delta": {"role": "assistant", "content": "Let me "}}]),
-        json!(null),
-    ));
-    assert_eq!(text.as_deref(), Some("Let me "));
-    asm.push(chunk(
-        json!([{"index": 0, "delta": {"content": "look."}}]),
-        json!(null),
-    ));
-    asm.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": ""}}]}}]), json!(null)));
-    asm.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [
-        {"index": 0, "function": {"arguments": "{\"pa"}},
-        {"index": 1, "id": "call_b", "type": "function", "function": {"name": "ripgrep", "arguments": "{\"pattern\""}}]}}]), json!(null)));
-    asm.push(chunk(
-        json!([{"index": 0, "delta": {"tool_calls": [
-        {"index": 1, "function": {"arguments": ": \"x\"}"}},
-        {"index": 0, "function": {"arguments": "th\": \"a.py\"}"}}]}}]),
-        json!(null),
-    ));
-    asm.push(chunk(
-        json!([{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
-        json!(null),
-    ));
-    asm.push(chunk(
-        json!([]),
-        json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}),
-    ));
-    let ReplyParts {
-        content,
-        tool_calls: calls,
-        usage,
-    } = asm.finish().expect("complete");
-    assert_eq!(content.as_deref(), Some("Let me look."));
-    assert_eq!(calls.len(), 2);
-    assert_eq!(
-        (calls[0].id.as_str(), calls[0].name.as_str()),
-        ("call_a", "read_file")
-    );
-    assert_eq!(calls[0].arguments, r#"{"path": "a.py"}"#);
-    assert_eq!(
-        (calls[1].id.as_str(), calls[1].arguments.as_str()),
-        ("call_b", r#"{"pattern": "x"}"#)
-    );
-    assert_eq!(usage.map(|u| u.prompt_tokens), Some(11));
-}
-
-#[test]
-fn complete_calls_under_one_index_stay_separate() {
-    let mut asm = StreamAssembler::default();
-    for (id, name) in [("x1", "list_tree"), ("x2", "read_file")] {
-        asm.push(chunk(json!([{"index": 0, "delta": {"tool_calls": [
-            {"index": 0, "id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}}]), json!(null)));
+fn with_state(origin: &str, fields: Value) -> ProviderState {
+    ProviderState {
+        origin: origin.into(),
+        fields: fields.as_object().cloned().expect("object"),
     }
-    asm.mark_done();
-    let ReplyParts {
-        tool_calls: calls,
-        usage,
-        ..
-    } = asm.finish().expect("complete");
-    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    assert_eq!(names, ["list_tree", "read_file"]);
-    assert!(usage.is_none());
 }
 
 #[test]
-fn a_stream_without_an_end_is_incomplete() {
-    let mut asm = StreamAssembler::default();
-    asm.push(chunk(
-        json!([{"index": 0, "delta": {"content": "half"}}]),
-        json!(null),
-    ));
-    assert!(asm.finish().is_err_and(|e| e.contains("ended before")));
+fn provider_state_goes_back_to_its_provider_only_exactly_as_received() {
+    let signature = json!({"google": {"thought_signature": "Ej+/=\u{e9}\"x"}});
+    let mut req = request();
+    req.messages[2].provider = with_state("deepseek", json!({"reasoning_content": "  why\n"}));
+    req.messages[2].tool_calls[0].provider =
+        with_state("gemini", json!({"extra_content": signature}));
+
+    let gemini = body(&req, &endpoint(ProviderKind::Gemini, "g"), true);
+    let sent = &gemini["messages"][2];
+    assert_eq!(sent["tool_calls"][0]["extra_content"], signature);
+    assert!(sent.get("reasoning_content").is_none(), "{sent}");
+
+    let deepseek = body(&req, &endpoint(ProviderKind::Deepseek, "d"), true);
+    let sent = &deepseek["messages"][2];
+    assert_eq!(sent["reasoning_content"], "  why\n");
+    assert!(
+        sent["tool_calls"][0].get("extra_content").is_none(),
+        "{sent}"
+    );
+}
+
+#[test]
+fn thinking_is_requested_in_the_dialect_when_configured() {
+    let mut deepseek = endpoint(ProviderKind::Deepseek, "d");
+    deepseek.reasoning = Reasoning::On;
+    assert_eq!(
+        body(&request(), &deepseek, true)["thinking"],
+        json!({"type": "enabled"})
+    );
+    let mut qwen = endpoint(ProviderKind::Qwen, "q");
+    qwen.reasoning = Reasoning::Off;
+    assert_eq!(body(&request(), &qwen, true)["enable_thinking"], false);
+}
+
+#[test]
+fn reply_marks_the_origin_and_the_history_message_keeps_it() {
+    let parts = ReplyParts {
+        content: Some("visible".into()),
+        tool_calls: vec![ToolCall {
+            id: "c".into(),
+            name: "git".into(),
+            arguments: "{}".into(),
+            provider: with_state(
+                "",
+                json!({"extra_content": {"google": {"thought_signature": "s"}}}),
+            ),
+        }],
+        usage: None,
+        provider: json!({"reasoning_content": "hidden"})
+            .as_object()
+            .cloned()
+            .expect("object"),
+    };
+    let model = ModelId {
+        provider: "gemini".into(),
+        model: "m".into(),
+    };
+    let reply = reply(&request(), model, parts);
+    assert_eq!(reply.provider.origin, "gemini");
+    assert_eq!(reply.tool_calls[0].provider.origin, "gemini");
+    let message = ChatMessage::from_reply(&reply);
+    assert_eq!(message.content.as_deref(), Some("visible"));
+    assert_eq!(message.provider.reasoning(), Some("hidden"));
+    assert_eq!(message.tool_calls, reply.tool_calls);
+    // The state counts toward the context: it is sent back.
+    assert!(message.char_len() > "visible".len() + "hidden".len());
+    // Serialised for resume, it keeps the state; the shareable form does not.
+    let private = serde_json::to_string(&message).expect("json");
+    assert!(private.contains("hidden") && private.contains("thought_signature"));
+    let back: ChatMessage = serde_json::from_str(&private).expect("back");
+    assert_eq!(back, message);
+    let shared = serde_json::to_string(&message.shareable()).expect("json");
+    assert!(
+        !shared.contains("hidden") && !shared.contains("thought_signature"),
+        "{shared}"
+    );
+}
+
+#[test]
+fn plain_replies_keep_calls_whatever_the_finish_reason() {
+    let response = crate::model::decode::decode(
+        br#"{"choices":[{"index":0,"finish_reason":"stop","message":{"role":"assistant",
+        "reasoning_content":"r","content":null,"tool_calls":[{"id":"x","type":"function",
+        "function":{"name":"git","arguments":""},"extra_content":{"google":{"thought_signature":"s"}}}]}}],
+        "usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+    )
+    .expect("decodes");
+    let parts = parts_from_response(response).expect("parts");
+    assert_eq!(parts.tool_calls.len(), 1);
+    assert_eq!(parts.tool_calls[0].arguments, "{}");
+    assert_eq!(
+        parts.tool_calls[0].provider.fields["extra_content"]["google"]["thought_signature"],
+        "s"
+    );
+    assert_eq!(parts.provider["reasoning_content"], "r");
+    assert_eq!(parts.usage.and_then(|u| u.prompt_tokens), Some(3));
 }
 
 #[test]
@@ -169,4 +213,5 @@ fn usage_is_estimated_when_absent() {
     assert!(reply.usage.estimated);
     assert_eq!(reply.usage.output, 1);
     assert!(reply.usage.input > 5);
+    assert!(reply.provider.is_empty() && reply.provider.origin.is_empty());
 }

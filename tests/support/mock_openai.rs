@@ -3,17 +3,28 @@
 //! Hand-rolled on tokio so a test can script what no framework does on
 //! purpose: a connection dropped before the answer, or a stream cut mid-way.
 //! Every request is recorded; replies come from a queue, and an empty queue
-//! answers with the text "no more scripted replies".
+//! answers with the text "no more scripted replies". It speaks the OpenAI
+//! format, or the Gemini or DeepSeek dialect ([`Dialect`]), in which it
+//! refuses a history that lacks the hidden state it handed out.
 
-use std::collections::VecDeque;
+#[path = "mock_dialect.rs"]
+mod dialect;
+#[path = "mock_wire.rs"]
+mod wire;
+
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
+
+use dialect::{Completion, Ledger, Rendered};
+#[allow(unused_imports)]
+pub use dialect::{Dialect, REASONING_MARKER, Shape};
+use wire::{Answer, read_request, write_response};
 
 /// One request as it reached the server.
 #[derive(Debug, Clone)]
@@ -59,14 +70,19 @@ impl RecordedRequest {
     }
 }
 
+/// Whether a completion is streamed: fixed, or as the request asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Streaming {
+    Plain,
+    Sse,
+    AsAsked,
+}
+
 #[derive(Debug, Clone)]
 enum Kind {
     Completion {
-        content: Option<String>,
-        /// Tool name and the raw arguments text (valid JSON or not).
-        calls: Vec<(String, String)>,
-        usage: Option<(u32, u32)>,
-        stream: bool,
+        completion: Completion,
+        streaming: Streaming,
         cut: bool,
     },
     Http {
@@ -86,38 +102,55 @@ pub struct MockResponse {
 }
 
 impl MockResponse {
-    fn completion(content: Option<&str>, calls: &[(&str, Value)], stream: bool) -> Self {
+    fn completion(content: Option<&str>, calls: &[(&str, Value)], streaming: Streaming) -> Self {
         Self {
             kind: Kind::Completion {
-                content: content.map(str::to_string),
-                calls: calls
-                    .iter()
-                    .map(|(n, a)| (n.to_string(), a.to_string()))
-                    .collect(),
-                usage: Some((100, 20)),
-                stream,
+                completion: Completion {
+                    content: content.map(str::to_string),
+                    calls: calls
+                        .iter()
+                        .map(|(n, a)| (n.to_string(), a.to_string()))
+                        .collect(),
+                    usage: Some((100, 20)),
+                    shape: Shape::default(),
+                },
+                streaming,
                 cut: false,
             },
             delay: Duration::ZERO,
         }
     }
 
-    /// A plain JSON completion with this text (usage 100 in, 20 out).
-    pub fn text(content: &str) -> Self {
-        Self::completion(Some(content), &[], false)
+    fn completion_mut(&mut self) -> Option<&mut Completion> {
+        match &mut self.kind {
+            Kind::Completion { completion, .. } => Some(completion),
+            _ => None,
+        }
     }
 
-    /// A plain JSON completion calling these tools (ids `call_1`, …).
+    /// A plain JSON completion with this text (usage 100 in, 20 out).
+    pub fn text(content: &str) -> Self {
+        Self::completion(Some(content), &[], Streaming::Plain)
+    }
+
+    /// A plain JSON completion calling these tools (ids `call_1`, … in the
+    /// OpenAI format; unique across the server in a dialect).
     pub fn tool_calls(calls: &[(&str, Value)]) -> Self {
-        Self::completion(None, calls, false)
+        Self::completion(None, calls, Streaming::Plain)
+    }
+
+    /// A completion calling these tools, streamed if the request asked for a
+    /// stream and plain JSON if not.
+    pub fn as_asked(calls: &[(&str, Value)]) -> Self {
+        Self::completion(None, calls, Streaming::AsAsked)
     }
 
     /// A plain JSON completion whose tool calls carry these raw argument
     /// texts, which need not be valid JSON.
     pub fn tool_calls_raw(calls: &[(&str, &str)]) -> Self {
-        let mut response = Self::completion(None, &[], false);
-        if let Kind::Completion { calls: c, .. } = &mut response.kind {
-            *c = calls
+        let mut response = Self::completion(None, &[], Streaming::Plain);
+        if let Some(completion) = response.completion_mut() {
+            completion.calls = calls
                 .iter()
                 .map(|(n, a)| (n.to_string(), a.to_string()))
                 .collect();
@@ -127,27 +160,35 @@ impl MockResponse {
 
     /// An SSE stream of this text, a few characters a chunk, then a usage chunk and `[DONE]`.
     pub fn sse_text(content: &str) -> Self {
-        Self::completion(Some(content), &[], true)
+        Self::completion(Some(content), &[], Streaming::Sse)
     }
 
     /// An SSE stream calling these tools: id and name in a call's first chunk,
     /// its arguments split over three more, interleaved between calls.
     pub fn sse_tool_calls(calls: &[(&str, Value)]) -> Self {
-        Self::completion(None, calls, true)
+        Self::completion(None, calls, Streaming::Sse)
     }
 
     /// Adds leading text to a completion.
     pub fn with_content(mut self, text: &str) -> Self {
-        if let Kind::Completion { content, .. } = &mut self.kind {
-            *content = Some(text.to_string());
+        if let Some(completion) = self.completion_mut() {
+            completion.content = Some(text.to_string());
         }
         self
     }
 
     /// Leaves token usage out of the reply.
     pub fn without_usage(mut self) -> Self {
-        if let Kind::Completion { usage, .. } = &mut self.kind {
-            *usage = None;
+        if let Some(completion) = self.completion_mut() {
+            completion.usage = None;
+        }
+        self
+    }
+
+    /// In a Gemini stream: a variation of the shape ([`Shape`]).
+    pub fn with_shape(mut self, shape: Shape) -> Self {
+        if let Some(completion) = self.completion_mut() {
+            completion.shape = shape;
         }
         self
     }
@@ -220,6 +261,10 @@ impl MockResponse {
 struct Shared {
     queue: VecDeque<MockResponse>,
     requests: Vec<RecordedRequest>,
+    dialect: Dialect,
+    ledger: Ledger,
+    /// The 400 bodies of refused requests, in order.
+    refusals: Vec<String>,
 }
 
 /// The running server; stopped when dropped.
@@ -231,9 +276,18 @@ pub struct MockOpenAi {
 
 impl MockOpenAi {
     pub async fn start() -> Self {
+        Self::speaking(Dialect::OpenAi).await
+    }
+
+    /// A server that answers in `dialect` and refuses histories that lack
+    /// the hidden state it handed out.
+    pub async fn speaking(dialect: Dialect) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("local addr");
-        let shared = Arc::new(Mutex::new(Shared::default()));
+        let shared = Arc::new(Mutex::new(Shared {
+            dialect,
+            ..Shared::default()
+        }));
         let for_task = shared.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -270,6 +324,82 @@ impl MockOpenAi {
     pub fn pending(&self) -> usize {
         self.shared.lock().expect("lock").queue.len()
     }
+
+    /// Gemini: the `extra_content` handed out, by tool call id.
+    pub fn signatures(&self) -> HashMap<String, Value> {
+        self.shared.lock().expect("lock").ledger.signatures.clone()
+    }
+
+    /// DeepSeek: the reasoning handed out, by tool call id.
+    pub fn reasoning(&self) -> HashMap<String, String> {
+        self.shared.lock().expect("lock").ledger.reasoning.clone()
+    }
+
+    /// Every tool call id handed out, in order.
+    pub fn call_ids(&self) -> Vec<String> {
+        self.shared.lock().expect("lock").ledger.order.clone()
+    }
+
+    /// The bodies of the requests refused for missing or altered state.
+    pub fn refusals(&self) -> Vec<String> {
+        self.shared.lock().expect("lock").refusals.clone()
+    }
+}
+
+impl Shared {
+    fn answer(&mut self, request: &RecordedRequest) -> (Answer, Duration) {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        if let Some(refusal) = dialect::refusal(self.dialect, &self.ledger, &body) {
+            self.refusals.push(refusal.clone());
+            let answer = Answer::Http {
+                status: 400,
+                headers: Vec::new(),
+                content_type: "application/json".into(),
+                body: refusal,
+            };
+            return (answer, Duration::ZERO);
+        }
+        let response = self
+            .queue
+            .pop_front()
+            .unwrap_or_else(|| MockResponse::text("no more scripted replies"));
+        let answer = match response.kind {
+            Kind::Drop => Answer::Drop,
+            Kind::Http {
+                status,
+                headers,
+                content_type,
+                body,
+            } => Answer::Http {
+                status,
+                headers,
+                content_type,
+                body,
+            },
+            Kind::Completion {
+                completion,
+                streaming,
+                cut,
+            } => {
+                let stream = match streaming {
+                    Streaming::Plain => false,
+                    Streaming::Sse => true,
+                    Streaming::AsAsked => body["stream"] == true,
+                };
+                let model = body["model"].as_str().unwrap_or("mock-model");
+                match dialect::render(self.dialect, &completion, stream, model, &mut self.ledger) {
+                    Rendered::Json(body) => Answer::Http {
+                        status: 200,
+                        headers: Vec::new(),
+                        content_type: "application/json".into(),
+                        body,
+                    },
+                    Rendered::Events(events) => Answer::Events { events, cut },
+                }
+            }
+        };
+        (answer, response.delay)
+    }
 }
 
 impl Drop for MockOpenAi {
@@ -282,249 +412,13 @@ async fn serve(mut stream: TcpStream, shared: Arc<Mutex<Shared>>) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
-    let response = {
+    let (answer, delay) = {
         let mut shared = shared.lock().expect("lock");
+        let answered = shared.answer(&request);
         shared.requests.push(request);
-        shared
-            .queue
-            .pop_front()
-            .unwrap_or_else(|| MockResponse::text("no more scripted replies"))
+        answered
     };
-    tokio::time::sleep(response.delay).await;
+    tokio::time::sleep(delay).await;
     // Write errors mean the client went away (e.g. it timed out): nothing to do.
-    let _ = write_response(&mut stream, response.kind).await;
-}
-
-async fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 8192];
-    let header_end = loop {
-        if let Some(pos) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            break pos + 4;
-        }
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let mut request_line = lines.next()?.split_whitespace();
-    let method = request_line.next()?.to_string();
-    let path = request_line.next()?.to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    let length: usize = headers
-        .iter()
-        .find(|(k, _)| k == "content-length")
-        .and_then(|(_, v)| v.parse().ok())
-        .unwrap_or(0);
-    let mut body = buffer[header_end..].to_vec();
-    while body.len() < length {
-        let n = stream.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    Some(RecordedRequest {
-        method,
-        path,
-        headers,
-        body,
-    })
-}
-
-async fn write_response(stream: &mut TcpStream, kind: Kind) -> std::io::Result<()> {
-    match kind {
-        Kind::Drop => stream.shutdown().await,
-        Kind::Http {
-            status,
-            headers,
-            content_type,
-            body,
-        } => {
-            let mut head = format!(
-                "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n",
-                reason_phrase(status),
-                body.len()
-            );
-            for (k, v) in headers {
-                head.push_str(&format!("{k}: {v}\r\n"));
-            }
-            head.push_str("\r\n");
-            stream.write_all(head.as_bytes()).await?;
-            stream.write_all(body.as_bytes()).await?;
-            stream.shutdown().await
-        }
-        Kind::Completion {
-            content,
-            calls,
-            usage,
-            stream: false,
-            ..
-        } => {
-            let body = plain_completion(content, &calls, usage).to_string();
-            Box::pin(write_response(
-                stream,
-                Kind::Http {
-                    status: 200,
-                    headers: Vec::new(),
-                    content_type: "application/json".into(),
-                    body,
-                },
-            ))
-            .await
-        }
-        Kind::Completion {
-            content,
-            calls,
-            usage,
-            stream: true,
-            cut,
-        } => {
-            stream
-                .write_all(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
-                )
-                .await?;
-            let events = sse_events(content, &calls, usage);
-            let keep = if cut {
-                2.min(events.len())
-            } else {
-                events.len()
-            };
-            for event in &events[..keep] {
-                let data = format!("data: {event}\n\n");
-                stream
-                    .write_all(format!("{:x}\r\n{data}\r\n", data.len()).as_bytes())
-                    .await?;
-                stream.flush().await?;
-            }
-            if !cut {
-                stream.write_all(b"0\r\n\r\n").await?;
-            }
-            stream.shutdown().await
-        }
-    }
-}
-
-fn reason_phrase(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        _ => "Status",
-    }
-}
-
-fn usage_json(usage: Option<(u32, u32)>) -> Value {
-    usage.map_or(Value::Null, |(input, output)| {
-        json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output})
-    })
-}
-
-fn plain_completion(
-    content: Option<String>,
-    calls: &[(String, String)],
-    usage: Option<(u32, u32)>,
-) -> Value {
-    let tool_calls: Vec<Value> = calls
-        .iter()
-        .enumerate()
-        .map(|(i, (name, args))| {
-            json!({"id": format!("call_{}", i + 1), "type": "function",
-                   "function": {"name": name, "arguments": args}})
-        })
-        .collect();
-    let mut message = json!({"role": "assistant", "content": content});
-    if !tool_calls.is_empty() {
-        message["tool_calls"] = Value::Array(tool_calls);
-    }
-    let finish = if calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
-    let mut body = json!({
-        "id": "chatcmpl-mock", "object": "chat.completion", "created": 1, "model": "mock-model",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-    });
-    if usage.is_some() {
-        body["usage"] = usage_json(usage);
-    }
-    body
-}
-
-fn chunk(delta: Value, finish: Option<&str>) -> String {
-    json!({
-        "id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1, "model": "mock-model",
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": null
-    })
-    .to_string()
-}
-
-fn sse_events(
-    content: Option<String>,
-    calls: &[(String, String)],
-    usage: Option<(u32, u32)>,
-) -> Vec<String> {
-    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-    if let Some(text) = content {
-        let chars: Vec<char> = text.chars().collect();
-        for piece in chars.chunks(4) {
-            events.push(chunk(
-                json!({"content": piece.iter().collect::<String>()}),
-                None,
-            ));
-        }
-    }
-    let args: Vec<Vec<String>> = calls.iter().map(|(_, a)| split_in_three(a)).collect();
-    for (i, (name, _)) in calls.iter().enumerate() {
-        events.push(chunk(
-            json!({"tool_calls": [{"index": i, "id": format!("call_{}", i + 1), "type": "function",
-                                   "function": {"name": name, "arguments": ""}}]}),
-            None,
-        ));
-    }
-    for part in 0..3 {
-        for (i, pieces) in args.iter().enumerate() {
-            events.push(chunk(
-                json!({"tool_calls": [{"index": i, "function": {"arguments": pieces[part]}}]}),
-                None,
-            ));
-        }
-    }
-    let finish = if calls.is_empty() {
-        "stop"
-    } else {
-        "tool_calls"
-    };
-    events.push(chunk(json!({}), Some(finish)));
-    if usage.is_some() {
-        events.push(
-            json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": 1,
-                   "model": "mock-model", "choices": [], "usage": usage_json(usage)})
-            .to_string(),
-        );
-    }
-    events.push("[DONE]".to_string());
-    events
-}
-
-fn split_in_three(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let third = chars.len().div_ceil(3).max(1);
-    let mut parts: Vec<String> = chars.chunks(third).map(|c| c.iter().collect()).collect();
-    parts.resize(3, String::new());
-    parts
+    let _ = write_response(&mut stream, answer).await;
 }
