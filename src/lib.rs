@@ -12,6 +12,7 @@ pub mod owner;
 pub mod runtime;
 pub mod sandbox;
 pub mod state;
+pub mod terminal_text;
 pub mod tools;
 pub mod trace;
 pub mod tui;
