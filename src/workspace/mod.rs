@@ -5,6 +5,7 @@ mod confine;
 mod copy;
 mod error;
 mod fingerprint;
+mod git_path;
 pub mod stat_cache;
 mod tree;
 mod walk;
@@ -17,4 +18,5 @@ pub use fingerprint::{
     DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,
     Snapshot, digest, fingerprint,
 };
+pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
 pub use stat_cache::StatCache;
