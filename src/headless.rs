@@ -119,11 +119,8 @@ pub fn print_result(value: &impl serde::Serialize) {
             let _ = writeln!(out, "{}", escape_json(&json));
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1})
-            );
+            let failure = serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1});
+            let _ = writeln!(out, "{}", escape_json(&failure.to_string()));
         }
     }
     let _ = out.flush();
