@@ -8,7 +8,6 @@ use sha2::{Digest, Sha256};
 
 use super::driver::Durations;
 use super::setup::Prepared;
-use super::tool_exec::changed_files;
 use crate::agent::events::{Outcome, RunEvent};
 use crate::agent::reducer::Agent;
 use crate::trace::{
@@ -102,8 +101,8 @@ pub async fn finish(
     } = run;
 
     // The complete diff against the baseline, partial work included.
-    let patch = checkpoints
-        .diff_to_workspace(baseline_checkpoint)
+    let export = checkpoints
+        .export_patch(baseline_checkpoint)
         .unwrap_or_else(|e| {
             tracing::error!("exporting the patch: {e}");
             if ending.outcome == Outcome::Success {
@@ -112,8 +111,9 @@ pub async fn finish(
                     format!("the patch could not be exported: {e}"),
                 );
             }
-            String::new()
+            crate::workspace::PatchExport::default()
         });
+    let patch = export.patch;
     let final_fingerprint = checkpoints
         .scan()
         .map(|s| s.fingerprint.to_string())
@@ -137,6 +137,15 @@ pub async fn finish(
                 format!(
                     "the patch would add a credential ({}); it is refused",
                     credentials.join(", ")
+                ),
+            );
+        }
+        if !export.refused.is_empty() {
+            ending = Ending::new(
+                Outcome::Failure,
+                format!(
+                    "the workspace holds credential files or paths git refuses, which a patch may not add or change ({}); they are left out of final.patch, so the verified state is not the patch",
+                    export.refused.join(", ")
                 ),
             );
         }
@@ -190,7 +199,7 @@ pub async fn finish(
             repair_cycles: stats.repair_cycles,
             rollbacks: stats.rollbacks,
         },
-        changed_files: changed_files(&patch),
+        changed_files: export.changed_files,
         artifact_dir: artifacts.path().display().to_string(),
         patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,

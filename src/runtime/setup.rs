@@ -107,6 +107,7 @@ pub async fn prepare(
     }
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
+    let secrets = verify::secret_paths(&repo, config.as_ref())?;
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
 
     let run_id = new_run_id();
@@ -173,13 +174,14 @@ pub async fn prepare(
         let (repo, ws_dir, state, run_id) =
             (repo.clone(), ws_dir.clone(), state.clone(), run_id.clone());
         tokio::task::spawn_blocking(move || -> Result<_, RunError> {
-            let workspace = PrivateWorkspace::create(&repo, &ws_dir, owner)?;
+            let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, owner, &secrets)?;
             let root = workspace.root()?;
             let mut checkpoints = CheckpointStore::open(
                 &state.checkpoint_store_dir(&run_id),
                 workspace.path(),
                 ExcludeSet::default(),
-            )?;
+            )?
+            .with_secret_paths(secrets);
             let baseline = checkpoints.create("baseline")?;
             Ok((workspace, root, checkpoints, baseline))
         })
@@ -248,6 +250,7 @@ pub async fn prepare(
             network: options.network,
             approval: format!("{:?}", options.approval).to_lowercase(),
         },
+        left_out: workspace.left_out().to_vec(),
         created: chrono::Utc::now().to_rfc3339(),
         minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
     };

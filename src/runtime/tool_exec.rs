@@ -95,6 +95,19 @@ async fn edit(p: &mut Parts<'_>, call: &ToolCall, args: &tools::EditFileArgs) ->
         Ok(prepared) => prepared,
         Err(e) => return failed("patch did not apply", e.to_string()),
     };
+    if p.checkpoints
+        .secret_paths()
+        .matches(prepared.path.as_bytes(), false)
+    {
+        return failed(
+            "refused: credential file",
+            format!(
+                "Refused: `{}` is a credential file, which minicoder keeps out of the workspace and out of every \
+                 patch. Read secrets from the environment or a file the user provides instead.",
+                prepared.path
+            ),
+        );
+    }
     let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
     if !credentials.is_empty() {
         return failed(
@@ -214,32 +227,22 @@ fn report_changes(p: &mut Parts<'_>) {
         return;
     }
     *p.last_fingerprint = fingerprint.clone();
-    match p.checkpoints.diff_to_workspace(p.baseline) {
-        Ok(diff) => p.bus.emit(RunEvent::WorkspaceChanged {
+    match p.checkpoints.export_patch(p.baseline) {
+        Ok(export) => p.bus.emit(RunEvent::WorkspaceChanged {
             fingerprint,
-            changed_files: changed_files(&diff),
-            diff,
+            changed_files: export.changed_files,
+            diff: export.patch,
         }),
         Err(e) => tracing::warn!("diffing the workspace: {e}"),
     }
 }
 
-/// The paths a unified diff touches, from its `diff --git a/X b/X` headers.
-pub fn changed_files(diff: &str) -> Vec<String> {
-    diff.lines()
-        .filter_map(|l| l.strip_prefix("diff --git a/"))
-        .filter_map(|rest| rest.split(" b/").next())
-        .map(str::to_string)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
-    fn changed_files_come_from_diff_headers() {
-        let diff = "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n\
-                    diff --git a/new.txt b/new.txt\nnew file mode 100644\n";
-        assert_eq!(super::changed_files(diff), ["src/a.py", "new.txt"]);
+    fn added_and_removed_lines_are_counted() {
+        // The changed files now come from the tree diff: see
+        // `workspace::checkpoint` tests and tests/checkpoint_export.rs.
         assert_eq!(super::count_lines("--- a\n+++ b\n-x\n+y\n+z\n"), (2, 1));
     }
 }
