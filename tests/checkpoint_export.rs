@@ -330,6 +330,12 @@ fn a_checkpoint_holding_a_credential_file_cannot_be_exported_from() {
     drop(store);
     let mut strict = CheckpointStore::open(&state.path().join("store"), ws, ExcludeSet::default())
         .expect("store");
+    // Unchanged, it is not in the patch at all.
+    std::fs::write(ws.join("keep.txt"), "changed\n").expect("write");
+    let export = strict.export_patch(with_env).expect("export");
+    assert_eq!(export.changed_files, ["keep.txt"]);
+    // Changed, the patch would carry it: refused.
+    std::fs::write(ws.join(".env"), "X=2\n").expect("write");
     let err = strict
         .export_patch(with_env)
         .expect_err("the old side holds .env");

@@ -8,15 +8,15 @@
 //! (the run's [`SecretPaths`](super::SecretPaths)) and paths git refuses
 //! (none can be in a checkpoint, but the export checks on its own).
 
+use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
 
-use git2::{Delta, FileMode, Oid};
+use git2::{Delta, Diff, FileMode, Oid, Tree};
 
 use super::super::git_path::{quote, verify_path};
 use super::super::tree::write_tree;
 use super::super::{FingerprintEntry, WorkspaceError};
 use super::CheckpointStore;
-use super::MODE_LINK;
 
 /// The complete change from a checkpoint to the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,56 +35,88 @@ impl CheckpointStore {
     pub fn export_patch(&mut self, from: Oid) -> Result<PatchExport, WorkspaceError> {
         self.commit(from)?;
         let snapshot = self.scan()?;
-        let (kept, refused): (Vec<FingerprintEntry>, Vec<FingerprintEntry>) =
-            snapshot.entries.into_iter().partition(|e| {
-                let path = e.path.as_os_str().as_bytes();
-                verify_path(path, e.mode == MODE_LINK) && !self.secrets.matches(path, false)
-            });
         let odb = self
             .repo
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
-        let new = write_tree(&odb, &kept, &mut self.stored_trees)?;
+        let whole = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
+        // Only a changed path can reach the patch, so only changed paths
+        // are matched: a run that touches few of a million files matches few.
+        let refused = self.refused_changes(from, whole)?;
+        let new = if refused.is_empty() {
+            whole
+        } else {
+            let kept: Vec<FingerprintEntry> = snapshot
+                .entries
+                .into_iter()
+                .filter(|e| !refused.contains(e.path.as_os_str().as_bytes()))
+                .collect();
+            write_tree(&odb, &kept, &mut self.stored_trees)?
+        };
         let old = self
             .commit(from)?
             .tree()
             .map_err(WorkspaceError::git("reading a checkpoint"))?;
         let new = self.tree(new)?;
         let patch = self.patch(&old, &new)?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(Some(&old), Some(&new), None)
-            .map_err(WorkspaceError::git("diffing checkpoints"))?;
-        let mut changed_files = Vec::with_capacity(diff.deltas().len());
-        for delta in diff.deltas() {
-            let file = match delta.status() {
-                Delta::Deleted => delta.old_file(),
-                _ => delta.new_file(),
-            };
-            let path = file.path_bytes().unwrap_or_default();
-            // Only the old side can still hold a refused path (a checkpoint
-            // taken under other rules): the patch would then carry it, so
-            // the export fails instead.
-            let old = delta.old_file();
-            let old_refused = old.path_bytes().is_some_and(|p| {
-                delta.status() != Delta::Added
-                    && (!verify_path(p, old.mode() == FileMode::Link)
-                        || self.secrets.matches(p, false))
-            });
-            if old_refused || !verify_path(path, file.mode() == FileMode::Link) {
+        let changed_files = self
+            .tree_diff(&old, &new)?
+            .deltas()
+            .map(|delta| {
+                let file = match delta.status() {
+                    Delta::Deleted => delta.old_file(),
+                    _ => delta.new_file(),
+                };
+                quote(file.path_bytes().unwrap_or_default()).into_owned()
+            })
+            .collect();
+        Ok(PatchExport {
+            patch,
+            changed_files,
+            refused: refused.iter().map(|p| quote(p).into_owned()).collect(),
+        })
+    }
+
+    /// The paths that changed from checkpoint `from` to the tree `whole`
+    /// and that a patch may not carry; an error if `from` holds one.
+    fn refused_changes(&self, from: Oid, whole: Oid) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
+        let old = self
+            .commit(from)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        let mut refused = BTreeSet::new();
+        for delta in self.tree_diff(&old, &self.tree(whole)?)?.deltas() {
+            let old_side = delta.old_file();
+            if delta.status() != Delta::Added
+                && let Some(path) = old_side.path_bytes()
+                && self.refuses(path, old_side.mode())
+            {
+                // A checkpoint taken under other rules: the patch would
+                // carry the file, so the export fails instead.
                 return Err(WorkspaceError::RefusedPath {
                     path: quote(path).into_owned(),
                 });
             }
-            changed_files.push(quote(path).into_owned());
+            let new_side = delta.new_file();
+            if delta.status() != Delta::Deleted
+                && let Some(path) = new_side.path_bytes()
+                && self.refuses(path, new_side.mode())
+            {
+                refused.insert(path.to_vec());
+            }
         }
-        Ok(PatchExport {
-            patch,
-            changed_files,
-            refused: refused
-                .iter()
-                .map(|e| quote(e.path.as_os_str().as_bytes()).into_owned())
-                .collect(),
-        })
+        Ok(refused)
+    }
+
+    /// Whether a patch may not carry `path`: a credential file or a path
+    /// git refuses.
+    fn refuses(&self, path: &[u8], mode: FileMode) -> bool {
+        !verify_path(path, mode == FileMode::Link) || self.secrets.matches(path, false)
+    }
+
+    fn tree_diff(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<Diff<'_>, WorkspaceError> {
+        self.repo
+            .diff_tree_to_tree(Some(old), Some(new), None)
+            .map_err(WorkspaceError::git("diffing checkpoints"))
     }
 }
