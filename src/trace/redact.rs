@@ -186,7 +186,7 @@ const FIXED_PATTERNS: &[FixedPattern] = &[
     },
     FixedPattern {
         kind: "token in a URL",
-        regex: r#"(?i)([?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|auth|sig|signature|client_secret|password)=)([^&\s"'#\\]{16,})"#,
+        regex: r#"(?i)([?&](?:access_token|refresh_token|id_token|token|api_key|apikey|key|auth|sig|signature|client_secret|password)=)([A-Za-z0-9\-._~%+/=]{16,})"#,
         keep_prefix: 1,
         keep_suffix: 0,
         secret_group: 2,
