@@ -10,7 +10,7 @@ use super::paths::{self, display, is_in_git_dir};
 use super::read_file::{MAX_READ_BYTES, is_binary};
 use super::unified_diff::{FilePatch, TextLines, apply_hunks, parse_unified_diff};
 use super::{EditFileArgs, ToolError, ToolOutput};
-use crate::workspace::{EntryKind, WorkspaceRoot, verify_path};
+use crate::workspace::{EntryKind, WorkspaceRoot, quote_path, verify_path};
 
 /// A checked edit: the file's bytes before and after (`None` = absent).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +142,8 @@ pub fn edit_output(edit: &PreparedEdit) -> ToolOutput {
     };
     let summary = format!("{verb} {} (+{added} -{removed})", edit.path);
     let mut output = ToolOutput::success(format!("{summary}\n{}", edit.patch), summary);
-    output.changed_files = vec![edit.path.clone()];
+    // Quoted as git quotes it, like every `changed_files` list.
+    output.changed_files = vec![quote_path(edit.path.as_bytes()).into_owned()];
     output
 }
 
