@@ -66,8 +66,14 @@ fn hostile_text_is_drawn_without_its_controls() {
         .map(|c| format!("U+{:04X}", c as u32))
         .collect();
     assert!(raw.is_empty(), "raw controls on screen: {raw:?}\n{shown}");
+    // Escape sequences go whole, single controls become U+FFFD, in the
+    // model's text and in the tool's arguments alike.
     assert!(
-        shown.contains("notestxt.exe") || shown.contains("notes\u{fffd}"),
+        shown.contains("Reading notes\u{fffd}txt.exe\u{fffd}1m first."),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("read_file notes\u{fffd}txt.exe\u{fffd}1m "),
         "{shown}"
     );
     let mut settings = insta::Settings::clone_current();
