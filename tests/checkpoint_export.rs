@@ -71,6 +71,11 @@ fn credential_files_are_left_out_tracked_or_not_and_listed() {
             ("notes.md", b"n\n"),
         ],
     );
+    // A socket would refuse the run, but nothing under a credential
+    // directory is looked at.
+    std::fs::create_dir(source.path().join(".ssh")).expect("mkdir");
+    let _agent = std::os::unix::net::UnixListener::bind(source.path().join(".ssh/agent.sock"))
+        .expect("socket");
     let dest = tempfile::tempdir().expect("tempdir");
     let ws = dest.path().join("ws");
     let workspace = PrivateWorkspace::create(source.path(), &ws, None).expect("copy");
