@@ -1,4 +1,5 @@
-//! The private workspace: copy, path confinement, fingerprint, checkpoints.
+//! The private workspace: copy (credential files left out), path confinement,
+//! git-like path rules, fingerprint, checkpoints and the exported patch.
 
 mod checkpoint;
 mod confine;
