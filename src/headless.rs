@@ -1,12 +1,15 @@
 //! The headless consumer of the event stream (SPEC §10): exactly one JSON
 //! object on stdout at the end (or, with `--events`, one JSON event a line
-//! instead), and human progress on stderr.
+//! instead), and human progress on stderr. Both are escaped for the
+//! terminal ([`crate::terminal_text`]): the JSON keeps its value, a progress
+//! line shows the controls it quotes instead of obeying them.
 
 use std::io::Write;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::protocol::RunEvent;
+use crate::terminal_text::{escape_json, write_line};
 
 /// What stdout carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,16 +31,17 @@ pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, 
             && let Ok(line) = serde_json::to_string(&event)
         {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", escape_json(&line));
             let _ = out.flush();
         }
         if progress && let Some(line) = progress_line(&event) {
-            let _ = writeln!(std::io::stderr(), "{line}");
+            write_line(&mut std::io::stderr().lock(), &line);
         }
     }
 }
 
-/// One short line per event worth telling a person about.
+/// One short line per event worth telling a person about, unescaped (its
+/// printer escapes it).
 pub fn progress_line(event: &RunEvent) -> Option<String> {
     Some(match event {
         RunEvent::RunStarted {
@@ -112,14 +116,11 @@ pub fn print_result(value: &impl serde::Serialize) {
     let mut out = std::io::stdout().lock();
     match serde_json::to_string(value) {
         Ok(json) => {
-            let _ = writeln!(out, "{json}");
+            let _ = writeln!(out, "{}", escape_json(&json));
         }
         Err(e) => {
-            let _ = writeln!(
-                out,
-                "{}",
-                serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1})
-            );
+            let failure = serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1});
+            let _ = writeln!(out, "{}", escape_json(&failure.to_string()));
         }
     }
     let _ = out.flush();

@@ -40,6 +40,7 @@ pub mod protocol;
 pub mod runtime;
 pub mod sandbox;
 pub mod state;
+pub mod terminal_text;
 pub mod tools;
 pub mod trace;
 pub mod tui;

@@ -106,6 +106,18 @@ impl Harness {
         }
         minicoder::trace::verify_chain(self.artifacts.join("events.jsonl"))
             .expect("the event chain verifies");
+        // Whatever the outcome, the exported patch applies to the source.
+        let applies = std::process::Command::new("git")
+            .args(["apply", "--check", "--allow-empty"])
+            .arg(self.artifacts.join("final.patch"))
+            .current_dir(self.source.path())
+            .output()
+            .expect("git apply");
+        assert!(
+            applies.status.success(),
+            "git apply --check refuses final.patch: {}",
+            String::from_utf8_lossy(&applies.stderr)
+        );
     }
 
     fn events(&self) -> Vec<Value> {

@@ -308,6 +308,7 @@ fn manifest() -> Manifest {
             network: false,
             approval: "final".into(),
         },
+        left_out: Vec::new(),
         created: "2025-01-01T00:00:00.000Z".into(),
         minicoder_version: minicoder::trace::MINICODER_VERSION.into(),
     }

@@ -77,6 +77,20 @@ pub enum FailureKind {
     Restore,
 }
 
+/// What the exported patch is, for the final verdict.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchFacts {
+    /// The fingerprint of the workspace the patch was exported from.
+    pub fingerprint: String,
+    /// The kinds of credential the patch would add (never their values).
+    pub credentials: Vec<String>,
+    /// Workspace paths the patch had to leave out (credential files, paths
+    /// git refuses), so the patch is not the workspace that was verified.
+    pub left_out: Vec<String>,
+    /// Why the patch could not be exported.
+    pub export_error: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     /// The workspace exists and its baseline checkpoint is taken.
@@ -103,12 +117,14 @@ pub enum Input {
         content: String,
     },
     /// `edit_file`'s patch fits the workspace and is ready to apply; the
-    /// credentials it would add (kinds, never values) are listed.
+    /// credentials it would add (kinds, never values) are listed, and whether
+    /// its path is a credential file kept out of the workspace.
     EditPrepared {
         call_id: String,
         path: String,
         patch: String,
         credentials: Vec<String>,
+        credential_file: bool,
     },
     Verified {
         reason: VerificationReason,
@@ -121,13 +137,8 @@ pub enum Input {
     Restored {
         id: String,
     },
-    /// The run's patch is exported: the final workspace fingerprint, the
-    /// credentials the patch would add, or why it could not be exported.
-    Concluded {
-        fingerprint: String,
-        credentials: Vec<String>,
-        export_error: Option<String>,
-    },
+    /// The run's patch is exported.
+    Concluded(PatchFacts),
     /// A person answered `approval.requested { id }`.
     Approval {
         id: String,

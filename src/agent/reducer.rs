@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use serde::{Deserialize, Serialize};
 
 use super::context::{self, COMPACT_AT, Context, STOP_AT};
-pub use super::effects::{AgentConfig, AgentStats, Effect, FailureKind, Input};
+pub use super::effects::{AgentConfig, AgentStats, Effect, FailureKind, Input, PatchFacts};
 use super::phase::Phase;
 use super::plan::Plan;
 use super::policy;
@@ -173,14 +173,9 @@ impl Agent {
             other => other,
         };
         if let Phase::Concluding { outcome, reason } = &self.phase {
-            if let Input::Concluded {
-                fingerprint,
-                credentials,
-                export_error,
-            } = input
-            {
+            if let Input::Concluded(facts) = input {
                 let (outcome, reason) = (*outcome, reason.clone());
-                self.conclude(outcome, reason, fingerprint, credentials, export_error, fx);
+                self.conclude(outcome, reason, facts, fx);
             }
             return;
         }
@@ -259,10 +254,11 @@ impl Agent {
                     path,
                     patch,
                     credentials,
+                    credential_file,
                 },
             ) if call.id == call_id => {
                 let call = call.clone();
-                self.on_edit_prepared(call, path, patch, credentials, fx);
+                self.on_edit_prepared(call, path, patch, credentials, credential_file, fx);
             }
             (
                 Phase::Verifying { .. },

@@ -40,6 +40,7 @@ fn prepared_edit(a: &mut Agent, id: &str, credentials: Vec<String>) -> Vec<Effec
         path: "a.py".into(),
         patch: "--- a/a.py\n+++ b/a.py\n".into(),
         credentials,
+        credential_file: false,
     })
 }
 
@@ -323,11 +324,12 @@ fn concluded(
     credentials: &[&str],
     error: Option<&str>,
 ) -> Effect {
-    let fx = a.handle(Input::Concluded {
+    let fx = a.handle(Input::Concluded(PatchFacts {
         fingerprint: fingerprint.into(),
         credentials: credentials.iter().map(|c| c.to_string()).collect(),
+        left_out: Vec::new(),
         export_error: error.map(str::to_string),
-    });
+    }));
     assert_eq!(fx.len(), 1, "{fx:?}");
     fx[0].clone()
 }

@@ -65,7 +65,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     let source = ScriptedSource::from_json(SCRIPT)?;
     let mut opts = RunOptions::new(&dir, TASK);
     opts.approval = ApprovalMode::Never;
-    eprintln!(
+    err!(
         "minicoder demo: fixing {} with a scripted model in the real sandbox",
         dir.display()
     );
@@ -91,6 +91,14 @@ pub async fn run() -> anyhow::Result<ExitCode> {
 }
 
 fn print_summary(report: &crate::protocol::RunReport, unchanged: bool) {
+    out!();
+    for line in summary_lines(report, unchanged) {
+        out!("{line}");
+    }
+}
+
+/// The lines of the closing summary, unescaped (the printer escapes each).
+fn summary_lines(report: &crate::protocol::RunReport, unchanged: bool) -> Vec<String> {
     let checks: Vec<String> = report
         .verification
         .checks
@@ -102,26 +110,27 @@ fn print_summary(report: &crate::protocol::RunReport, unchanged: bool) {
     } else {
         checks.join(", ")
     };
-    out!(
-        "\nminicoder demo: {:?} in {:.2} s ({})",
-        report.outcome,
-        report.duration_ms as f64 / 1000.0,
-        report.reason
-    );
-    out!(
-        "  {} turns, {} tool calls; verification: {checks}",
-        report.turns,
-        report.tool_calls
-    );
-    out!("  changed:   {}", report.changed_files.join(", "));
     let source = if unchanged {
         "unchanged, byte for byte"
     } else {
         "CHANGED"
     };
-    out!("  source:    {source}");
-    out!("  patch:     {}", report.patch);
-    out!("  artifacts: {}", report.artifact_dir);
+    vec![
+        format!(
+            "minicoder demo: {:?} in {:.2} s ({})",
+            report.outcome,
+            report.duration_ms as f64 / 1000.0,
+            report.reason
+        ),
+        format!(
+            "  {} turns, {} tool calls; verification: {checks}",
+            report.turns, report.tool_calls
+        ),
+        format!("  changed:   {}", report.changed_files.join(", ")),
+        format!("  source:    {source}"),
+        format!("  patch:     {}", report.patch),
+        format!("  artifacts: {}", report.artifact_dir),
+    ]
 }
 
 /// SHA-256 over every file of a tree (paths and bytes), `.git` included.

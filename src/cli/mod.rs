@@ -2,12 +2,24 @@
 //! own file. Exit codes: 0 success, 1 failure, 2 invalid usage (and commands
 //! not built yet), 130 cancelled.
 
-/// `println!` that never panics: a closed stdout (`| head`) is not an error
-/// worth dying for mid-run, with containers to remove.
+/// `println!` that never panics (a closed stdout, `| head`, is not an error
+/// worth dying for mid-run, with containers to remove) and that escapes
+/// every control character of the line ([`crate::terminal_text::escape_line`]):
+/// one call prints one line, so a line break goes in its own `out!()`.
 macro_rules! out {
-    ($($arg:tt)*) => {{
+    () => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        let _ = writeln!(std::io::stdout());
+    }};
+    ($($arg:tt)*) => {{
+        crate::terminal_text::write_line(&mut std::io::stdout().lock(), &format!($($arg)*));
+    }};
+}
+
+/// `eprintln!` with the same guarantees as [`out!`], on stderr.
+macro_rules! err {
+    ($($arg:tt)*) => {{
+        crate::terminal_text::write_line(&mut std::io::stderr().lock(), &format!($($arg)*));
     }};
 }
 
@@ -172,7 +184,7 @@ pub fn main() -> ExitCode {
     };
     init_tracing(session);
     if let Err(e) = crate::tools::isolate_libgit2() {
-        eprintln!("minicoder: {e}");
+        err!("minicoder: {e}");
         return ExitCode::from(EXIT_FAILURE);
     }
     let name = match &cli.command {
@@ -191,7 +203,7 @@ pub fn main() -> ExitCode {
         | None => "",
     };
     if !name.is_empty() {
-        eprintln!("minicoder: {name} is not implemented yet");
+        err!("minicoder: {name} is not implemented yet");
         return ExitCode::from(EXIT_USAGE);
     }
     if matches!(
@@ -208,7 +220,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            err!("error: cannot start the async runtime: {e}");
             return ExitCode::from(EXIT_FAILURE);
         }
     };
@@ -231,7 +243,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            err!("error: {e:#}");
             ExitCode::from(EXIT_FAILURE)
         }
     }
@@ -242,15 +254,18 @@ pub fn main() -> ExitCode {
 fn init_tracing(session: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MINICODER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    // Log records quote paths, errors and output: escaped like every other
+    // line (and so without colours, whose escapes would be shown).
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false);
     let _ = match (session, session_log_file()) {
-        (true, Some(file)) => builder
-            .with_ansi(false)
-            .with_writer(std::sync::Mutex::new(file))
-            .try_init(),
+        (true, Some(file)) => builder.with_writer(std::sync::Mutex::new(file)).try_init(),
         // Nothing may draw over the session's screen.
         (true, None) => builder.with_writer(std::io::sink).try_init(),
-        (false, _) => builder.with_writer(std::io::stderr).try_init(),
+        (false, _) => builder
+            .with_writer(|| crate::terminal_text::EscapingWriter(std::io::stderr()))
+            .try_init(),
     };
 }
 
@@ -296,7 +311,7 @@ pub(crate) async fn until_cancelled<T>(
         out = work => return Some(out),
         _ = shutdown_signal() => {}
     }
-    eprintln!("minicoder: cancelled; removing this process's containers");
+    err!("minicoder: cancelled; removing this process's containers");
     if let Some(docker) = docker {
         let owner = crate::owner::ProcessIdentity::current();
         let cleanup = crate::sandbox::gc::remove_owned(docker, &owner);

@@ -1,10 +1,12 @@
 //! Progress of long steps (the image build) on stderr: one live status line
-//! on a terminal; on a pipe, the steps plus a heartbeat every 15 s.
+//! on a terminal; on a pipe, the steps plus a heartbeat every 15 s. The
+//! build's own output is escaped before it is shown.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
 use crate::sandbox::image::BuildProgress;
+use crate::terminal_text::{escape_line, write_line};
 
 pub struct BuildDisplay {
     tty: bool,
@@ -34,25 +36,29 @@ impl BuildDisplay {
                 if self.tty {
                     let _ = write!(err, "\r\x1b[2K");
                 }
-                let _ = writeln!(err, "sandbox {} {what}", self.step);
+                write_line(&mut err, &format!("sandbox {} {what}", self.step));
                 self.last_print = Instant::now();
             }
             BuildProgress::Line(line) => {
                 self.last_line = line;
                 let elapsed = self.started.elapsed().as_secs();
                 if self.tty {
-                    let mut shown: String = self.last_line.chars().take(70).collect();
-                    shown = shown.replace(['\r', '\n'], " ");
+                    let shown: String = self.last_line.chars().take(70).collect();
+                    // The status line's own controls, then the build's text escaped.
                     let _ = write!(
                         err,
-                        "\r\x1b[2K  {} {}m{:02}s {shown}",
+                        "\r\x1b[2K  {} {}m{:02}s {}",
                         self.step,
                         elapsed / 60,
-                        elapsed % 60
+                        elapsed % 60,
+                        escape_line(&shown.replace(['\r', '\n'], " "))
                     );
                     let _ = err.flush();
                 } else if self.last_print.elapsed() >= Duration::from_secs(15) {
-                    let _ = writeln!(err, "  {} {elapsed}s: {}", self.step, self.last_line);
+                    write_line(
+                        &mut err,
+                        &format!("  {} {elapsed}s: {}", self.step, self.last_line),
+                    );
                     self.last_print = Instant::now();
                 }
             }
@@ -65,6 +71,6 @@ impl BuildDisplay {
             let _ = write!(err, "\r\x1b[2K");
         }
         let elapsed = self.started.elapsed().as_secs_f64();
-        let _ = writeln!(err, "sandbox: {message} ({elapsed:.0}s)");
+        write_line(&mut err, &format!("sandbox: {message} ({elapsed:.0}s)"));
     }
 }

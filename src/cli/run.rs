@@ -16,7 +16,7 @@ use crate::runtime::{self, RunChannels, RunOptions};
 pub fn cancel_on_signals(commands: UnboundedSender<Command>) {
     tokio::spawn(async move {
         super::shutdown_signal().await;
-        eprintln!(
+        err!(
             "minicoder: cancelling: stopping work, exporting the partial patch, removing containers"
         );
         let _ = commands.send(Command::Cancel);
@@ -28,7 +28,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return super::session::run_task(args).await;
     }
     if args.approval == Approval::Each {
-        eprintln!(
+        err!(
             "minicoder: --approval each needs the interactive session; use final or never with --non-interactive"
         );
         return Ok(ExitCode::from(super::EXIT_USAGE));
@@ -37,7 +37,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let opts = match options(&args, &env) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("minicoder: {e}");
+            err!("minicoder: {e}");
             return Ok(ExitCode::from(super::EXIT_USAGE));
         }
     };
@@ -96,7 +96,7 @@ fn setup_failure(args: &RunArgs, reason: &str, mode: StdoutMode) -> ExitCode {
 
 /// A run that could not start still answers with one JSON object.
 fn failure_object(repo: &str, task: &str, reason: &str, mode: StdoutMode) -> ExitCode {
-    eprintln!("minicoder: {reason}");
+    err!("minicoder: {reason}");
     if mode == StdoutMode::Result {
         headless::print_result(&serde_json::json!({
             "run_id": null,

@@ -38,7 +38,7 @@ pub async fn startup_gc(docker: &bollard::Docker) {
         sandbox::gc::collect_workspaces(&state, &mut report);
     }
     if !report.is_empty() {
-        eprintln!(
+        err!(
             "minicoder: removed what dead runs left: {} container(s), {} volume(s), {} workspace(s)",
             report.containers.len(),
             report.volumes.len(),
@@ -69,7 +69,7 @@ pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(super::EXIT_CANCELLED));
     };
     match status? {
-        ImageStatus::UpToDate => eprintln!(
+        ImageStatus::UpToDate => err!(
             "sandbox: {image} is up to date (definition {})",
             image::definition_hash()
         ),

@@ -66,7 +66,7 @@ pub async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn usage(message: &str) -> anyhow::Result<ExitCode> {
-    eprintln!("minicoder: {message}");
+    err!("minicoder: {message}");
     Ok(ExitCode::from(super::EXIT_USAGE))
 }
 
@@ -125,7 +125,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     let has_work_tree =
         git2::Repository::open(&template.repo).is_ok_and(|repo| repo.workdir().is_some());
     if !has_work_tree {
-        eprintln!(
+        err!(
             "minicoder: {} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
             template.repo.display()
         );
@@ -141,7 +141,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
         benchmark: template.benchmark,
     };
     if let Err(e) = ModelChain::from_env(&Env::from_pairs(env.clone()), &selection) {
-        eprintln!("minicoder: {e}");
+        err!("minicoder: {e}");
         return Ok(ExitCode::from(super::EXIT_FAILURE));
     }
     // The image is built (with progress) and leftovers collected before the screen is taken.
@@ -177,14 +177,14 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
 fn summary(app: &App) -> ExitCode {
     let Some(report) = app.report.as_deref() else {
         if let crate::tui::run_view::Phase::Failed(reason) = &app.view.phase {
-            eprintln!("minicoder: the run could not start: {reason}");
+            err!("minicoder: the run could not start: {reason}");
             return ExitCode::from(super::EXIT_FAILURE);
         }
         return ExitCode::SUCCESS;
     };
     print_report(report);
     if let Some(path) = &app.reviewed_patch {
-        println!("reviewed patch: {path}");
+        out!("reviewed patch: {path}");
     }
     ExitCode::from(super::options::exit_code(report.outcome))
 }
@@ -195,9 +195,9 @@ fn print_report(report: &RunReport) {
         Outcome::Failure => "failure",
         Outcome::Cancelled => "cancelled",
     };
-    println!("run {}: {outcome} — {}", report.run_id, report.reason);
-    println!("patch: {}", report.patch);
-    println!("artifacts: {}", report.artifact_dir);
+    out!("run {}: {outcome} — {}", report.run_id, report.reason);
+    out!("patch: {}", report.patch);
+    out!("artifacts: {}", report.artifact_dir);
 }
 
 struct CliLauncher {

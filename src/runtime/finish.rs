@@ -8,18 +8,18 @@ use std::time::Instant;
 use sha2::{Digest, Sha256};
 
 use super::parts::Run;
-use super::tool_exec::changed_files;
-use crate::agent::effects::Input;
+use crate::agent::effects::{Input, PatchFacts};
 use crate::agent::reducer::Agent;
 use crate::protocol::{
     Outcome, RecoverySummary, RunEvent, RunReport, TokenTotals, VerificationSummary, exit_code_for,
 };
 use crate::trace::{ArtifactDir, Receipt, ReceiptKey, ReceiptVerification, StoredFile};
 use crate::verify::VerificationResult;
+use crate::workspace::PatchExport;
 
 /// The exported patch and the workspace it came from.
 pub(crate) struct Conclusion {
-    pub patch: String,
+    pub export: PatchExport,
     pub fingerprint: String,
     pub stored: Result<StoredFile, String>,
 }
@@ -71,13 +71,13 @@ fn redact_outputs(artifacts: &ArtifactDir) {
 
 /// Exports the complete diff against the baseline, partial work included, and
 /// tells the agent what it is: the final fingerprint, the credentials it
-/// would add, or why it could not be exported.
+/// would add, the paths it had to leave out, or why it could not be exported.
 pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
-    let (patch, export_error) = match run.ws.checkpoints.diff_to_workspace(run.ws.baseline) {
-        Ok(patch) => (patch, None),
+    let (export, export_error) = match run.ws.checkpoints.export_patch(run.ws.baseline) {
+        Ok(export) => (export, None),
         Err(e) => {
             tracing::error!("exporting the patch: {e}");
-            (String::new(), Some(e.to_string()))
+            (PatchExport::default(), Some(e.to_string()))
         }
     };
     let fingerprint = run
@@ -86,23 +86,24 @@ pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
         .scan()
         .map(|s| s.fingerprint.to_string())
         .unwrap_or_default();
-    let credentials = run.artifacts.redactor().added_credentials(&patch);
+    let credentials = run.artifacts.redactor().added_credentials(&export.patch);
     redact_outputs(&run.artifacts);
     let stored = run
         .artifacts
-        .write_final_patch(&patch)
+        .write_final_patch(&export.patch)
         .map_err(|e| e.to_string());
     if let Err(e) = &stored {
         tracing::error!("writing final.patch: {e}");
     }
-    let input = Input::Concluded {
+    let input = Input::Concluded(PatchFacts {
         fingerprint: fingerprint.clone(),
         credentials,
+        left_out: export.refused.clone(),
         export_error,
-    };
+    });
     (
         Conclusion {
-            patch,
+            export,
             fingerprint,
             stored,
         },
@@ -181,7 +182,7 @@ pub(crate) async fn finish(
             repair_cycles: stats.repair_cycles,
             rollbacks: stats.rollbacks,
         },
-        changed_files: changed_files(&conclusion.patch),
+        changed_files: conclusion.export.changed_files.clone(),
         artifact_dir: artifacts.path().display().to_string(),
         patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,
@@ -204,7 +205,9 @@ pub(crate) async fn finish(
                     .stored
                     .as_ref()
                     .map(|s| s.sha256.clone())
-                    .unwrap_or_else(|_| hex::encode(Sha256::digest(conclusion.patch.as_bytes()))),
+                    .unwrap_or_else(|_| {
+                        hex::encode(Sha256::digest(conclusion.export.patch.as_bytes()))
+                    }),
                 final_fingerprint: conclusion.fingerprint.clone(),
                 verification: ReceiptVerification::from_result(last_verification.as_ref()),
                 events_sha256,

@@ -20,7 +20,7 @@ use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
-use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace};
+use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, SecretPaths};
 use bollard::Docker;
 
 pub fn new_run_id() -> String {
@@ -71,7 +71,7 @@ pub(crate) async fn prepare(
             return Err(e.into());
         }
     };
-    let ws = match copy_workspace(&inputs.repo, &claim.dir, &state, &run_id).await {
+    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id).await {
         Ok(ws) => ws,
         Err(e) => {
             abandon(starting).await;
@@ -129,6 +129,8 @@ struct Inputs {
     repo: PathBuf,
     checks: Vec<CheckSpec>,
     bootstrap: Vec<String>,
+    /// Credential paths left out of the workspace.
+    secrets: SecretPaths,
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -150,11 +152,13 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
     }
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
+    let secrets = verify::secret_paths(&repo, config.as_ref())?;
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
     Ok(Inputs {
         repo,
         checks,
         bootstrap,
+        secrets,
     })
 }
 
@@ -233,23 +237,26 @@ async fn start_verifier(
     Ok(verifier)
 }
 
-/// Copies the source into the workspace and takes the baseline checkpoint.
+/// Copies the source into the workspace (credential files left out) and
+/// takes the baseline checkpoint.
 async fn copy_workspace(
-    repo: &Path,
+    inputs: &Inputs,
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
 ) -> Result<RunWorkspace, RunError> {
-    let (repo, ws_dir, store) = (
-        repo.to_path_buf(),
+    let (repo, ws_dir, store, secrets) = (
+        inputs.repo.clone(),
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
+        inputs.secrets.clone(),
     );
     tokio::task::spawn_blocking(move || -> Result<RunWorkspace, RunError> {
-        let workspace = PrivateWorkspace::create(&repo, &ws_dir, workspace_owner())?;
+        let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, workspace_owner(), &secrets)?;
         let root = workspace.root()?;
         let mut checkpoints =
-            CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?;
+            CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
+                .with_secret_paths(secrets);
         let baseline = checkpoints.create("baseline")?;
         Ok(RunWorkspace {
             workspace,
@@ -318,6 +325,7 @@ fn manifest(
             network: options.network,
             approval: format!("{:?}", options.approval).to_lowercase(),
         },
+        left_out: ws.workspace.left_out().to_vec(),
         created: chrono::Utc::now().to_rfc3339(),
         minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
     }

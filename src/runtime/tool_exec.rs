@@ -35,11 +35,16 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
         Ok(ParsedCall::EditFile(args)) => match tools::prepare_edit(&args, &p.ws.root) {
             Ok(prepared) => {
                 let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
+                let credential_file =
+                    p.ws.checkpoints
+                        .secret_paths()
+                        .matches(prepared.path.as_bytes(), false);
                 let input = Input::EditPrepared {
                     call_id: call.id.clone(),
                     path: prepared.path.clone(),
                     patch: prepared.patch.clone(),
                     credentials,
+                    credential_file,
                 };
                 p.counters.prepared_edit = Some((call.id.clone(), prepared));
                 return Ok(input);
@@ -153,32 +158,13 @@ impl Parts<'_> {
             return;
         }
         self.counters.last_fingerprint = fingerprint.clone();
-        match self.ws.checkpoints.diff_to_workspace(self.ws.baseline) {
-            Ok(diff) => self.bus.emit(RunEvent::WorkspaceChanged {
+        match self.ws.checkpoints.export_patch(self.ws.baseline) {
+            Ok(export) => self.bus.emit(RunEvent::WorkspaceChanged {
                 fingerprint,
-                changed_files: changed_files(&diff),
-                diff,
+                changed_files: export.changed_files,
+                diff: export.patch,
             }),
             Err(e) => tracing::warn!("diffing the workspace: {e}"),
         }
-    }
-}
-
-/// The paths a unified diff touches, from its `diff --git a/X b/X` headers.
-pub(crate) fn changed_files(diff: &str) -> Vec<String> {
-    diff.lines()
-        .filter_map(|l| l.strip_prefix("diff --git a/"))
-        .filter_map(|rest| rest.split(" b/").next())
-        .map(str::to_string)
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn changed_files_come_from_diff_headers() {
-        let diff = "diff --git a/src/a.py b/src/a.py\n--- a/src/a.py\n+++ b/src/a.py\n@@ -1 +1 @@\n-x\n+y\n\
-                    diff --git a/new.txt b/new.txt\nnew file mode 100644\n";
-        assert_eq!(super::changed_files(diff), ["src/a.py", "new.txt"]);
     }
 }

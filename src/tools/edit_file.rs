@@ -1,6 +1,7 @@
 //! `edit_file`: a unified diff of one file, prepared (checked, nothing
 //! written) and then applied, so the runtime can ask a person in between.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use similar::TextDiff;
@@ -9,7 +10,7 @@ use super::paths::{self, display, is_in_git_dir};
 use super::read_file::{MAX_READ_BYTES, is_binary};
 use super::unified_diff::{FilePatch, TextLines, apply_hunks, parse_unified_diff};
 use super::{EditFileArgs, ToolError, ToolOutput};
-use crate::workspace::{EntryKind, WorkspaceRoot};
+use crate::workspace::{EntryKind, WorkspaceRoot, quote_path, verify_path};
 
 /// A checked edit: the file's bytes before and after (`None` = absent).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +46,13 @@ pub fn prepare_edit(args: &EditFileArgs, root: &WorkspaceRoot) -> Result<Prepare
     if is_in_git_dir(&rel) {
         return Err(ToolError::refused(format!(
             "`{shown}` is inside .git; the repository's metadata cannot be edited"
+        )));
+    }
+    if !verify_path(rel.as_os_str().as_bytes(), false) {
+        return Err(ToolError::refused(format!(
+            "`{shown}` is a path git refuses: a component is `.git` in another case or spelling \
+             (`.GIT`, `.git.`, `git~1`, or with invisible characters), or a nested repository's \
+             `.git`; such a file could never be part of the patch, so choose another name"
         )));
     }
     let patch = parse_unified_diff(&args.patch).map_err(|problem| {
@@ -135,7 +143,8 @@ pub fn edit_output(edit: &PreparedEdit) -> ToolOutput {
         full: format!("{content}\n{}", edit.patch),
         content,
         summary: format!("+{added} -{removed}"),
-        changed_files: vec![edit.path.clone()],
+        // Quoted as git quotes it, like every `changed_files` list.
+        changed_files: vec![quote_path(edit.path.as_bytes()).into_owned()],
         exit_code: None,
     }
 }

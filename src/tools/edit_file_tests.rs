@@ -226,3 +226,26 @@ fn the_result_counts_added_and_removed_lines_without_headers() {
     assert_eq!(output.content, "Applied the patch to a.txt: +2 -1 lines.");
     assert_eq!(output.changed_files, ["a.txt"]);
 }
+
+#[test]
+fn refuses_paths_git_refuses() {
+    let (dir, root) = setup();
+    for path in [
+        ".GIT/hooks/pre-commit",
+        "sub/.git/config",
+        ".git./config",
+        "git~1/config",
+        ".g\u{200c}it/hooks/x",
+    ] {
+        let create = format!("--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n");
+        let message = err_text(prepare_edit(&args(path, &create), &root));
+        assert!(message.contains("a path git refuses"), "{path}: {message}");
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).map(|d| d.count()).ok(),
+        Some(0),
+        "nothing was written"
+    );
+    let fine = "--- /dev/null\n+++ b/.github/x.yml\n@@ -0,0 +1 @@\n+x\n";
+    assert!(prepare_edit(&args(".github/x.yml", fine), &root).is_ok());
+}

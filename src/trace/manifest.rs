@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::types::ModelId;
+use crate::workspace::LeftOut;
 
 /// The version of minicoder that writes artifacts.
 pub const MINICODER_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -22,6 +23,10 @@ pub struct Manifest {
     /// The providers and models the run may use, in fallback order.
     pub model_chain: Vec<ModelId>,
     pub limits: ManifestLimits,
+    /// Source paths not copied into the workspace (credential files, paths
+    /// git refuses): by path only, never their contents.
+    #[serde(default)]
+    pub left_out: Vec<LeftOut>,
     /// RFC 3339 UTC.
     pub created: String,
     pub minicoder_version: String,

@@ -24,89 +24,9 @@ const ALWAYS_SECRET: &[&str] = &["GEMINI_API_KEY", "OPENAI_API_KEY", "FREELLMAPI
 /// Suffixes of variable names whose values are secrets.
 const SECRET_SUFFIXES: &[&str] = &["_API_KEY", "_TOKEN", "_SECRET", "PASSWORD"];
 
-/// One recognisable kind of credential.
-struct FixedPattern {
-    kind: &'static str,
-    regex: &'static str,
-    /// The capture group kept before `[REDACTED]` (a prefix such as `Bearer `
-    /// or `password = "`); 0 means the whole match is replaced.
-    keep_prefix: usize,
-    /// The capture group kept after `[REDACTED]` (a closing quote).
-    keep_suffix: usize,
-    /// The capture group holding the secret itself (0: the whole match).
-    secret_group: usize,
-    /// Random keys contain digits; identifiers in code often do not.
-    needs_digit: bool,
-}
-
-const FIXED_PATTERNS: &[FixedPattern] = &[
-    FixedPattern {
-        kind: "private key block",
-        regex: r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----(?:[A-Za-z0-9+/=:, ]|\\[nrt]|\s|-[A-Za-z0-9])*(?:-----END [A-Z0-9 ]*PRIVATE KEY-----)?",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "bearer token",
-        regex: r"(?i)\b(bearer[ \t]+)[A-Za-z0-9\-._~+/]{16,}=*",
-        keep_prefix: 1,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "OpenAI-style API key (sk-)",
-        regex: r"\bsk-[A-Za-z0-9_\-]{20,}",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: true,
-    },
-    FixedPattern {
-        kind: "Google API key (AIza)",
-        regex: r"\bAIza[0-9A-Za-z_\-]{35}",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "GitHub token",
-        regex: r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "AWS access key id",
-        regex: r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "Slack token",
-        regex: r"\bxox[baprs]-[A-Za-z0-9\-]{10,}",
-        keep_prefix: 0,
-        keep_suffix: 0,
-        secret_group: 0,
-        needs_digit: false,
-    },
-    FixedPattern {
-        kind: "credential assignment",
-        // name = "value" / name: 'value' / "name": "value", also inside JSON
-        // strings where the quotes appear escaped (\" or \\\").
-        regex: r#"(?i)(\b[A-Za-z0-9_]*(?:api_key|api-key|apikey|secret|token|password|passwd)(?:\\*["'])?[ \t]*[=:][ \t]*\\*["'])([^"'\\\s]{6,})(\\*["'])"#,
-        keep_prefix: 1,
-        keep_suffix: 3,
-        secret_group: 2,
-        needs_digit: true,
-    },
-];
+#[path = "redact_patterns.rs"]
+mod patterns;
+use patterns::{Accept, FIXED_PATTERNS, WORD_START};
 
 struct CompiledPattern {
     kind: String,
@@ -114,7 +34,8 @@ struct CompiledPattern {
     keep_prefix: usize,
     keep_suffix: usize,
     secret_group: usize,
-    needs_digit: bool,
+    word_start: bool,
+    accept: Accept,
 }
 
 struct Inner {
@@ -195,7 +116,8 @@ impl Redactor {
                     keep_prefix: 0,
                     keep_suffix: 0,
                     secret_group: 0,
-                    needs_digit: false,
+                    word_start: false,
+                    accept: Accept::Always,
                 });
             }
         }
@@ -261,7 +183,7 @@ impl Redactor {
                     if !pattern.accepts(&caps) {
                         continue;
                     }
-                    let kind = match caps.get(0).map(|m| m.as_str()) {
+                    let kind = match pattern.matched(&caps) {
                         Some(found) if pattern.kind == "environment secret" => {
                             match self.inner.env_names.get(found) {
                                 Some(name) => format!("value of ${name}"),
@@ -283,11 +205,26 @@ impl Redactor {
 impl CompiledPattern {
     /// Whether a match is a credential (and not, say, a kebab-case name).
     fn accepts(&self, caps: &Captures<'_>) -> bool {
-        if !self.needs_digit {
-            return true;
+        let Some(secret) = caps.get(self.group(self.secret_group)).map(|m| m.as_str()) else {
+            return false;
+        };
+        let digit = secret.bytes().any(|b| b.is_ascii_digit());
+        match self.accept {
+            Accept::Always => true,
+            Accept::Digit => digit,
+            Accept::SecretValue => {
+                let symbol = secret.bytes().any(|b| b"!@#%^*+/=~-:_".contains(&b));
+                let mixed_case = secret.bytes().any(|b| b.is_ascii_uppercase())
+                    && secret.bytes().any(|b| b.is_ascii_lowercase());
+                let number = secret.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+                !number && (digit || symbol || mixed_case || secret.len() >= 12)
+            }
+            Accept::HighEntropy => {
+                let mixed_case = secret.bytes().any(|b| b.is_ascii_uppercase())
+                    && secret.bytes().any(|b| b.is_ascii_lowercase());
+                (digit || mixed_case) && shannon_entropy(secret) >= 3.5
+            }
         }
-        caps.get(self.secret_group)
-            .is_some_and(|m| m.as_str().bytes().any(|b| b.is_ascii_digit()))
     }
 
     fn replacement(&self, caps: &Captures<'_>) -> String {
@@ -299,14 +236,34 @@ impl CompiledPattern {
             if i == 0 {
                 ""
             } else {
-                caps.get(i).map_or("", |m| m.as_str())
+                caps.get(self.group(i)).map_or("", |m| m.as_str())
             }
         };
+        let lead = if self.word_start {
+            caps.get(1).map_or("", |m| m.as_str())
+        } else {
+            ""
+        };
         format!(
-            "{}{REDACTED}{}",
+            "{lead}{}{REDACTED}{}",
             group(self.keep_prefix),
             group(self.keep_suffix)
         )
+    }
+
+    /// The capture index of the pattern's own group `i` (0: its whole match),
+    /// past the word-start groups.
+    fn group(&self, i: usize) -> usize {
+        match (self.word_start, i) {
+            (false, i) => i,
+            (true, 0) => 2,
+            (true, i) => i + 2,
+        }
+    }
+
+    /// The text the pattern itself matched (without what precedes a word).
+    fn matched<'t>(&self, caps: &Captures<'t>) -> Option<&'t str> {
+        caps.get(self.group(0)).map(|m| m.as_str())
     }
 }
 
@@ -320,15 +277,39 @@ pub fn is_secret_variable(name: &str) -> bool {
 fn compile_fixed_patterns() -> impl Iterator<Item = CompiledPattern> {
     // The patterns are constants covered by a test that compiles every one.
     FIXED_PATTERNS.iter().filter_map(|p| {
-        Regex::new(p.regex).ok().map(|regex| CompiledPattern {
+        let source = if p.word_start {
+            format!("{WORD_START}({})", p.regex)
+        } else {
+            p.regex.to_string()
+        };
+        Regex::new(&source).ok().map(|regex| CompiledPattern {
             kind: p.kind.to_string(),
             regex,
             keep_prefix: p.keep_prefix,
             keep_suffix: p.keep_suffix,
             secret_group: p.secret_group,
-            needs_digit: p.needs_digit,
+            word_start: p.word_start,
+            accept: p.accept,
         })
     })
+}
+
+/// Bits per character of `text`'s character distribution: random keys are
+/// near 4 and more, words and identifiers well below.
+fn shannon_entropy(text: &str) -> f64 {
+    let mut counts = [0u32; 256];
+    for b in text.bytes() {
+        counts[usize::from(b)] += 1;
+    }
+    let len = text.len() as f64;
+    counts
+        .iter()
+        .filter(|&&n| n > 0)
+        .map(|&n| {
+            let p = f64::from(n) / len;
+            -p * p.log2()
+        })
+        .sum()
 }
 
 /// The added lines of a unified diff, without their `+`. Hunk line counts

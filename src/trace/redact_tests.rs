@@ -232,3 +232,251 @@ fn hunk_headers_parse_with_and_without_counts() {
     assert_eq!(parse_hunk_header("@@ -0,0 +1,2 @@"), Some((0, 2)));
     assert_eq!(parse_hunk_header("+++ b/x"), None);
 }
+
+fn npm_token() -> String {
+    format!("npm_{}", &"a1B2c3D4e5F6g7H8i9J0".repeat(2)[..36])
+}
+
+fn aws_secret() -> String {
+    format!("wJalrXUtnFEMI/K7MDENG/bPxRfiCY{}", "EXAMPLEKEY")
+}
+
+fn jwt() -> String {
+    format!(
+        "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{}.{}",
+        "eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ",
+        "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    )
+}
+
+/// `text` redacted, and the same text inside a JSON line, which must stay
+/// JSON holding the redacted text.
+fn redacted_both_ways(r: &Redactor, text: &str) -> String {
+    let out = r.redact(text).into_owned();
+    let line = serde_json::json!({"result": text, "next": 1}).to_string();
+    let redacted_line = r.redact(&line);
+    let parsed: serde_json::Value =
+        serde_json::from_str(&redacted_line).unwrap_or_else(|e| panic!("{e}: {redacted_line}"));
+    assert_eq!(parsed["result"], out.as_str(), "inside JSON: {text}");
+    assert_eq!(parsed["next"], 1);
+    out
+}
+
+#[test]
+fn npm_tokens_are_redacted() {
+    let r = fixed();
+    let token = npm_token();
+    for text in [
+        format!("//registry.npmjs.org/:_authToken={token}"),
+        format!("token {token} end"),
+    ] {
+        let out = redacted_both_ways(&r, &text);
+        assert!(!out.contains(&token), "{out}");
+        assert!(out.contains(REDACTED), "{out}");
+    }
+}
+
+#[test]
+fn aws_secret_access_keys_are_redacted_with_their_name_kept() {
+    let r = fixed();
+    let secret = aws_secret();
+    for (text, kept) in [
+        (
+            format!("[default]\naws_secret_access_key = {secret}\n"),
+            "aws_secret_access_key = ",
+        ),
+        (
+            format!("export AWS_SECRET_ACCESS_KEY={secret}"),
+            "AWS_SECRET_ACCESS_KEY=",
+        ),
+        (
+            format!(r#"{{"SecretAccessKey": "{secret}"}}"#),
+            r#""SecretAccessKey": ""#,
+        ),
+    ] {
+        let out = redacted_both_ways(&r, &text);
+        assert!(!out.contains(&secret), "{out}");
+        assert!(out.contains(&format!("{kept}{REDACTED}")), "{out}");
+    }
+}
+
+#[test]
+fn private_key_bodies_are_redacted_as_read_file_shows_them() {
+    let r = fixed();
+    let body = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW";
+    let shown = format!(
+        "id_rsa (lines 1-4 of 4)\n     1| -----BEGIN OPENSSH PRIVATE KEY-----\n     2| {body}\n     3| QyNTUxOQAAACBzZWNyZXQ=\n     4| -----END OPENSSH PRIVATE KEY-----\n"
+    );
+    let out = redacted_both_ways(&r, &shown);
+    assert!(!out.contains(body), "{out}");
+    assert!(!out.contains("QyNTUxOQ"), "{out}");
+    assert!(
+        out.starts_with("id_rsa (lines 1-4 of 4)\n     1| [REDACTED]"),
+        "{out}"
+    );
+    // Cut short (an output cap): the rest of the body still goes.
+    let cut = format!("-----BEGIN RSA PRIVATE KEY-----\nProc-Type: 4,ENCRYPTED\n{body}\n{body}");
+    assert_eq!(redacted_both_ways(&r, &cut), REDACTED);
+}
+
+#[test]
+fn secret_environment_assignments_are_redacted() {
+    let r = fixed();
+    for (text, want) in [
+        ("PROD_SECRET=s3cr3t-prod-value", "PROD_SECRET=[REDACTED]"),
+        (
+            "export GH_TOKEN=gho_abcdefABCDEF123\nNEXT=1",
+            "export GH_TOKEN=[REDACTED]\nNEXT=1",
+        ),
+        (
+            "DB_PASSWORD=correcthorsebattery; run",
+            "DB_PASSWORD=[REDACTED]; run",
+        ),
+        ("PGPASSWORD='Pa55word' psql", "PGPASSWORD='[REDACTED]' psql"),
+        (
+            "DJANGO_SECRET_KEY=django-insecure-x",
+            "DJANGO_SECRET_KEY=[REDACTED]",
+        ),
+        ("STRIPE_API_KEY=rk_live_abc", "STRIPE_API_KEY=[REDACTED]"),
+        ("SESSION_SECRET=NotSoRandom", "SESSION_SECRET=[REDACTED]"),
+    ] {
+        assert_eq!(redacted_both_ways(&r, text), want, "{text}");
+    }
+}
+
+#[test]
+fn json_web_tokens_are_redacted() {
+    let r = fixed();
+    let token = jwt();
+    let out = redacted_both_ways(&r, &format!("cookie: session={token}; Path=/"));
+    assert_eq!(out, "cookie: session=[REDACTED]; Path=/");
+}
+
+#[test]
+fn high_entropy_values_in_credential_slots_are_redacted() {
+    let r = fixed();
+    for (text, want) in [
+        (
+            "Authorization: Basic dXNlcjpwYXNzd29yZDEyMw==",
+            "Authorization: Basic [REDACTED]",
+        ),
+        (
+            "authorization: token 9f8e7d6c5b4a39281706f5e4",
+            "authorization: token [REDACTED]",
+        ),
+        (
+            "-H 'X-Api-Key: Zx81LmQ0pR7vT2wY9sK4' https://api",
+            "-H 'X-Api-Key: [REDACTED]' https://api",
+        ),
+        (
+            "PRIVATE-TOKEN: glpat-Xy12Ab34Cd56Ef78Gh90",
+            "PRIVATE-TOKEN: [REDACTED]",
+        ),
+        (
+            "GET /v1/x?user=me&access_token=Q2h5bGVyIEJhbmsgNzc4&page=2",
+            "GET /v1/x?user=me&access_token=[REDACTED]&page=2",
+        ),
+    ] {
+        assert_eq!(redacted_both_ways(&r, text), want, "{text}");
+    }
+}
+
+#[test]
+fn each_new_kind_is_named_when_a_patch_adds_it() {
+    let added = |line: &str| {
+        let patch = format!("--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+{line}\n");
+        fixed().added_credentials(&patch)
+    };
+    assert_eq!(added(&format!("t = {}", npm_token())), ["npm token"]);
+    assert_eq!(
+        added(&format!("aws_secret_access_key={}", aws_secret())),
+        ["AWS secret access key"]
+    );
+    assert_eq!(added(&jwt()), ["JSON web token"]);
+    assert_eq!(
+        added("PROD_SECRET=s3cr3t-prod-value"),
+        ["secret environment assignment"]
+    );
+    assert_eq!(
+        added("Authorization: Basic dXNlcjpwYXNzd29yZDEyMw=="),
+        ["authorization header"]
+    );
+    assert_eq!(added("x-api-key: Zx81LmQ0pR7vT2wY9sK4"), ["API key header"]);
+    assert_eq!(
+        added("url = base + '?token=Q2h5bGVyIEJhbmsgNzc4'"),
+        ["token in a URL"]
+    );
+}
+
+#[test]
+fn ordinary_code_and_configuration_are_not_mangled() {
+    let r = fixed();
+    for text in [
+        "MAX_TOKEN=100000",
+        "PROD_SECRET=changeme",
+        "DB_PASSWORD=postgres",
+        "API_TOKEN=os.environ.get(\"API_TOKEN\")",
+        "GH_TOKEN=$(gh auth token)",
+        "export GH_TOKEN=$GITHUB_TOKEN",
+        "if [ \"$PROD_SECRET\" == \"\" ]; then",
+        "TOKEN_URL=https://example.com/oauth/token",
+        "SORT_KEY=created_at",
+        "f(api_token=token, password=password)",
+        "password_hash = hashlib.sha256(data).hexdigest()",
+        "headers = {\"Authorization\": f\"Bearer {token}\"}",
+        "Authorization: Basic <credentials>",
+        "authorization: required-for-every-request",
+        "x-api-key: ${API_KEY}",
+        "GET /search?q=hello+world&page=2&sort=relevance",
+        "?key=value&token=short",
+        "[![badge](https://codecov.io/gh/o/r/graph/badge.svg?token=3KA3R2D9fV)](https://codecov.io/gh/o/r)",
+        "npm_config_cache=/tmp/npm",
+        "sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+        "eyJ is how a base64 JSON object starts",
+        "-----BEGIN CERTIFICATE-----",
+        "aws_secret_access_key = os.environ['AWS_SECRET_ACCESS_KEY']",
+    ] {
+        assert_eq!(r.redact(text), text, "changed: {text}");
+    }
+}
+
+#[test]
+fn keys_at_the_start_of_a_line_are_found_inside_json_too() {
+    let r = fixed();
+    for key in [aws_key(), github_token(), npm_token(), openai_key()] {
+        let text = format!("first line\n{key}\nPROD_SECRET=s3cr3t-prod-value");
+        assert_eq!(
+            redacted_both_ways(&r, &text),
+            "first line\n[REDACTED]\nPROD_SECRET=[REDACTED]",
+            "{key}"
+        );
+    }
+}
+
+#[test]
+fn this_crates_own_sources_come_out_unchanged() {
+    // A real corpus of ordinary code: every source file but the tests,
+    // which hold made-up keys on purpose.
+    let r = fixed();
+    let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut lines = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).expect("read src").flatten() {
+            let path = entry.path();
+            let name = path.to_string_lossy().into_owned();
+            if path.is_dir() {
+                stack.push(path);
+            } else if name.ends_with(".rs")
+                && !name.ends_with("_tests.rs")
+                && !name.ends_with("tests.rs")
+            {
+                let text = std::fs::read_to_string(&path).expect("read source");
+                for line in text.lines() {
+                    lines += 1;
+                    assert_eq!(r.redact(line), line, "{name}");
+                }
+            }
+        }
+    }
+    assert!(lines > 10_000, "only {lines} lines read");
+}

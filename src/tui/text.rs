@@ -3,50 +3,11 @@
 //! otherwise move the cursor or recolour the screen behind ratatui's back.
 
 /// Tabs become four spaces, `\r` is dropped, ANSI escape sequences are removed,
-/// other control characters become `�`; newlines are kept.
+/// other control characters (and bidirectional overrides) become `�`; newlines
+/// are kept. The rules are those of [`crate::terminal_text`], shared with every
+/// line printed outside the session.
 pub fn clean(text: &str) -> String {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\n' => out.push('\n'),
-            '\t' => out.push_str("    "),
-            '\r' => {}
-            '\u{1b}' => skip_escape(&mut chars),
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Skips the rest of an escape sequence: CSI (`ESC [ … final`), OSC (`ESC ] … BEL/ST`),
-/// or a single character after ESC.
-fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    match chars.next() {
-        Some('[') => {
-            for c in chars.by_ref() {
-                if ('\u{40}'..='\u{7e}').contains(&c) {
-                    break;
-                }
-            }
-        }
-        Some(']') => {
-            while let Some(c) = chars.next() {
-                if c == '\u{7}' {
-                    break;
-                }
-                if c == '\u{1b}' {
-                    chars.next_if_eq(&'\\');
-                    break;
-                }
-            }
-        }
-        _ => {}
-    }
+    crate::terminal_text::clean_for_screen(text)
 }
 
 #[cfg(test)]

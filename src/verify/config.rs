@@ -2,8 +2,13 @@
 //! frozen by the caller), and the `--check NAME CMD` overrides.
 //!
 //! ```json
-//! {"bootstrap": ["pip install -e ."], "verification": ["pytest -q", {"name": "lint", "command": "ruff check ."}]}
+//! {"bootstrap": ["pip install -e ."], "verification": ["pytest -q", {"name": "lint", "command": "ruff check ."}],
+//!  "secret_paths": ["config/master.key.txt", "!.env.test"]}
 //! ```
+//!
+//! `secret_paths` adds gitignore patterns to the default credential paths
+//! left out of the workspace ([`crate::workspace::DEFAULT_SECRET_PATHS`]);
+//! `!PATTERN` keeps a path the defaults leave out.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::VerifyError;
 use super::detect::detect_checks;
 use super::names::{derive_check_name, valid_check_name};
+use crate::workspace::SecretPaths;
 
 /// The configuration file, at the root of the source repository.
 pub const CONFIG_FILE: &str = ".minicoder.json";
@@ -41,6 +47,9 @@ impl CheckSpec {
 pub struct ProjectConfig {
     pub bootstrap: Vec<String>,
     pub verification: Vec<CheckSpec>,
+    /// Patterns after the default credential paths (validated).
+    #[serde(default)]
+    pub secret_paths: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +59,8 @@ struct RawConfig {
     bootstrap: Vec<String>,
     #[serde(default)]
     verification: Vec<serde_json::Value>,
+    #[serde(default)]
+    secret_paths: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -110,10 +121,27 @@ pub fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, VerifyErro
         };
         entries.push(entry);
     }
+    if let Err(problem) = SecretPaths::with_overrides(&raw.secret_paths) {
+        return Err(invalid(format!("secret_paths: {problem}")));
+    }
     let origin = path.display().to_string();
     Ok(ProjectConfig {
         bootstrap: raw.bootstrap,
         verification: name_checks(entries, &origin)?,
+        secret_paths: raw.secret_paths,
+    })
+}
+
+/// The credential paths of a run on `repo`: the defaults, then the
+/// project's `secret_paths`.
+pub fn secret_paths(
+    repo: &Path,
+    config: Option<&ProjectConfig>,
+) -> Result<SecretPaths, VerifyError> {
+    let overrides = config.map(|c| c.secret_paths.as_slice()).unwrap_or(&[]);
+    SecretPaths::with_overrides(overrides).map_err(|message| VerifyError::ConfigInvalid {
+        path: config_path(repo),
+        message: format!("secret_paths: {message}"),
     })
 }
 

@@ -20,7 +20,9 @@ pub use bootstrap::{
     BOOTSTRAP_NETWORK_ENV, BootstrapOutput, BootstrapResult, BootstrapSettings,
     DEFAULT_BOOTSTRAP_TIMEOUT, bootstrap_network, run_bootstrap,
 };
-pub use config::{CONFIG_FILE, CheckSpec, MAX_CHECKS, ProjectConfig, load_config, resolve_checks};
+pub use config::{
+    CONFIG_FILE, CheckSpec, MAX_CHECKS, ProjectConfig, load_config, resolve_checks, secret_paths,
+};
 pub use detect::detect_checks;
 pub use error::VerifyError;
 pub use matrix::{DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings};

@@ -21,7 +21,13 @@ use git2::{
 
 use super::fingerprint::{MODE_EXEC, MODE_LINK};
 use super::tree::write_tree;
-use super::{ExcludeSet, Fingerprint, Fingerprinter, Snapshot, WorkspaceError, WorkspaceRoot};
+use super::{
+    ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
+};
+
+#[path = "checkpoint_export.rs"]
+mod export;
+pub use export::PatchExport;
 
 const CHECKPOINTS_REF: &str = "refs/minicoder/checkpoints";
 const VALIDATED_REF: &str = "refs/minicoder/validated";
@@ -45,6 +51,8 @@ pub struct CheckpointStore {
     scanner: Fingerprinter,
     /// Trees this store has written since it was opened.
     stored_trees: HashSet<Oid>,
+    /// What an exported patch refuses to add or change.
+    secrets: SecretPaths,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -78,7 +86,19 @@ impl CheckpointStore {
             repo,
             scanner,
             stored_trees: HashSet::new(),
+            secrets: SecretPaths::default(),
         })
+    }
+
+    /// The credential paths an exported patch refuses (the defaults unless set).
+    pub fn with_secret_paths(mut self, secrets: SecretPaths) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// The credential paths of this store's workspace.
+    pub fn secret_paths(&self) -> &SecretPaths {
+        &self.secrets
     }
 
     /// Records the workspace as it is now, after the latest checkpoint.

@@ -2,10 +2,14 @@
 //!
 //! What is copied: the files Git tracks plus the untracked files that are not
 //! ignored, as they are in the working tree (not as staged), with their
-//! execute bit, and symlinks that stay inside the repository. Refused, naming
-//! the path: symlinks leading outside, submodules and nested repositories,
-//! fifos, sockets and devices. The source `.git` is never copied; the copy
-//! gets a fresh repository with one baseline commit of everything copied.
+//! execute bit, and symlinks that stay inside the repository. Left out, and
+//! listed by [`PrivateWorkspace::left_out`]: credential files
+//! ([`SecretPaths`]) and paths git refuses. Refused, naming the path:
+//! symlinks leading outside, submodules and nested repositories, fifos,
+//! sockets and devices, and files their owner cannot read (judged on the
+//! mode bits, which root would otherwise ignore). The source `.git` is never
+//! copied; the copy gets a fresh repository with one baseline commit of
+//! everything copied.
 //!
 //! The source is only read: libgit2 reads its index and computes its status
 //! without writing either, and runs no hooks, filters or other programs.
@@ -22,7 +26,8 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::checkpoint::signature;
-use super::{WorkspaceError, WorkspaceRoot};
+use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
+use super::{WorkspaceError, WorkspaceRoot, verify_path};
 
 const MODE_GITLINK: u32 = 0o160000;
 
@@ -32,17 +37,29 @@ pub struct PrivateWorkspace {
     path: PathBuf,
     baseline: Oid,
     owner: Option<(u32, u32)>,
+    left_out: Vec<LeftOut>,
 }
 
 impl PrivateWorkspace {
     /// Copies `source_repo` into `dest` (which must not exist or be empty)
     /// and commits the copy as the baseline. With `owner_uid_gid` set and
     /// running as root, everything in `dest` (`.git` included) is given to
-    /// that uid/gid, e.g. the sandbox user.
+    /// that uid/gid, e.g. the sandbox user. The default credential paths are
+    /// left out.
     pub fn create(
         source_repo: &Path,
         dest: &Path,
         owner_uid_gid: Option<(u32, u32)>,
+    ) -> Result<Self, WorkspaceError> {
+        Self::create_with(source_repo, dest, owner_uid_gid, &SecretPaths::default())
+    }
+
+    /// [`Self::create`], leaving out the credential paths of `secrets`.
+    pub fn create_with(
+        source_repo: &Path,
+        dest: &Path,
+        owner_uid_gid: Option<(u32, u32)>,
+        secrets: &SecretPaths,
     ) -> Result<Self, WorkspaceError> {
         let source = Repository::open_ext(
             source_repo,
@@ -59,13 +76,18 @@ impl PrivateWorkspace {
                 WorkspaceError::io(source_repo, std::io::Error::other("is a bare repository"))
             })?
             .to_path_buf();
-        let paths = source_paths(&source)?;
+        let paths = source_paths(&source, secrets)?;
         drop(source);
 
         prepare_dest(dest)?;
         let copier = Copier::new(&workdir)?;
         let mut copied = Vec::with_capacity(paths.len());
+        let mut left_out = Vec::new();
         for rel in &paths {
+            if let Some(reason) = left_out_reason(rel, secrets) {
+                left_out.push(LeftOut::new(rel, reason));
+                continue;
+            }
             let rel = Path::new(OsStr::from_bytes(rel));
             if let Some(file) = copier.copy(rel, dest)? {
                 copied.push(file);
@@ -80,7 +102,13 @@ impl PrivateWorkspace {
             path: dest.to_path_buf(),
             baseline,
             owner,
+            left_out,
         })
+    }
+
+    /// The source paths not copied, and why, in path order.
+    pub fn left_out(&self) -> &[LeftOut] {
+        &self.left_out
     }
 
     pub fn path(&self) -> &Path {
@@ -105,8 +133,22 @@ struct CopiedFile {
     content: Vec<u8>,
 }
 
+/// Why the source path `rel` is not copied, if it is not.
+fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'static str> {
+    if secrets.matches(rel, false) {
+        Some(REASON_CREDENTIAL)
+    } else if !verify_path(rel, false) {
+        Some(REASON_GIT_REFUSES)
+    } else {
+        None
+    }
+}
+
 /// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored ones.
-fn source_paths(repo: &Repository) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
+fn source_paths(
+    repo: &Repository,
+    secrets: &SecretPaths,
+) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
     let index = repo
         .index()
         .map_err(WorkspaceError::git("reading the source index"))?;
@@ -144,11 +186,16 @@ fn source_paths(repo: &Repository) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> 
     // Git's status does not report fifos, sockets or devices at all: find
     // the ones that are not ignored, to refuse them.
     let workdir = repo.workdir().unwrap_or(Path::new("."));
-    find_special_files(repo, workdir, Path::new(""))?;
+    find_special_files(repo, workdir, Path::new(""), secrets)?;
     Ok(paths)
 }
 
-fn find_special_files(repo: &Repository, workdir: &Path, rel: &Path) -> Result<(), WorkspaceError> {
+fn find_special_files(
+    repo: &Repository,
+    workdir: &Path,
+    rel: &Path,
+    secrets: &SecretPaths,
+) -> Result<(), WorkspaceError> {
     let dir = workdir.join(rel);
     for entry in std::fs::read_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))? {
         let entry = entry.map_err(|e| WorkspaceError::io(&dir, e))?;
@@ -159,13 +206,18 @@ fn find_special_files(repo: &Repository, workdir: &Path, rel: &Path) -> Result<(
         if entry.file_name() == ".git" || ft.is_file() || ft.is_symlink() {
             continue;
         }
+        // What is left out is never looked into.
+        let bytes = path.as_os_str().as_bytes();
+        if left_out_reason(bytes, secrets).is_some() || secrets.matches(bytes, ft.is_dir()) {
+            continue;
+        }
         let ignored = || {
             repo.is_path_ignored(&path)
                 .map_err(WorkspaceError::git("checking .gitignore"))
         };
         if ft.is_dir() {
             if !ignored()? {
-                find_special_files(repo, workdir, &path)?;
+                find_special_files(repo, workdir, &path, secrets)?;
             }
         } else if !ignored()? {
             return Err(WorkspaceError::SpecialFile {
@@ -239,6 +291,12 @@ impl<'a> Copier<'a> {
         let ft = meta.file_type();
         let to = dest.join(rel);
         let (mode, content) = if ft.is_file() {
+            if meta.permissions().mode() & 0o400 == 0 {
+                return Err(WorkspaceError::Unreadable {
+                    path: rel.to_path_buf(),
+                    mode: meta.permissions().mode() & 0o7777,
+                });
+            }
             let content = std::fs::read(&src).map_err(|e| WorkspaceError::io(&src, e))?;
             let exec = meta.permissions().mode() & 0o111 != 0;
             create_parent(&to)?;

@@ -28,6 +28,11 @@ pub enum WorkspaceError {
     SpecialFile { path: PathBuf, kind: &'static str },
 
     #[error(
+        "`{path}` in the source repository cannot be read by its owner (mode {mode:04o}); make it readable (chmod u+r), or leave it out of runs with a `secret_paths` pattern in .minicoder.json"
+    )]
+    Unreadable { path: PathBuf, mode: u32 },
+
+    #[error(
         "`{path}` lies beyond a symlink in the source repository; git does not track such paths"
     )]
     BeyondSymlink { path: PathBuf },
@@ -39,6 +44,11 @@ pub enum WorkspaceError {
 
     #[error("the stat cache file `{path}` must live outside the workspace")]
     CacheInsideWorkspace { path: PathBuf },
+
+    #[error(
+        "the patch would touch `{path}`, a credential file or a path git refuses; it cannot be exported"
+    )]
+    RefusedPath { path: String },
 
     #[error("no checkpoint `{id}` in the checkpoint store")]
     UnknownCheckpoint { id: String },

@@ -1,20 +1,27 @@
-//! The private workspace: copy, path confinement, fingerprint, checkpoints.
+//! The private workspace: copy (credential files left out), path confinement,
+//! git-like path rules, fingerprint, checkpoints and the exported patch.
 
 mod checkpoint;
 mod confine;
 mod copy;
 mod error;
 mod fingerprint;
+mod git_path;
+mod secrets;
 pub mod stat_cache;
 mod tree;
 mod walk;
 
-pub use checkpoint::{Checkpoint, CheckpointStore};
+pub use checkpoint::{Checkpoint, CheckpointStore, PatchExport};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
 pub use copy::PrivateWorkspace;
 pub use error::WorkspaceError;
 pub use fingerprint::{
     DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,
     Snapshot, digest, fingerprint,
+};
+pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
+pub use secrets::{
+    DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };
 pub use stat_cache::StatCache;

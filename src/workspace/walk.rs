@@ -23,7 +23,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::stat_cache::{CachedHash, StatKey};
-use super::{ExcludeSet, WorkspaceError};
+use super::{ExcludeSet, WorkspaceError, verify_component};
 
 /// Workers beyond the calling thread never help much on small machines and
 /// only add contention on large ones.
@@ -234,6 +234,11 @@ impl Shared<'_> {
             let name = entry.file_name();
             let bytes = name.to_bytes();
             if bytes == b"." || bytes == b".." || bytes == b".git" {
+                continue;
+            }
+            // What git refuses (`.GIT`, `git~1`, ...) is as inert as `.git`
+            // and never part of a checkpoint, so never part of a patch.
+            if !verify_component(bytes, entry.file_type() == FileType::Symlink) {
                 continue;
             }
             rel.truncate(prefix.len());

@@ -4,6 +4,7 @@
 pub mod mock_openai;
 pub mod model_harness;
 pub mod run_events;
+pub mod run_harness;
 pub mod tmux;
 
 use std::path::{Path, PathBuf};

@@ -1,4 +1,4 @@
-//! Edits before they touch the workspace: the credential refusal, asking a
+//! Edits before they touch the workspace: the credential refusals, asking a
 //! person (`--approval each`), and every way an answer can arrive — in time,
 //! approving the rest of the run, late, twice, never, or with nobody left to
 //! give one. Only an answer to the edit being waited for applies it.
@@ -16,8 +16,20 @@ impl Agent {
         path: String,
         patch: String,
         credentials: Vec<String>,
+        credential_file: bool,
         fx: &mut Vec<Effect>,
     ) {
+        if credential_file {
+            return self.refuse_edit(
+                &call,
+                "refused: credential file",
+                format!(
+                    "Refused: `{path}` is a credential file, which minicoder keeps out of the workspace and out of every \
+                     patch. Read secrets from the environment or a file the user provides instead."
+                ),
+                fx,
+            );
+        }
         if !credentials.is_empty() {
             return self.refuse_edit(
                 &call,

@@ -3,7 +3,7 @@
 //! cycles, the rollback after the third failure, and the final verdict that
 //! binds success to the workspace that was verified.
 
-use super::{Agent, Baseline, Effect, ROLLBACK_AFTER_FAILURES};
+use super::{Agent, Baseline, Effect, PatchFacts, ROLLBACK_AFTER_FAILURES};
 use crate::agent::phase::Phase;
 use crate::model::types::{ChatMessage, ToolCall};
 use crate::protocol::{Outcome, VerificationReason};
@@ -161,16 +161,21 @@ impl Agent {
     }
 
     /// The final verdict: a success stands only if the patch was exported, it
-    /// adds no credential, and the workspace is the one the verifier passed.
+    /// adds no credential, it leaves nothing of the workspace out, and the
+    /// workspace is the one the verifier passed.
     pub(super) fn conclude(
         &mut self,
         outcome: Outcome,
         reason: String,
-        fingerprint: String,
-        credentials: Vec<String>,
-        export_error: Option<String>,
+        facts: PatchFacts,
         fx: &mut Vec<Effect>,
     ) {
+        let PatchFacts {
+            fingerprint,
+            credentials,
+            left_out,
+            export_error,
+        } = facts;
         let (outcome, reason) = match (outcome, export_error) {
             (Outcome::Success, Some(e)) => (
                 Outcome::Failure,
@@ -181,6 +186,13 @@ impl Agent {
                 format!(
                     "the patch would add a credential ({}); it is refused",
                     credentials.join(", ")
+                ),
+            ),
+            (Outcome::Success, None) if !left_out.is_empty() => (
+                Outcome::Failure,
+                format!(
+                    "the workspace holds credential files or paths git refuses, which a patch may not add or change ({}); they are left out of final.patch, so the verified state is not the patch",
+                    left_out.join(", ")
                 ),
             ),
             (Outcome::Success, None)

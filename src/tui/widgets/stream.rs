@@ -239,7 +239,8 @@ fn arguments_brief(arguments: &str) -> String {
         .iter()
         .filter(|(key, _)| key.as_str() != "patch" && key.as_str() != "items")
         .map(|(_, value)| match value {
-            serde_json::Value::String(s) => s.replace('\n', " "),
+            // Decoding the JSON brings back any control it escaped.
+            serde_json::Value::String(s) => crate::tui::text::clean(s).replace('\n', " "),
             other => other.to_string(),
         })
         .collect();

@@ -1,0 +1,122 @@
+//! The patch a run exports, and the list of the files it changes, both from
+//! one tree diff so that they always agree.
+//!
+//! Paths are the tree diff's own bytes, quoted as git quotes them
+//! ([`quote`]): every name, a newline, an escape character or invalid UTF-8
+//! in it, is listed exactly once and reads back to its bytes. What the patch
+//! refuses to add or change is kept out of it and named: credential files
+//! (the run's [`SecretPaths`](super::SecretPaths)) and paths git refuses
+//! (none can be in a checkpoint, but the export checks on its own).
+
+use std::collections::BTreeSet;
+use std::os::unix::ffi::OsStrExt;
+
+use git2::{Delta, Diff, FileMode, Oid, Tree};
+
+use super::super::git_path::{quote, verify_path};
+use super::super::tree::write_tree;
+use super::super::{FingerprintEntry, WorkspaceError};
+use super::CheckpointStore;
+
+/// The complete change from a checkpoint to the workspace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchExport {
+    /// A unified patch, `git apply`-able on the checkpoint's files.
+    pub patch: String,
+    /// Every path the patch adds, changes or deletes, in patch order.
+    pub changed_files: Vec<String>,
+    /// Paths in the workspace that the patch leaves out, in path order.
+    pub refused: Vec<String>,
+}
+
+impl CheckpointStore {
+    /// The patch from checkpoint `from` to the workspace as it is now (its
+    /// changed files are stored as blobs, but no checkpoint is made).
+    pub fn export_patch(&mut self, from: Oid) -> Result<PatchExport, WorkspaceError> {
+        self.commit(from)?;
+        let snapshot = self.scan()?;
+        let odb = self
+            .repo
+            .odb()
+            .map_err(WorkspaceError::git("opening the object database"))?;
+        let whole = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
+        // Only a changed path can reach the patch, so only changed paths
+        // are matched: a run that touches few of a million files matches few.
+        let refused = self.refused_changes(from, whole)?;
+        let new = if refused.is_empty() {
+            whole
+        } else {
+            let kept: Vec<FingerprintEntry> = snapshot
+                .entries
+                .into_iter()
+                .filter(|e| !refused.contains(e.path.as_os_str().as_bytes()))
+                .collect();
+            write_tree(&odb, &kept, &mut self.stored_trees)?
+        };
+        let old = self
+            .commit(from)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        let new = self.tree(new)?;
+        let patch = self.patch(&old, &new)?;
+        let changed_files = self
+            .tree_diff(&old, &new)?
+            .deltas()
+            .map(|delta| {
+                let file = match delta.status() {
+                    Delta::Deleted => delta.old_file(),
+                    _ => delta.new_file(),
+                };
+                quote(file.path_bytes().unwrap_or_default()).into_owned()
+            })
+            .collect();
+        Ok(PatchExport {
+            patch,
+            changed_files,
+            refused: refused.iter().map(|p| quote(p).into_owned()).collect(),
+        })
+    }
+
+    /// The paths that changed from checkpoint `from` to the tree `whole`
+    /// and that a patch may not carry; an error if `from` holds one.
+    fn refused_changes(&self, from: Oid, whole: Oid) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
+        let old = self
+            .commit(from)?
+            .tree()
+            .map_err(WorkspaceError::git("reading a checkpoint"))?;
+        let mut refused = BTreeSet::new();
+        for delta in self.tree_diff(&old, &self.tree(whole)?)?.deltas() {
+            let old_side = delta.old_file();
+            if delta.status() != Delta::Added
+                && let Some(path) = old_side.path_bytes()
+                && self.refuses(path, old_side.mode())
+            {
+                // A checkpoint taken under other rules: the patch would
+                // carry the file, so the export fails instead.
+                return Err(WorkspaceError::RefusedPath {
+                    path: quote(path).into_owned(),
+                });
+            }
+            let new_side = delta.new_file();
+            if delta.status() != Delta::Deleted
+                && let Some(path) = new_side.path_bytes()
+                && self.refuses(path, new_side.mode())
+            {
+                refused.insert(path.to_vec());
+            }
+        }
+        Ok(refused)
+    }
+
+    /// Whether a patch may not carry `path`: a credential file or a path
+    /// git refuses.
+    fn refuses(&self, path: &[u8], mode: FileMode) -> bool {
+        !verify_path(path, mode == FileMode::Link) || self.secrets.matches(path, false)
+    }
+
+    fn tree_diff(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<Diff<'_>, WorkspaceError> {
+        self.repo
+            .diff_tree_to_tree(Some(old), Some(new), None)
+            .map_err(WorkspaceError::git("diffing checkpoints"))
+    }
+}
