@@ -425,3 +425,26 @@ fn the_state_round_trips_through_serde() {
     });
     assert!(applies(&fx));
 }
+
+#[test]
+fn an_edit_of_a_credential_file_is_refused_without_asking() {
+    let mut a = approving_agent();
+    a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("e1", "edit_file", EDIT),
+    ]));
+    let fx = a.handle(Input::EditPrepared {
+        call_id: "e1".into(),
+        path: ".env".into(),
+        patch: "--- /dev/null\n+++ b/.env\n".into(),
+        credentials: Vec::new(),
+        credential_file: true,
+    });
+    assert!(!applies(&fx));
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+    assert!(last_tool_result(&a).contains("`.env` is a credential file"));
+    assert!(calls_model(&fx));
+}
