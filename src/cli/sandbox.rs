@@ -50,9 +50,12 @@ pub async fn startup_gc(docker: &bollard::Docker) {
 pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
     let docker = sandbox::connect().await?;
     let image = spec::image_from_env();
-    if image != spec::DEFAULT_IMAGE {
+    // Another name is built from the built-in definition only when nothing
+    // else lives there: an image of the person's own is never replaced.
+    let installed = image::installed_definition(&docker, &image).await?;
+    if installed.is_some() && !image::is_builtin(&image, installed.as_deref()) {
         anyhow::bail!(
-            "MINICODER_SANDBOX_IMAGE is set to {image}: minicoder builds only its own image ({}); build yours with docker, or unset the variable",
+            "MINICODER_SANDBOX_IMAGE is set to {image}, an image minicoder did not build: it is left as it is; build yours with docker, or unset the variable to use {}",
             spec::DEFAULT_IMAGE
         );
     }
@@ -61,6 +64,9 @@ pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
         if force {
             image::build_image(&docker, &image, &mut |p| display.update(p)).await?;
             Ok::<_, sandbox::SandboxError>(ImageStatus::Built)
+        } else if installed.is_none() {
+            image::build_image(&docker, &image, &mut |p| display.update(p)).await?;
+            Ok(ImageStatus::Built)
         } else {
             image::ensure_image(&docker, &image, &mut |p| display.update(p)).await
         }

@@ -53,6 +53,12 @@ pub enum VerifyError {
     )]
     NoMeaningfulCheck,
 
+    #[error("{detail}")]
+    MissingPrograms { image: String, detail: String },
+
+    #[error("the pre-flight could not run: {0}")]
+    Preflight(String),
+
     #[error("reading {path} to detect checks: {source}")]
     DetectRead {
         path: PathBuf,

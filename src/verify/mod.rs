@@ -6,14 +6,17 @@
 //! - [`matrix`]: [`Verifier`], which runs every check in a fresh container and
 //!   binds the verdict to the workspace fingerprint.
 //! - [`bootstrap`]: the commands that prepare the workspace before the agent starts.
+//! - [`preflight`]: every check's program must be in the image before any model turn.
 
 pub mod bootstrap;
 pub mod config;
 pub mod detect;
+mod detect_python;
 mod error;
 pub mod matrix;
 mod names;
 mod outcome;
+pub mod preflight;
 pub mod zero_tests;
 
 pub use bootstrap::{
