@@ -77,13 +77,22 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
         RunEvent::CheckpointRestored { id, .. } => {
             format!("  restored validated checkpoint {}", short(id))
         }
-        RunEvent::VerificationCheck { check, .. } => format!(
-            "  check {}: {} (exit {}, {} ms)",
-            check.name,
-            if check.passed { "passed" } else { "FAILED" },
-            check.exit_code.map_or("-".into(), |c| c.to_string()),
-            check.duration_ms
-        ),
+        RunEvent::VerificationCheck { check, .. } => {
+            let mut line = format!(
+                "  check {}: {} (exit {}, {} ms)",
+                check.name,
+                if check.passed { "passed" } else { "FAILED" },
+                check.exit_code.map_or("-".into(), |c| c.to_string()),
+                check.duration_ms
+            );
+            // Why, where the person looks (already free of control characters).
+            if let Some(why) = check.first_error.as_ref().or(check.failure.as_ref())
+                && !check.passed
+            {
+                line.push_str(&format!(": {why}"));
+            }
+            line
+        }
         RunEvent::VerificationFinished { reason, passed, .. } => format!(
             "verification ({reason:?}): {}",
             if *passed { "passed" } else { "failed" }

@@ -30,6 +30,31 @@ pub async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
     Ok((docker, image))
 }
 
+/// Like [`docker_with_image`], for a run of `repo`: its project image
+/// (`"image"`, `"packages"`, `.minicoder/Dockerfile`) is built first, with the
+/// same progress display. A configuration that does not load is left for the
+/// run to report.
+pub async fn docker_with_project_image(
+    repo: &std::path::Path,
+) -> anyhow::Result<(bollard::Docker, String)> {
+    let request = match crate::verify::load_config(repo) {
+        Ok(Some(config)) => config.image_request(),
+        _ => return docker_with_image().await,
+    };
+    let docker = sandbox::connect().await?;
+    let mut display = BuildDisplay::new();
+    let mut built = false;
+    let image = sandbox::derived::resolve(&docker, repo, &request, &mut |p| {
+        built |= matches!(p, image::BuildProgress::Step { .. });
+        display.update(p)
+    })
+    .await?;
+    if built {
+        display.finish(&format!("the project image is {image}"));
+    }
+    Ok((docker, image))
+}
+
 /// Removes what dead runs left, quietly unless something was removed.
 pub async fn startup_gc(docker: &bollard::Docker) {
     let mut report = sandbox::gc::GcReport::default();

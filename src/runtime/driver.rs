@@ -225,6 +225,15 @@ async fn baseline_done(run: &mut Prepared, job: BaselineJob) -> Input {
             false
         }
     };
+    // A baseline check that cannot even run (exit 126/127) is an environment
+    // error, not the task's: the run stops (SPEC §6).
+    if let Ok(result) = &done.result
+        && let Some(why) = crate::verify::environment_error(&result.checks)
+    {
+        return Input::ModelFailed {
+            reason: format!("environment error: {why}"),
+        };
+    }
     Input::Verified {
         reason: VerificationReason::Baseline,
         passed,
@@ -304,6 +313,7 @@ async fn bootstrap(run: &mut Prepared, durations: &mut Durations) -> Result<(), 
         network: run.options.bootstrap_network,
         outputs_dir: run.outputs_dir(),
         timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
+        cache_volume: run.cache_volume.clone(),
     };
     let work = crate::verify::run_bootstrap(run.docker.clone(), &settings, &run.bootstrap);
     let raced = race(&run.hooks.cancel.clone(), run.deadline, work).await;
@@ -325,7 +335,24 @@ async fn bootstrap(run: &mut Prepared, durations: &mut Durations) -> Result<(), 
         failure: failure.clone(),
     });
     if passed {
-        Ok(())
+        // What the bootstrap wrote is baseline, never the agent's change:
+        // the baseline checkpoint is taken again, after it (SPEC §6).
+        match run.checkpoints.create("baseline after bootstrap") {
+            Ok(cp) => {
+                run.baseline_checkpoint = cp.id;
+                run.baseline_fingerprint = cp.fingerprint.to_string();
+                run.bus.emit(RunEvent::CheckpointCreated {
+                    id: cp.id.to_string(),
+                    reason: "baseline after bootstrap".into(),
+                    fingerprint: cp.fingerprint.to_string(),
+                });
+                Ok(())
+            }
+            Err(e) => Err((
+                Outcome::Failure,
+                format!("the baseline after bootstrap could not be recorded: {e}"),
+            )),
+        }
     } else {
         Err((
             Outcome::Failure,

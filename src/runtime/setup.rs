@@ -43,6 +43,8 @@ pub struct Prepared {
     pub started: Instant,
     pub deadline: tokio::time::Instant,
     pub image: String,
+    /// The project's dependency-cache volume (written by the bootstrap only).
+    pub cache_volume: Option<String>,
     /// Set when a person chose "approve the rest of the run".
     pub approve_all: bool,
     pub edit_seq: u32,
@@ -107,6 +109,10 @@ pub async fn prepare(
     }
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
+    let image_request = config
+        .as_ref()
+        .map(verify::ProjectConfig::image_request)
+        .unwrap_or_default();
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
 
     let run_id = new_run_id();
@@ -121,8 +127,10 @@ pub async fn prepare(
     let artifacts = ArtifactDir::create(&artifact_root, &repo)?;
 
     let docker = sandbox::connect().await?;
-    let image = sandbox::spec::image_from_env();
-    sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await?;
+    // The project's image (built where needed) and dependency cache (SPEC §6).
+    let image = sandbox::derived::resolve(&docker, &repo, &image_request, &mut |_| {}).await?;
+    let cache_volume =
+        sandbox::caches::for_run(&docker, &repo, &image, !bootstrap.is_empty()).await?;
 
     // The owner file comes first, so `gc` never finds an ownerless workspace
     // of a live run.
@@ -147,6 +155,12 @@ pub async fn prepare(
     let mut spec = ContainerSpec::new(&image, &ws_dir, &run_id);
     spec.role = Role::Command;
     spec.network = options.network;
+    spec.cache = cache_volume
+        .clone()
+        .map(|volume| sandbox::spec::CacheMount {
+            volume,
+            writable: false,
+        });
     let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
     let mut settings = VerifierSettings::new(
         image.clone(),
@@ -160,6 +174,7 @@ pub async fn prepare(
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
+    settings.cache_volume = cache_volume.clone();
     let verifier = Verifier::new(docker.clone(), settings);
     let mut verifier = match verifier {
         Ok(v) => v,
@@ -197,7 +212,7 @@ pub async fn prepare(
             return Err(e);
         }
     };
-    let container = match starting.await {
+    let mut container = match starting.await {
         Ok(Ok(container)) => container,
         Ok(Err(e)) => {
             verifier.shutdown().await;
@@ -210,6 +225,17 @@ pub async fn prepare(
             )));
         }
     };
+    // Pre-flight: a program the checks need and the image lacks stops the
+    // run now, before any model turn (SPEC §6).
+    let needs = verify::preflight::requirements(&repo, &checks, &bootstrap);
+    if let Err(e) =
+        verify::preflight::check(&mut container, &image, &needs, !bootstrap.is_empty()).await
+    {
+        tokio::join!(container.shutdown(), verifier.shutdown());
+        let _ = std::fs::remove_dir_all(&ws_dir);
+        let _ = std::fs::remove_file(sandbox::gc::workspace_owner_file(&state, &run_id));
+        return Err(e.into());
+    }
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, std::mem::take(&mut hooks.subscribers));
@@ -274,6 +300,7 @@ pub async fn prepare(
         started,
         deadline,
         image,
+        cache_volume,
         approve_all: false,
         edit_seq: 0,
         call_seq: 0,

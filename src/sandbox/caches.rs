@@ -77,8 +77,8 @@ pub async fn for_run(
 }
 
 /// Gives a new volume to the sandbox user, with its cache directories: one
-/// short container as root with only CAP_CHOWN, no network, and nothing of
-/// the host. (Mounted first from the built-in image, the volume also receives
+/// short container as root with only the capabilities to own and create
+/// files, no network, and nothing of the host. (Mounted first from the built-in image, the volume also receives
 /// that image's warm Go build cache.)
 async fn prepare(docker: &Docker, volume: &str, image: &str) -> Result<(), SandboxError> {
     let dirs: Vec<String> = CACHE_SUBDIRS
@@ -115,7 +115,13 @@ async fn prepare(docker: &Docker, volume: &str, image: &str) -> Result<(), Sandb
             }]),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".to_string()]),
-            cap_add: Some(vec!["CHOWN".to_string()]),
+            // The image's warm cache, copied in, already belongs to the
+            // sandbox user: root needs to pass its permissions to add to it.
+            cap_add: Some(vec![
+                "CHOWN".to_string(),
+                "DAC_OVERRIDE".to_string(),
+                "FOWNER".to_string(),
+            ]),
             security_opt: Some(vec!["no-new-privileges".to_string()]),
             network_mode: Some("none".to_string()),
             ..Default::default()

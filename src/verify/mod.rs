@@ -10,9 +10,11 @@
 
 pub mod bootstrap;
 pub mod config;
+pub mod dependencies;
 pub mod detect;
 mod detect_python;
 mod error;
+pub mod first_error;
 pub mod matrix;
 mod names;
 mod outcome;
@@ -26,6 +28,8 @@ pub use bootstrap::{
 pub use config::{CONFIG_FILE, CheckSpec, MAX_CHECKS, ProjectConfig, load_config, resolve_checks};
 pub use detect::detect_checks;
 pub use error::VerifyError;
-pub use matrix::{DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings};
+pub use matrix::{
+    DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings, environment_error,
+};
 pub use names::valid_check_name;
 pub use zero_tests::zero_tests;
