@@ -10,7 +10,7 @@ const MAX_CHARS: usize = 200;
 const SCAN_BYTES: usize = 256 << 10;
 
 /// Progress lines of build tools and package managers: not an error.
-const PROGRESS: [&str; 22] = [
+const PROGRESS: [&str; 23] = [
     "Compiling ",
     "Checking ",
     "Downloading ",
@@ -32,7 +32,8 @@ const PROGRESS: [&str; 22] = [
     "npm notice",
     "warning:",
     "> ",
-    "=====",
+    "===",
+    "___",
 ];
 
 /// Words that make a stdout line a failure line.
@@ -71,7 +72,7 @@ pub fn first_error(stderr: &str, stdout: &str) -> Option<String> {
             .filter(meaningful)
             .find(|l| FAILURE_MARKS.iter().any(|m| l.contains(m)))
     })?;
-    Some(clean(line.trim()))
+    Some(clean(line.trim()).trim().to_string())
 }
 
 fn head(text: &str) -> &str {
