@@ -1,0 +1,138 @@
+//! What a project asks of its sandbox (SPEC §6), end to end with the real
+//! binary, Docker and a scripted model: `"packages"` builds a derived image
+//! once; a check whose program the image lacks stops the run before the first
+//! model request, naming it; what a bootstrap writes is baseline, never part
+//! of the agent's patch.
+
+mod support;
+
+use serde_json::json;
+use support::project_run::Project;
+
+#[tokio::test]
+async fn a_check_whose_program_is_missing_stops_before_any_model_request() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let config = r#"{"verification": [{"name": "shell", "command": "shellcheck scripts/*.sh"}]}"#;
+    let p = Project::new(
+        "",
+        &[(".minicoder.json", config), ("scripts/a.sh", "echo hi\n")],
+    )
+    .await;
+    let run = p.run("missing", &[]).await;
+    assert_eq!(run.output.status.code(), Some(1), "{}", run.stderr());
+    assert_eq!(run.result["outcome"], "failure");
+    let reason = run.result["reason"].as_str().unwrap_or_default();
+    let image = minicoder::sandbox::spec::image_from_env();
+    for part in [
+        "shellcheck",
+        "the check `shell`",
+        image.as_str(),
+        r#""packages": ["shellcheck"]"#,
+    ] {
+        assert!(reason.contains(part), "{part:?} is not in: {reason}");
+    }
+    assert_eq!(p.mock.request_count(), 0, "no model request was made");
+}
+
+#[tokio::test]
+async fn packages_build_a_derived_image_once_and_its_program_verifies() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let config = r#"{"packages": ["jq"], "verification": [{"name": "status", "command": "jq -e '.ok == true' status.json"}]}"#;
+    let p = Project::new(
+        "",
+        &[
+            (".minicoder.json", config),
+            ("status.json", "{\n  \"ok\": false\n}\n"),
+        ],
+    )
+    .await;
+    // Start from no derived image, so the first run must build it.
+    let base = minicoder::sandbox::spec::image_from_env();
+    let base_id = docker
+        .inspect_image(&base)
+        .await
+        .expect("the sandbox image")
+        .id
+        .expect("an id");
+    let tag = minicoder::sandbox::derived::packages_tag(&base_id, &["jq".to_string()]);
+    let _ = docker
+        .remove_image(
+            &tag,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+
+    let fix = p.patch("status.json", "  \"ok\": false", "  \"ok\": true");
+    p.script_fix("jq . status.json", "status.json", &fix);
+    let first = p.run("jq-first", &[]).await;
+    first.assert_success();
+    assert!(
+        first.stderr().contains(&format!("building {tag}")),
+        "the first run builds {tag}:\n{}",
+        first.stderr()
+    );
+    let built = docker
+        .inspect_image(&tag)
+        .await
+        .expect("the derived image exists");
+
+    p.script_fix("jq . status.json", "status.json", &fix);
+    let second = p.run("jq-second", &[]).await;
+    second.assert_success();
+    assert!(
+        !second.stderr().contains("building"),
+        "the second run builds nothing:\n{}",
+        second.stderr()
+    );
+    let again = docker.inspect_image(&tag).await.expect("still there");
+    assert_eq!(built.id, again.id, "the same image, not a rebuild");
+    let checks = &second.result["verification"]["checks"];
+    assert_eq!(checks[0]["name"], "status");
+    assert_eq!(checks[0]["passed"], true);
+    let _ = docker
+        .remove_image(
+            &tag,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
+}
+
+#[tokio::test]
+async fn what_the_bootstrap_writes_is_baseline_not_the_agents_change() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let config = r#"{"bootstrap": ["echo generated > generated.txt", "echo '# pinned by bootstrap' >> pyproject.toml"]}"#;
+    let p = Project::new("python", &[(".minicoder.json", config)]).await;
+    let fix = p.patch(
+        "src/temperature.py",
+        "    return celsius * 9 / 5 + 23",
+        "    return celsius * 9 / 5 + 32",
+    );
+    p.script_fix(
+        "cat generated.txt && python3 -m pytest -q",
+        "src/temperature.py",
+        &fix,
+    );
+    let run = p.run("bootstrap-file", &[]).await;
+    run.assert_success();
+    assert!(
+        p.tool_results().iter().any(|r| r.contains("generated")),
+        "the bootstrap's file is in the agent's workspace"
+    );
+    assert_eq!(run.result["changed_files"], json!(["src/temperature.py"]));
+    let patch = run.final_patch();
+    assert!(!patch.contains("generated.txt"), "{patch}");
+    assert!(!patch.contains("pinned by bootstrap"), "{patch}");
+    assert!(
+        patch.contains("+    return celsius * 9 / 5 + 32"),
+        "{patch}"
+    );
+    let _ = minicoder::sandbox::caches::remove_for_repo(&docker, p.path()).await;
+}
