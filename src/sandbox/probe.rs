@@ -329,7 +329,7 @@ async fn scratch_executes(c: &mut CommandContainer) -> Result<ProbeCheck, Sandbo
 async fn no_survivors(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
     let first = sh(
         c,
-        "mkdir -p /tmp/bin && cp /bin/sleep /tmp/bin/sleep && \
+        "mkdir -p /tmp/bin && cp /bin/sleep /tmp/bin/sleep; \
          setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &); (setsid /tmp/bin/sleep 303 &); \
          for i in $(seq 50); do [ $(ps -eo comm --no-headers | grep -c '^sleep') -ge 4 ] && break; sleep 0.1; done; \
          ps -eo comm --no-headers | grep -c '^sleep'",
