@@ -136,3 +136,81 @@ async fn what_the_bootstrap_writes_is_baseline_not_the_agents_change() {
     );
     let _ = minicoder::sandbox::caches::remove_for_repo(&docker, p.path()).await;
 }
+
+#[tokio::test]
+async fn cache_volumes_belong_to_their_repository_and_gc_can_drop_them() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let image = minicoder::sandbox::spec::image_from_env();
+    let caches = minicoder::sandbox::caches::for_run;
+    // No bootstrap to fill it and none there yet: no volume is made.
+    let quiet = tempfile::tempdir().expect("tempdir");
+    assert_eq!(caches(&docker, quiet.path(), &image, false).await.expect("ok"), None);
+
+    let kept = tempfile::tempdir().expect("tempdir");
+    let gone = tempfile::tempdir().expect("tempdir");
+    let kept_volume = caches(&docker, kept.path(), &image, true).await.expect("ok");
+    let gone_volume = caches(&docker, gone.path(), &image, true).await.expect("ok");
+    let (kept_volume, gone_volume) = (kept_volume.expect("made"), gone_volume.expect("made"));
+    // Made once: asked again, the same volume.
+    assert_eq!(
+        caches(&docker, kept.path(), &image, false).await.expect("ok"),
+        Some(kept_volume.clone())
+    );
+    drop(gone);
+
+    let state = tempfile::tempdir().expect("tempdir");
+    let gc = |args: &'static [&'static str]| {
+        let state = state.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(support::bin())
+                .args(args)
+                .env("MINICODER_STATE_DIR", state)
+                .output()
+                .expect("gc runs")
+        })
+    };
+    let out = gc(&["gc"]).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&gone_volume), "the vanished repository's cache goes: {text}");
+    assert!(docker.inspect_volume(&gone_volume).await.is_err());
+    assert!(docker.inspect_volume(&kept_volume).await.is_ok(), "a live repository's stays");
+
+    let out = gc(&["gc", "--caches"]).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&kept_volume), "--caches drops it too: {text}");
+    assert!(docker.inspect_volume(&kept_volume).await.is_err());
+}
+
+#[tokio::test]
+async fn doctor_in_a_repository_tells_whether_the_image_runs_its_checks() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let doctor = |dir: std::path::PathBuf| {
+        tokio::task::spawn_blocking(move || {
+            std::process::Command::new(support::bin())
+                .arg("doctor")
+                .current_dir(dir)
+                .env("MINICODER_STATE_DIR", std::env::temp_dir().join("minicoder-doctor-test"))
+                .output()
+                .expect("doctor runs")
+        })
+    };
+    let node = Project::new("node", &[]).await;
+    let out = doctor(node.path().to_path_buf()).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[ OK ] checks: test (`npm test`)"), "{text}");
+    assert!(text.contains("[ OK ] check programs:"), "{text}");
+
+    let config = r#"{"verification": [{"name": "shell", "command": "shellcheck a.sh"}]}"#;
+    let broken = Project::new("", &[(".minicoder.json", config)]).await;
+    let out = doctor(broken.path().to_path_buf()).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[FAIL] check programs: the check `shell` (`shellcheck a.sh`) needs `shellcheck`"),
+        "{text}"
+    );
+    assert_eq!(out.status.code(), Some(1));
+}

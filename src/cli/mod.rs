@@ -13,6 +13,7 @@ macro_rules! out {
 
 pub mod demo;
 mod doctor;
+mod doctor_project;
 mod gc;
 mod progress;
 mod run;
@@ -93,7 +94,12 @@ pub enum Command {
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
     Doctor,
     /// Remove containers, volumes and workspaces left by runs whose process is gone
-    Gc,
+    Gc {
+        /// Also drop every project's dependency cache (the next run of each
+        /// project fetches its dependencies again)
+        #[arg(long)]
+        caches: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,7 +180,7 @@ pub fn main() -> ExitCode {
         Some(
             Command::Sandbox { .. }
             | Command::Doctor
-            | Command::Gc
+            | Command::Gc { .. }
             | Command::Run(_)
             | Command::Demo,
         )
@@ -213,7 +219,7 @@ pub fn main() -> ExitCode {
             Some(Command::Doctor) => doctor::run().await,
             Some(Command::Run(args)) => run::run(args).await,
             Some(Command::Demo) => demo::run().await,
-            Some(Command::Gc) => gc::run().await,
+            Some(Command::Gc { caches }) => gc::run(caches).await,
             None => session::run_here(cli.session).await,
             _ => Ok(ExitCode::from(EXIT_USAGE)),
         }
