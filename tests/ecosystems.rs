@@ -63,6 +63,38 @@ async fn python_with_pytest_configured_in_pyproject() {
     assert_eq!(checks(&run), vec![pair("pytest", "python3 -m pytest -q")]);
     assert_probe_failed(&p, "1 failed");
     assert_eq!(run.result["changed_files"], json!(["src/temperature.py"]));
+    assert_verdicts_in_order(&run);
+}
+
+/// A baseline verdict, when it came before the run ended, is told before
+/// the completion's, as it happened; and the progress line says why the
+/// baseline check failed, not only its exit code.
+fn assert_verdicts_in_order(run: &Finished) {
+    let events = run.events();
+    let started: std::collections::HashMap<u64, String> = events
+        .iter()
+        .filter(|e| e["type"] == "verification.started")
+        .map(|e| (e["attempt"].as_u64().unwrap_or(0), e["reason"].to_string()))
+        .collect();
+    let finished: Vec<String> = events
+        .iter()
+        .filter(|e| e["type"] == "verification.finished")
+        .map(|e| e["reason"].to_string())
+        .collect();
+    if let Some(baseline) = finished.iter().position(|r| r.contains("aseline")) {
+        let completion = finished
+            .iter()
+            .position(|r| r.contains("ompletion"))
+            .expect("a completion verdict");
+        assert!(baseline < completion, "{finished:?}");
+        assert!(
+            run.stderr()
+                .contains("check pytest (Baseline): FAILED (exit 1"),
+            "{}",
+            run.stderr()
+        );
+    }
+    assert!(!started.is_empty());
 }
 
 #[tokio::test]

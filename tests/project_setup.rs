@@ -146,16 +146,27 @@ async fn cache_volumes_belong_to_their_repository_and_gc_can_drop_them() {
     let caches = minicoder::sandbox::caches::for_run;
     // No bootstrap to fill it and none there yet: no volume is made.
     let quiet = tempfile::tempdir().expect("tempdir");
-    assert_eq!(caches(&docker, quiet.path(), &image, false).await.expect("ok"), None);
+    assert_eq!(
+        caches(&docker, quiet.path(), &image, false)
+            .await
+            .expect("ok"),
+        None
+    );
 
     let kept = tempfile::tempdir().expect("tempdir");
     let gone = tempfile::tempdir().expect("tempdir");
-    let kept_volume = caches(&docker, kept.path(), &image, true).await.expect("ok");
-    let gone_volume = caches(&docker, gone.path(), &image, true).await.expect("ok");
+    let kept_volume = caches(&docker, kept.path(), &image, true)
+        .await
+        .expect("ok");
+    let gone_volume = caches(&docker, gone.path(), &image, true)
+        .await
+        .expect("ok");
     let (kept_volume, gone_volume) = (kept_volume.expect("made"), gone_volume.expect("made"));
     // Made once: asked again, the same volume.
     assert_eq!(
-        caches(&docker, kept.path(), &image, false).await.expect("ok"),
+        caches(&docker, kept.path(), &image, false)
+            .await
+            .expect("ok"),
         Some(kept_volume.clone())
     );
     drop(gone);
@@ -173,9 +184,15 @@ async fn cache_volumes_belong_to_their_repository_and_gc_can_drop_them() {
     };
     let out = gc(&["gc"]).await.expect("join");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains(&gone_volume), "the vanished repository's cache goes: {text}");
+    assert!(
+        text.contains(&gone_volume),
+        "the vanished repository's cache goes: {text}"
+    );
     assert!(docker.inspect_volume(&gone_volume).await.is_err());
-    assert!(docker.inspect_volume(&kept_volume).await.is_ok(), "a live repository's stays");
+    assert!(
+        docker.inspect_volume(&kept_volume).await.is_ok(),
+        "a live repository's stays"
+    );
 
     let out = gc(&["gc", "--caches"]).await.expect("join");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -193,7 +210,10 @@ async fn doctor_in_a_repository_tells_whether_the_image_runs_its_checks() {
             std::process::Command::new(support::bin())
                 .arg("doctor")
                 .current_dir(dir)
-                .env("MINICODER_STATE_DIR", std::env::temp_dir().join("minicoder-doctor-test"))
+                .env(
+                    "MINICODER_STATE_DIR",
+                    std::env::temp_dir().join("minicoder-doctor-test"),
+                )
                 .output()
                 .expect("doctor runs")
         })
@@ -209,7 +229,9 @@ async fn doctor_in_a_repository_tells_whether_the_image_runs_its_checks() {
     let out = doctor(broken.path().to_path_buf()).await.expect("join");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("[FAIL] check programs: the check `shell` (`shellcheck a.sh`) needs `shellcheck`"),
+        text.contains(
+            "[FAIL] check programs: the check `shell` (`shellcheck a.sh`) needs `shellcheck`"
+        ),
         "{text}"
     );
     assert_eq!(out.status.code(), Some(1));

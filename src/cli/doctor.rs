@@ -53,7 +53,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
                 format!("engine {engine} (API {api}) answers"),
             );
             let name = spec::image_from_env();
-            match image::installed_definition(&docker, &name).await {
+            match image::installed_definition(docker, &name).await {
                 Ok(Some(found))
                     if name != spec::DEFAULT_IMAGE || found == image::definition_hash() =>
                 {

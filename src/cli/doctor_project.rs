@@ -72,7 +72,10 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         record(
             Level::Warn,
             "check programs",
-            format!("{} is not in {image}; the bootstrap is expected to install it", r.by),
+            format!(
+                "{} is not in {image}; the bootstrap is expected to install it",
+                r.by
+            ),
         );
     }
     if missing.is_empty() {
@@ -107,7 +110,12 @@ async fn image_to_check(
     request: &derived::ImageRequest,
 ) -> (String, Option<String>) {
     let base = request.image.clone().unwrap_or_else(spec::image_from_env);
-    if request.packages.is_empty() || repo.join(derived::RECIPE_DIR).join(derived::RECIPE_FILE).is_file() {
+    if request.packages.is_empty()
+        || repo
+            .join(derived::RECIPE_DIR)
+            .join(derived::RECIPE_FILE)
+            .is_file()
+    {
         return (base, None);
     }
     let built = match docker.inspect_image(&base).await {
@@ -139,7 +147,11 @@ async fn look_for<'a>(
             Some(crate::sandbox::SANDBOX_GID),
         );
     }
-    let mut spec = ContainerSpec::new(image, ws.path(), format!("doctor-{}", crate::ids::random_hex(4)));
+    let mut spec = ContainerSpec::new(
+        image,
+        ws.path(),
+        format!("doctor-{}", crate::ids::random_hex(4)),
+    );
     spec.role = Role::Probe;
     let mut container = CommandContainer::start(docker.clone(), spec)
         .await

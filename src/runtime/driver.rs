@@ -147,7 +147,18 @@ pub async fn drive(mut run: Prepared) -> RunReport {
             }
             Effect::Verify { reason, attempt } => {
                 let t = Instant::now();
-                let raced = verify(&mut run, reason, attempt).await;
+                // Verdicts are told in the order they happened: a baseline
+                // that ended before (or during) this verification comes first.
+                if baseline.as_ref().is_some_and(BaselineJob::is_finished)
+                    && let Some(job) = baseline.take()
+                {
+                    let input = baseline_done(&mut run, job).await;
+                    queue.extend(run.agent.handle(input));
+                }
+                let (raced, earlier) = verify(&mut run, reason, attempt, &mut baseline).await;
+                if let Some(input) = earlier {
+                    queue.extend(run.agent.handle(input));
+                }
                 durations.verification_ms += t.elapsed().as_millis() as u64;
                 // The baseline's verdict decides whether a failure counts
                 // against a validated state, so before a failed completion
@@ -476,7 +487,11 @@ async fn verify(
     run: &mut Prepared,
     reason: VerificationReason,
     attempt: u32,
-) -> Raced<Result<VerificationResult, crate::verify::VerifyError>> {
+    baseline: &mut Option<BaselineJob>,
+) -> (
+    Raced<Result<VerificationResult, crate::verify::VerifyError>>,
+    Option<Input>,
+) {
     run.bus.emit(RunEvent::VerificationStarted {
         attempt,
         reason,
@@ -496,6 +511,13 @@ async fn verify(
         _ = cancel.cancelled() => Raced::Cancelled,
         _ = tokio::time::sleep_until(deadline) => Raced::TimedOut,
     };
+    // A baseline that ended while this ran has its verdict told first.
+    let mut earlier = None;
+    if baseline.as_ref().is_some_and(BaselineJob::is_finished)
+        && let Some(job) = baseline.take()
+    {
+        earlier = Some(baseline_done(run, job).await);
+    }
     if let Raced::Done(Ok(v)) = &result {
         run.bus.emit(RunEvent::VerificationFinished {
             attempt,
@@ -504,7 +526,7 @@ async fn verify(
             fingerprint: v.fingerprint.to_string(),
         });
     }
-    result
+    (result, earlier)
 }
 
 /// What the agent is told about a verification: each check's verdict, and

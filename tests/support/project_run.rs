@@ -134,6 +134,12 @@ impl Project {
                 .and_then(|r| serde_json::from_str::<Value>(&r).ok())
                 .map(|r| r["durations"].clone())
         );
+        if std::env::var_os("MINICODER_TEST_SHOW_STDERR").is_some() {
+            eprintln!(
+                "[{label}] stderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
         Finished {
             output,
             result,
