@@ -7,6 +7,7 @@
 mod support;
 
 use serde_json::json;
+use support::mock_openai::MockResponse;
 use support::project_run::Project;
 
 #[tokio::test]
@@ -235,4 +236,65 @@ async fn doctor_in_a_repository_tells_whether_the_image_runs_its_checks() {
         "{text}"
     );
     assert_eq!(out.status.code(), Some(1));
+}
+
+#[tokio::test]
+async fn a_recipe_of_the_repositorys_own_is_built_on_the_sandbox_image() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let recipe = "ARG MINICODER_SANDBOX_IMAGE\nFROM $MINICODER_SANDBOX_IMAGE\nUSER 0:0\nCOPY files/marker.txt /etc/minicoder-marker\nUSER 10001:10001\n";
+    let marker = format!("recipe-{}\n", std::process::id());
+    let config = r#"{"verification": [{"name": "marker", "command": "grep -q recipe- /etc/minicoder-marker && test -f ready"}]}"#;
+    let p = Project::new(
+        "",
+        &[
+            (".minicoder.json", config),
+            (".minicoder/Dockerfile", recipe),
+            (".minicoder/files/marker.txt", &marker),
+            ("ready.txt", "not yet\n"),
+        ],
+    )
+    .await;
+    p.mock.push(MockResponse::tool_calls(&[
+        (
+            "update_plan",
+            json!({"items": [{"id": "1", "content": "mark ready", "status": "in_progress"}]}),
+        ),
+        (
+            "run_shell",
+            json!({"command": "cat /etc/minicoder-marker && mv ready.txt ready"}),
+        ),
+    ]));
+    p.mock.push(MockResponse::tool_calls(&[
+        (
+            "update_plan",
+            json!({"items": [{"id": "1", "content": "mark ready", "status": "done"}]}),
+        ),
+        ("request_completion", json!({"summary": "ready"})),
+    ]));
+    let run = p.run("recipe", &[]).await;
+    run.assert_success();
+    assert!(
+        run.stderr().contains("from .minicoder/Dockerfile"),
+        "{}",
+        run.stderr()
+    );
+    assert!(
+        p.tool_results().iter().any(|r| r.contains(marker.trim())),
+        "the command container runs the recipe's image"
+    );
+    let tag = run
+        .stderr()
+        .split_whitespace()
+        .find(|w| w.starts_with("minicoder-project:"))
+        .map(|w| w.trim_end_matches(':').to_string())
+        .expect("the built tag is named");
+    let _ = docker
+        .remove_image(
+            &tag,
+            None::<bollard::query_parameters::RemoveImageOptions>,
+            None,
+        )
+        .await;
 }
