@@ -277,7 +277,9 @@ pub(crate) async fn forward_build(
             .map(str::trim)
             .filter(|l| !l.is_empty())
         {
-            progress(BuildProgress::Line(line.to_string()));
+            // A recipe's output is the repository's: no escape sequence of
+            // it reaches the terminal.
+            progress(BuildProgress::Line(crate::verify::first_error::clean(line)));
         }
     }
     Ok(())

@@ -86,8 +86,9 @@ fn head(text: &str) -> &str {
     &text[..end]
 }
 
-/// Control characters (escape sequences included) dropped, length bounded.
-fn clean(line: &str) -> String {
+/// Control characters (escape sequences included) dropped, length bounded:
+/// one line of hostile output made fit for a terminal.
+pub(crate) fn clean(line: &str) -> String {
     let mut out = String::new();
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
