@@ -30,8 +30,10 @@ path-include=/usr/share/locale/locale.alias
 CFG
 mount -t proc proc "$dir/proc"
 trap 'umount "$dir/proc" 2>/dev/null || true' EXIT
+# No fsync per unpacked file: a half-built root filesystem is thrown away anyway.
 chroot "$dir" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive \
-  sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends $packages"
+  sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends \
+    -o Dpkg::Options::=--force-unsafe-io $packages"
 # Debian calls yarn `yarnpkg`; projects call it `yarn`.
 ln -sf /usr/bin/yarnpkg "$dir/usr/local/bin/yarn"
 install -m 0755 "$here/go-wrapper.sh" "$dir/usr/local/bin/go"

@@ -12,6 +12,7 @@
 //! - [`caches`]: per-project dependency-cache volumes.
 //! - [`derived`]: project images (`"packages"`, `.minicoder/Dockerfile`).
 
+mod build;
 pub mod caches;
 pub mod container;
 pub mod derived;

@@ -19,6 +19,7 @@ pub mod matrix;
 mod names;
 mod outcome;
 pub mod preflight;
+mod shell_words;
 pub mod zero_tests;
 
 pub use bootstrap::{

@@ -1,4 +1,5 @@
 use super::*;
+use crate::verify::shell_words::simple_commands;
 
 fn words(command: &str) -> Vec<Vec<String>> {
     simple_commands(command)
