@@ -25,7 +25,16 @@ pub enum StdoutMode {
 /// Consumes events until the sender is dropped: progress lines on stderr and,
 /// in [`StdoutMode::Events`], JSONL on stdout.
 pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, progress: bool) {
+    // Which verification each attempt is, so a check line says whose it is
+    // (a baseline's checks can end while a completion's run).
+    let mut reasons = std::collections::HashMap::new();
     while let Some(event) = events.recv().await {
+        if let RunEvent::VerificationStarted {
+            attempt, reason, ..
+        } = &event
+        {
+            reasons.insert(*attempt, *reason);
+        }
         if mode == StdoutMode::Events
             && event.is_persisted()
             && let Ok(line) = serde_json::to_string(&event)
@@ -34,7 +43,13 @@ pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, 
             let _ = writeln!(out, "{}", escape_json(&line));
             let _ = out.flush();
         }
-        if progress && let Some(line) = progress_line(&event) {
+        let line = match &event {
+            RunEvent::VerificationCheck { attempt, check } => {
+                Some(check_line(check, reasons.get(attempt).copied()))
+            }
+            _ => progress_line(&event),
+        };
+        if progress && let Some(line) = line {
             write_line(&mut std::io::stderr().lock(), &line);
         }
     }
@@ -81,13 +96,7 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
         RunEvent::CheckpointRestored { id, .. } => {
             format!("  restored validated checkpoint {}", short(id))
         }
-        RunEvent::VerificationCheck { check, .. } => format!(
-            "  check {}: {} (exit {}, {} ms)",
-            check.name,
-            if check.passed { "passed" } else { "FAILED" },
-            check.exit_code.map_or("-".into(), |c| c.to_string()),
-            check.duration_ms
-        ),
+        RunEvent::VerificationCheck { check, .. } => check_line(check, None),
         RunEvent::VerificationFinished { reason, passed, .. } => format!(
             "verification ({reason:?}): {}",
             if *passed { "passed" } else { "failed" }
@@ -105,6 +114,28 @@ pub fn progress_line(event: &RunEvent) -> Option<String> {
         } => format!("finished: {outcome:?} ({reason}) in {duration_ms} ms"),
         _ => return None,
     })
+}
+
+/// `  check pytest (Baseline): FAILED (exit 127, 12 ms): sh: 1: pytest: not found`
+fn check_line(
+    check: &crate::protocol::CheckReport,
+    reason: Option<crate::protocol::VerificationReason>,
+) -> String {
+    let whose = reason.map(|r| format!(" ({r:?})")).unwrap_or_default();
+    let mut line = format!(
+        "  check {}{whose}: {} (exit {}, {} ms)",
+        check.name,
+        if check.passed { "passed" } else { "FAILED" },
+        check.exit_code.map_or("-".into(), |c| c.to_string()),
+        check.duration_ms
+    );
+    // Why, where the person looks (already free of control characters).
+    if let Some(why) = check.first_error.as_ref().or(check.failure.as_ref())
+        && !check.passed
+    {
+        line.push_str(&format!(": {why}"));
+    }
+    line
 }
 
 fn short(id: &str) -> &str {

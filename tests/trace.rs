@@ -364,6 +364,7 @@ fn sign_run(artifacts: &ArtifactDir, key: &ReceiptKey) -> Receipt {
             passed: true,
             duration_ms: 10,
             failure: None,
+            first_error: None,
             output_file: None,
         },
     })

@@ -716,3 +716,39 @@ fn an_approval_asked_after_cancelling_is_refused_at_once() {
     assert!(matches!(h.last_answer(), Some(ApprovalDecision::Refuse(_))));
     assert!(h.app.approval.is_none());
 }
+
+#[test]
+fn a_failing_check_says_why_under_the_matrix() {
+    both_sizes("matrix_why", ApprovalMode::Final, |h| {
+        h.start();
+        h.feed(ev::opening());
+        let mut missing = ev::check("tests", false, 12);
+        missing.exit_code = Some(127);
+        missing.first_error = Some("sh: 1: pytest: not found".into());
+        h.feed(vec![
+            RunEvent::VerificationStarted {
+                attempt: 2,
+                reason: minicoder::protocol::VerificationReason::Completion,
+                checks: vec!["tests".into(), "lint".into()],
+            },
+            RunEvent::VerificationCheck {
+                attempt: 2,
+                check: missing,
+            },
+        ]);
+    });
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    h.start();
+    h.feed(ev::opening());
+    let mut failing = ev::check("tests", false, 12);
+    failing.first_error = Some("sh: 1: pytest: not found".into());
+    h.feed(vec![RunEvent::VerificationCheck {
+        attempt: 1,
+        check: failing,
+    }]);
+    let screen = h.screen();
+    assert!(
+        screen.contains("✗ tests: sh: 1: pytest: not found"),
+        "{screen}"
+    );
+}

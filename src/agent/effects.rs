@@ -75,6 +75,11 @@ pub enum FailureKind {
     Checkpoint,
     /// The validated checkpoint could not be restored.
     Restore,
+    /// The baseline could not be recorded again after the bootstrap.
+    Baseline,
+    /// A check could not even run on the baseline (exit 126/127): the
+    /// environment is wrong, not the code.
+    Environment,
 }
 
 /// What the exported patch is, for the final verdict.
@@ -102,6 +107,10 @@ pub enum Input {
         passed: bool,
         failure: Option<String>,
         duration_ms: u64,
+    },
+    /// The baseline was taken again after the bootstrap ([`Effect::Rebaseline`]).
+    Rebaselined {
+        checkpoint: String,
     },
     /// A checkpoint asked for by [`Effect::Checkpoint`] exists; `validated`
     /// as the effect asked.
@@ -170,6 +179,9 @@ pub enum Effect {
     Emit(RunEvent),
     /// Run the bootstrap commands; the result comes back as `BootstrapFinished`.
     Bootstrap,
+    /// Take the baseline checkpoint again, after the bootstrap: what it wrote
+    /// is baseline, never the agent's change.
+    Rebaseline,
     /// Take a checkpoint; `validated` means the agent will mark it a
     /// verified-good state once it exists.
     Checkpoint {

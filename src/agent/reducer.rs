@@ -228,11 +228,15 @@ impl Agent {
                     failure: failure.clone(),
                 }));
                 if passed {
-                    self.begin(fx);
+                    fx.push(Effect::Rebaseline);
                 } else {
                     let why = failure.unwrap_or_default();
                     self.finish(Outcome::Failure, format!("bootstrap failed: {why}"), fx);
                 }
+            }
+            (Phase::Bootstrapping, Input::Rebaselined { checkpoint }) => {
+                self.baseline_checkpoint = Some(checkpoint);
+                self.begin(fx);
             }
             (Phase::AwaitingModel, Input::ModelReplied(reply)) => self.on_reply(reply, fx),
             (
@@ -291,6 +295,10 @@ impl Agent {
             FailureKind::Model | FailureKind::Checkpoint => reason,
             FailureKind::Sandbox => format!("the sandbox failed: {reason}"),
             FailureKind::Verification => format!("verification could not run: {reason}"),
+            FailureKind::Baseline => {
+                format!("the baseline after bootstrap could not be recorded: {reason}")
+            }
+            FailureKind::Environment => format!("environment error: {reason}"),
             FailureKind::Restore => match &self.phase {
                 Phase::Restoring { checkpoint } => {
                     format!("restoring the validated checkpoint {checkpoint} failed: {reason}")

@@ -96,8 +96,27 @@ fn a_failed_bootstrap_ends_the_run_and_a_passing_one_starts_it() {
         failure: None,
         duration_ms: 5,
     });
+    // What the bootstrap wrote is baseline: the baseline is taken again first.
+    assert_eq!(fx.last(), Some(&Effect::Rebaseline));
+    assert!(!calls_model(&fx));
+    let fx = a.handle(Input::Rebaselined {
+        checkpoint: "after-bootstrap".into(),
+    });
     assert!(has(&fx, |e| matches!(e, Effect::VerifyBaseline { .. })));
     assert!(calls_model(&fx));
+    // A pass of the baseline now validates the checkpoint taken after the bootstrap.
+    let fx = a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: true,
+        fingerprint: "fp".into(),
+        feedback: String::new(),
+    });
+    assert_eq!(
+        fx,
+        vec![Effect::MarkValidated {
+            checkpoint: "after-bootstrap".into()
+        }]
+    );
 
     let mut a = Agent::new(cfg);
     start(&mut a);
@@ -447,4 +466,21 @@ fn an_edit_of_a_credential_file_is_refused_without_asking() {
     )));
     assert!(last_tool_result(&a).contains("`.env` is a credential file"));
     assert!(calls_model(&fx));
+}
+
+#[test]
+fn a_baseline_check_that_cannot_run_stops_the_run_as_an_environment_error() {
+    let (mut a, _) = {
+        let mut a = Agent::new(config());
+        let fx = start(&mut a);
+        (a, fx)
+    };
+    let fx = a.handle(Input::Failed {
+        kind: FailureKind::Environment,
+        reason: "check tests: `npm` is not in the image (exit 127)".into(),
+    });
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish { outcome: Outcome::Failure, reason }) if reason.starts_with("environment error: check tests")
+    ));
 }

@@ -1,4 +1,6 @@
 //! `minicoder doctor`: static prerequisite checks. Never prints a key's value.
+//! Inside a repository it also reports the detected checks and whether the
+//! project's image can run them ([`super::doctor_project`]).
 
 use std::process::ExitCode;
 
@@ -6,7 +8,7 @@ use crate::sandbox::{self, image, spec};
 use crate::state::StateDir;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
+pub(super) enum Level {
     Ok,
     Warn,
     Fail,
@@ -36,7 +38,8 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         line(level, what, detail);
     };
 
-    match sandbox::connect().await {
+    let connected = sandbox::connect().await;
+    match &connected {
         Ok(docker) => {
             let version = docker.version().await.ok();
             let engine = version
@@ -50,7 +53,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
                 format!("engine {engine} (API {api}) answers"),
             );
             let name = spec::image_from_env();
-            match image::installed_definition(&docker, &name).await {
+            match image::installed_definition(docker, &name).await {
                 Ok(Some(found))
                     if name != spec::DEFAULT_IMAGE || found == image::definition_hash() =>
                 {
@@ -91,6 +94,8 @@ pub async fn run() -> anyhow::Result<ExitCode> {
             );
         }
     }
+
+    super::doctor_project::report(connected.as_ref().ok(), &mut record).await;
 
     let libgit2 = git2::Version::get();
     let (major, minor, patch) = libgit2.libgit2_version();

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::sandbox::{self, gc::GcReport};
 use crate::state::StateDir;
 
-pub async fn run() -> anyhow::Result<ExitCode> {
+pub async fn run(caches: bool) -> anyhow::Result<ExitCode> {
     let state = StateDir::from_env()?;
     let mut report = GcReport::default();
     // Workspaces can be collected without Docker; containers cannot.
@@ -13,6 +13,11 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     let docker = sandbox::connect().await;
     if let Ok(docker) = &docker {
         sandbox::gc::collect_docker(docker, &mut report).await?;
+        if caches {
+            report
+                .volumes
+                .extend(sandbox::caches::collect(docker, true).await?);
+        }
     }
     for c in &report.containers {
         out!("removed container {c}");

@@ -25,6 +25,7 @@ macro_rules! err {
 
 pub mod demo;
 mod doctor;
+mod doctor_project;
 mod gc;
 mod options;
 mod progress;
@@ -106,7 +107,12 @@ pub enum Command {
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
     Doctor,
     /// Remove containers, volumes and workspaces left by runs whose process is gone
-    Gc,
+    Gc {
+        /// Also drop every project's dependency cache (the next run of each
+        /// project fetches its dependencies again)
+        #[arg(long)]
+        caches: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -196,7 +202,7 @@ pub fn main() -> ExitCode {
         Some(
             Command::Sandbox { .. }
             | Command::Doctor
-            | Command::Gc
+            | Command::Gc { .. }
             | Command::Run(_)
             | Command::Demo,
         )
@@ -235,7 +241,7 @@ pub fn main() -> ExitCode {
             Some(Command::Doctor) => doctor::run().await,
             Some(Command::Run(args)) => run::run(args).await,
             Some(Command::Demo) => demo::run().await,
-            Some(Command::Gc) => gc::run().await,
+            Some(Command::Gc { caches }) => gc::run(caches).await,
             None => session::run_here(cli.session).await,
             _ => Ok(ExitCode::from(EXIT_USAGE)),
         }

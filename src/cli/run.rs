@@ -75,7 +75,7 @@ pub async fn run_with(
     repo: &str,
     task: &str,
 ) -> (ExitCode, Option<RunReport>) {
-    match super::sandbox::docker_with_image().await {
+    match super::sandbox::docker_with_project_image(&opts.repo).await {
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
         Err(e) => return (failure_object(repo, task, &format!("{e:#}"), mode), None),
     }

@@ -30,6 +30,31 @@ pub async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
     Ok((docker, image))
 }
 
+/// Like [`docker_with_image`], for a run of `repo`: its project image
+/// (`"image"`, `"packages"`, `.minicoder/Dockerfile`) is built first, with the
+/// same progress display. A configuration that does not load is left for the
+/// run to report.
+pub async fn docker_with_project_image(
+    repo: &std::path::Path,
+) -> anyhow::Result<(bollard::Docker, String)> {
+    let request = match crate::verify::load_config(repo) {
+        Ok(Some(config)) => config.image_request(),
+        _ => return docker_with_image().await,
+    };
+    let docker = sandbox::connect().await?;
+    let mut display = BuildDisplay::new();
+    let mut built = false;
+    let image = sandbox::derived::resolve(&docker, repo, &request, &mut |p| {
+        built |= matches!(p, image::BuildProgress::Step { .. });
+        display.update(p)
+    })
+    .await?;
+    if built {
+        display.finish(&format!("the project image is {image}"));
+    }
+    Ok((docker, image))
+}
+
 /// Removes what dead runs left, quietly unless something was removed.
 pub async fn startup_gc(docker: &bollard::Docker) {
     let mut report = sandbox::gc::GcReport::default();
@@ -50,9 +75,12 @@ pub async fn startup_gc(docker: &bollard::Docker) {
 pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
     let docker = sandbox::connect().await?;
     let image = spec::image_from_env();
-    if image != spec::DEFAULT_IMAGE {
+    // Another name is built from the built-in definition only when nothing
+    // else lives there: an image of the person's own is never replaced.
+    let installed = image::installed_definition(&docker, &image).await?;
+    if installed.is_some() && !image::is_builtin(&image, installed.as_deref()) {
         anyhow::bail!(
-            "MINICODER_SANDBOX_IMAGE is set to {image}: minicoder builds only its own image ({}); build yours with docker, or unset the variable",
+            "MINICODER_SANDBOX_IMAGE is set to {image}, an image minicoder did not build: it is left as it is; build yours with docker, or unset the variable to use {}",
             spec::DEFAULT_IMAGE
         );
     }
@@ -61,6 +89,9 @@ pub async fn build(force: bool) -> anyhow::Result<ExitCode> {
         if force {
             image::build_image(&docker, &image, &mut |p| display.update(p)).await?;
             Ok::<_, sandbox::SandboxError>(ImageStatus::Built)
+        } else if installed.is_none() {
+            image::build_image(&docker, &image, &mut |p| display.update(p)).await?;
+            Ok(ImageStatus::Built)
         } else {
             image::ensure_image(&docker, &image, &mut |p| display.update(p)).await
         }

@@ -145,7 +145,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
         return Ok(ExitCode::from(super::EXIT_FAILURE));
     }
     // The image is built (with progress) and leftovers collected before the screen is taken.
-    let (docker, _) = super::sandbox::docker_with_image().await?;
+    let (docker, _) = super::sandbox::docker_with_project_image(&template.repo).await?;
     super::sandbox::startup_gc(&docker).await;
 
     let approval = super::options::approval_mode(template.approval);

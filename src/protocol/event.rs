@@ -40,6 +40,11 @@ pub struct CheckReport {
     /// Why it failed beyond its exit code: zero tests, a changed workspace, a timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// For a failing check, the first meaningful line of its stderr (else the
+    /// first failure line of its stdout), control characters removed: what a
+    /// person needs to see beside the exit code (`sh: 1: npm: not found`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_error: Option<String>,
     /// The full (redacted) output, relative to the artifact directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_file: Option<String>,

@@ -97,6 +97,7 @@ mod tests {
                     passed: true,
                     duration_ms: 812,
                     failure: None,
+                    first_error: None,
                     output_file: Some("outputs/verify-1-test.txt".into()),
                 }],
             },

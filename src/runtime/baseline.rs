@@ -103,12 +103,22 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     );
     settings.allow_zero_tests = run.id.options.allow_zero_tests;
     settings.check_timeout = run.id.options.limits.command_timeout();
+    settings.cache_volume = run.sandbox.cache_volume.clone();
     let mut verifier =
         Verifier::new(run.sandbox.docker.clone(), settings).map_err(|e| e.to_string())?;
     // Stopped when the run is cancelled, or when the job is.
     let cancel = run.steering.cancel_token().child_token();
     let token = cancel.clone();
+    let (installed, copy) = (run.ws.workspace.path().to_path_buf(), dir.clone());
     let handle = tokio::spawn(async move {
+        // The checkpoint leaves out what the bootstrap installed; the copy
+        // gets the workspace's (hard links), so it verifies the same way.
+        let shared = tokio::task::spawn_blocking(move || {
+            crate::verify::dependencies::share(&installed, &copy, owner)
+        });
+        if let Ok(Err(e)) = shared.await {
+            tracing::warn!("sharing installed dependencies with the baseline copy: {e}");
+        }
         let mut checks = Vec::new();
         let result = {
             let mut observe = |c: &CheckReport| checks.push(c.clone());

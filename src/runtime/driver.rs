@@ -101,6 +101,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             None
         }
         Effect::Bootstrap => Some(bootstrap(run).await),
+        Effect::Rebaseline => Some(rebaseline(run)),
         Effect::Checkpoint { reason, validated } => Some(checkpoint(run, &reason, validated)),
         Effect::VerifyBaseline { attempt } => {
             run.bus.emit(RunEvent::VerificationStarted {
@@ -277,6 +278,14 @@ async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
             });
+            // A baseline check that cannot even run (exit 126/127) says the
+            // environment is wrong, not the code.
+            if let Some(why) = crate::verify::environment_error(&result.checks) {
+                return Input::Failed {
+                    kind: FailureKind::Environment,
+                    reason: why,
+                };
+            }
             Input::Verified {
                 reason: VerificationReason::Baseline,
                 passed: result.passed,
@@ -300,6 +309,7 @@ async fn bootstrap(run: &mut Run) -> Input {
         network: run.id.options.bootstrap_network,
         outputs_dir: run.outputs_dir(),
         timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
+        cache_volume: run.sandbox.cache_volume.clone(),
     };
     let work = crate::verify::run_bootstrap(
         run.sandbox.docker.clone(),
@@ -317,6 +327,31 @@ async fn bootstrap(run: &mut Run) -> Input {
         passed,
         failure,
         duration_ms: run.counters.durations.bootstrap_ms,
+    }
+}
+
+/// What the bootstrap wrote is baseline, never the agent's change: the
+/// baseline checkpoint is taken again, after it, and the patch is made
+/// against that one.
+fn rebaseline(run: &mut Run) -> Input {
+    let reason = "baseline after bootstrap";
+    match run.ws.checkpoints.create(reason) {
+        Ok(cp) => {
+            run.ws.baseline = cp.id;
+            run.ws.baseline_fingerprint = cp.fingerprint.to_string();
+            run.bus.emit(RunEvent::CheckpointCreated {
+                id: cp.id.to_string(),
+                reason: reason.to_string(),
+                fingerprint: cp.fingerprint.to_string(),
+            });
+            Input::Rebaselined {
+                checkpoint: cp.id.to_string(),
+            }
+        }
+        Err(e) => Input::Failed {
+            kind: FailureKind::Baseline,
+            reason: e.to_string(),
+        },
     }
 }
 
@@ -447,6 +482,14 @@ async fn verify(run: &mut Run, l: &mut Loop, reason: VerificationReason, attempt
         .steering
         .race(run.sandbox.verifier.verify(attempt, &mut observe))
         .await;
+    // Verdicts are told in the order they happened: a baseline that ended
+    // while this ran has its verdict told (and given to the agent) first.
+    if l.baseline.as_ref().is_some_and(BaselineJob::is_finished)
+        && let Some(job) = l.baseline.take()
+    {
+        let input = baseline_done(run, job).await;
+        l.feed(run, input);
+    }
     match raced {
         Ok(Ok(result)) => {
             run.bus.emit(RunEvent::VerificationFinished {

@@ -37,6 +37,8 @@ pub(crate) struct RunSandbox {
     pub verifier: Verifier,
     pub checks: Vec<CheckSpec>,
     pub bootstrap: Vec<String>,
+    /// The project's dependency-cache volume (written by the bootstrap only).
+    pub cache_volume: Option<String>,
 }
 
 /// The private workspace and its checkpoints.

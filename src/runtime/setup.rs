@@ -42,8 +42,13 @@ pub(crate) async fn prepare(
     let run_id = new_run_id();
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     let docker = sandbox::connect().await?;
-    let image = sandbox::spec::image_from_env();
-    sandbox::image::ensure_image(&docker, &image, &mut |_| {}).await?;
+    // The project's image (built where needed) and dependency cache.
+    let image =
+        sandbox::derived::resolve(&docker, &inputs.repo, &inputs.image_request, &mut |_| {})
+            .await?;
+    let cache_volume =
+        sandbox::caches::for_run(&docker, &inputs.repo, &image, !inputs.bootstrap.is_empty())
+            .await?;
     let claim = WorkspaceClaim::take(&state, &run_id)?;
 
     // The containers start (≈ 200 ms each) while the workspace is copied and
@@ -51,19 +56,27 @@ pub(crate) async fn prepare(
     let mut spec = ContainerSpec::new(&image, &claim.dir, &run_id);
     spec.role = Role::Command;
     spec.network = options.network;
+    spec.cache = cache_volume
+        .clone()
+        .map(|volume| sandbox::spec::CacheMount {
+            volume,
+            writable: false,
+        });
     let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
-    let verifier = match start_verifier(
-        &docker,
-        &image,
-        &claim.dir,
-        &run_id,
-        &state,
-        &artifacts,
-        &inputs.checks,
-        &options,
-    )
-    .await
-    {
+    let mut settings = VerifierSettings::new(
+        image.clone(),
+        claim.dir.clone(),
+        run_id.clone(),
+        inputs.checks.clone(),
+        artifacts.path().join("outputs"),
+        state
+            .checkpoint_store_dir(&run_id)
+            .with_extension("verify-cache"),
+    );
+    settings.allow_zero_tests = options.allow_zero_tests;
+    settings.check_timeout = options.limits.command_timeout();
+    settings.cache_volume = cache_volume.clone();
+    let verifier = match start_verifier(&docker, settings).await {
         Ok(v) => v,
         Err(e) => {
             abandon(starting).await;
@@ -80,7 +93,7 @@ pub(crate) async fn prepare(
             return Err(e);
         }
     };
-    let container = match starting.await {
+    let mut container = match starting.await {
         Ok(Ok(container)) => container,
         failed => {
             verifier.shutdown().await;
@@ -92,6 +105,16 @@ pub(crate) async fn prepare(
             });
         }
     };
+    // Pre-flight: a program the checks need and the image lacks stops the
+    // run now, before any model turn.
+    let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
+    let bootstraps = !inputs.bootstrap.is_empty();
+    if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
+        tokio::join!(container.shutdown(), verifier.shutdown());
+        drop(ws);
+        claim.release();
+        return Err(e.into());
+    }
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, channels.subscribers);
@@ -113,6 +136,7 @@ pub(crate) async fn prepare(
             verifier,
             checks: inputs.checks,
             bootstrap: inputs.bootstrap,
+            cache_volume,
         },
         ws,
         artifacts,
@@ -131,6 +155,8 @@ struct Inputs {
     bootstrap: Vec<String>,
     /// Credential paths left out of the workspace.
     secrets: SecretPaths,
+    /// The image or packages `.minicoder.json` asks for.
+    image_request: sandbox::derived::ImageRequest,
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -153,12 +179,17 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
     let config = verify::load_config(&repo)?;
     let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
     let secrets = verify::secret_paths(&repo, config.as_ref())?;
+    let image_request = config
+        .as_ref()
+        .map(verify::ProjectConfig::image_request)
+        .unwrap_or_default();
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
     Ok(Inputs {
         repo,
         checks,
         bootstrap,
         secrets,
+        image_request,
     })
 }
 
@@ -209,29 +240,10 @@ impl WorkspaceClaim {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn start_verifier(
     docker: &Docker,
-    image: &str,
-    ws_dir: &Path,
-    run_id: &str,
-    state: &StateDir,
-    artifacts: &ArtifactDir,
-    checks: &[CheckSpec],
-    options: &RunOptions,
+    settings: VerifierSettings,
 ) -> Result<Verifier, crate::verify::VerifyError> {
-    let mut settings = VerifierSettings::new(
-        image.to_string(),
-        ws_dir.to_path_buf(),
-        run_id.to_string(),
-        checks.to_vec(),
-        artifacts.path().join("outputs"),
-        state
-            .checkpoint_store_dir(run_id)
-            .with_extension("verify-cache"),
-    );
-    settings.allow_zero_tests = options.allow_zero_tests;
-    settings.check_timeout = options.limits.command_timeout();
     let mut verifier = Verifier::new(docker.clone(), settings)?;
     verifier.prewarm().await;
     Ok(verifier)

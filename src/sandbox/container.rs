@@ -277,7 +277,7 @@ impl CommandContainer {
             "id": id,
             "argv": ["/bin/sh", "-c", req.command],
             "cwd": cwd,
-            "env": ContainerSpec::command_env(),
+            "env": self.spec.env(),
             "timeout_ms": req.timeout.as_millis() as u64,
             "spool_limit": DEFAULT_SPOOL_LIMIT,
         });

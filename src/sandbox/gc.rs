@@ -1,5 +1,6 @@
 //! Removing what runs whose process is gone left behind: containers and
-//! volumes (found by label) and private workspaces (found by owner file).
+//! volumes (found by label) and private workspaces (found by owner file),
+//! and the dependency caches of repositories that no longer exist.
 //! Checkpoint stores and artifacts are kept: `resume` and `show` need them.
 
 use std::collections::HashMap;
@@ -80,6 +81,10 @@ pub async fn collect_docker(docker: &Docker, report: &mut GcReport) -> Result<()
             }
         }
     }
+    // Dependency caches outlive runs, but not their repository.
+    report
+        .volumes
+        .extend(super::caches::collect(docker, false).await?);
     Ok(())
 }
 

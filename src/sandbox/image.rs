@@ -2,7 +2,10 @@
 //! be pulled, otherwise from a Debian root filesystem made by `debootstrap`
 //! (`sandbox/rootfs.sh`) and imported through the engine's API. The image is
 //! labelled with a hash of that definition, so an unchanged definition is never
-//! rebuilt and a changed one always is.
+//! rebuilt and a changed one always is. The image is Debian 13 "trixie" with the
+//! toolchains of SPEC §6: Python (pip, venv, pytest), Node (npm, yarn, tsc),
+//! Rust (cargo, rustfmt, clippy), Go (with a warm standard-library build cache)
+//! and C/C++.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,13 +17,25 @@ use futures_util::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncBufReadExt;
 
+pub(crate) use super::build::{BuildLock, forward_build, pack_context};
 use super::spec::DEFAULT_IMAGE;
 use super::{SandboxError, labels};
 
 pub const DOCKERFILE: &str = include_str!("../../sandbox/Dockerfile");
 pub const ROOTFS_SCRIPT: &str = include_str!("../../sandbox/rootfs.sh");
+/// Fills the image's Go build cache (both build paths run it).
+pub const GO_WARM_SCRIPT: &str = include_str!("../../sandbox/go-warm.sh");
+/// `/usr/local/bin/go`: Go with the warm cache unless another one is set.
+pub const GO_WRAPPER: &str = include_str!("../../sandbox/go-wrapper.sh");
+/// The files of the definition, by the name both build paths give them.
+const DEFINITION_FILES: [(&str, &str); 4] = [
+    ("Dockerfile", DOCKERFILE),
+    ("rootfs.sh", ROOTFS_SCRIPT),
+    ("go-warm.sh", GO_WARM_SCRIPT),
+    ("go-wrapper.sh", GO_WRAPPER),
+];
 /// The base image of the Dockerfile.
-const BASE_IMAGE: &str = "debian:bookworm-slim";
+const BASE_IMAGE: &str = "debian:trixie-slim";
 /// Instructions applied to the imported root filesystem, matching the Dockerfile.
 const IMPORT_CHANGES: [&str; 4] = [
     "USER 10001:10001",
@@ -48,7 +63,7 @@ pub enum ImageStatus {
 /// Hash of the built-in sandbox definition (Dockerfile and root-filesystem script).
 pub fn definition_hash() -> String {
     let mut h = Sha256::new();
-    for (name, text) in [("Dockerfile", DOCKERFILE), ("rootfs.sh", ROOTFS_SCRIPT)] {
+    for (name, text) in DEFINITION_FILES {
         h.update(name.as_bytes());
         h.update([0]);
         h.update((text.len() as u64).to_be_bytes());
@@ -79,16 +94,25 @@ pub async fn installed_definition(
     }
 }
 
+/// Whether minicoder builds `image` from its own definition: the default
+/// name always; another name when the image there was built that way (it
+/// carries a definition label), so `minicoder sandbox build` under
+/// `MINICODER_SANDBOX_IMAGE` keeps it current too. `installed` is what
+/// [`installed_definition`] found.
+pub fn is_builtin(image: &str, installed: Option<&str>) -> bool {
+    image == DEFAULT_IMAGE || installed.is_some_and(|label| !label.is_empty())
+}
+
 /// Makes sure `image` is usable. The built-in image is built (or rebuilt, when
-/// its definition changed); a custom image (`MINICODER_SANDBOX_IMAGE`) must
-/// already exist.
+/// its definition changed); any other image (`MINICODER_SANDBOX_IMAGE`, or a
+/// project's `"image"`) must already exist.
 pub async fn ensure_image(
     docker: &Docker,
     image: &str,
     progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<ImageStatus, SandboxError> {
     let installed = installed_definition(docker, image).await?;
-    if image != DEFAULT_IMAGE {
+    if !is_builtin(image, installed.as_deref()) {
         return match installed {
             Some(_) => Ok(ImageStatus::UpToDate),
             None => Err(SandboxError::ImageMissing {
@@ -106,43 +130,6 @@ pub async fn ensure_image(
     }
     build_image(docker, image, progress).await?;
     Ok(ImageStatus::Built)
-}
-
-/// An exclusive machine-wide lock (the image is machine-wide, whatever state
-/// directory a process uses), held while building.
-struct BuildLock {
-    _file: std::fs::File,
-}
-
-impl BuildLock {
-    async fn acquire(
-        progress: &mut (dyn FnMut(BuildProgress) + Send),
-    ) -> Result<Self, SandboxError> {
-        use rustix::fs::{FlockOperation, flock};
-        let path = std::env::temp_dir().join("minicoder-sandbox-build.lock");
-        let fail = |e: std::io::Error| {
-            SandboxError::ImageBuild(format!("locking {}: {e}", path.display()))
-        };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(fail)?;
-        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_ok() {
-            return Ok(Self { _file: file });
-        }
-        progress(BuildProgress::Line(
-            "another minicoder process is building the image; waiting for it".into(),
-        ));
-        let file = tokio::task::spawn_blocking(move || {
-            flock(&file, FlockOperation::LockExclusive).map(|_| file)
-        })
-        .await
-        .map_err(|e| SandboxError::ImageBuild(format!("waiting for the build lock: {e}")))?
-        .map_err(|e| fail(e.into()))?;
-        Ok(Self { _file: file })
-    }
 }
 
 /// Builds `image` from the built-in definition, whatever is installed.
@@ -192,18 +179,12 @@ async fn build_from_dockerfile(
         total: 3,
         what: "building from sandbox/Dockerfile".into(),
     });
-    let mut context = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_gnu();
-    header.set_size(DOCKERFILE.len() as u64);
-    header.set_mode(0o644);
-    header.set_cksum();
-    context
-        .append_data(&mut header, "Dockerfile", DOCKERFILE.as_bytes())
-        .and_then(|_| context.finish())
-        .map_err(|e| SandboxError::ImageBuild(format!("packing the build context: {e}")))?;
-    let context = context
-        .into_inner()
-        .map_err(|e| SandboxError::ImageBuild(format!("packing the build context: {e}")))?;
+    let files: Vec<(&str, &[u8])> = DEFINITION_FILES
+        .iter()
+        .filter(|(name, _)| *name != "rootfs.sh")
+        .map(|(name, text)| (*name, text.as_bytes()))
+        .collect();
+    let context = pack_context(&files)?;
     let options = BuildImageOptions {
         dockerfile: "Dockerfile".into(),
         t: Some(image.to_string()),
@@ -215,21 +196,8 @@ async fn build_from_dockerfile(
         )])),
         ..Default::default()
     };
-    let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
-    while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| SandboxError::ImageBuild(e.to_string()))?;
-        if let Some(err) = info.error_detail.and_then(|d| d.message) {
-            return Err(SandboxError::ImageBuild(err));
-        }
-        if let Some(line) = info
-            .stream
-            .as_deref()
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-        {
-            progress(BuildProgress::Line(line.to_string()));
-        }
-    }
+    let stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
+    forward_build(stream, progress).await?;
     progress(BuildProgress::Step {
         step: 3,
         total: 3,
@@ -311,11 +279,14 @@ async fn debootstrap(
     progress(BuildProgress::Step {
         step: 2,
         total: 3,
-        what: "building a Debian root filesystem with debootstrap (about 2 minutes)".into(),
+        what: "building a Debian root filesystem with debootstrap (about 4 minutes)".into(),
     });
+    for (name, text) in DEFINITION_FILES {
+        let path = build_dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| SandboxError::ImageBuild(format!("writing {}: {e}", path.display())))?;
+    }
     let script = build_dir.join("rootfs.sh");
-    std::fs::write(&script, ROOTFS_SCRIPT)
-        .map_err(|e| SandboxError::ImageBuild(format!("writing {}: {e}", script.display())))?;
     let mirror = std::env::var("MINICODER_DEBIAN_MIRROR")
         .unwrap_or_else(|_| "http://deb.debian.org/debian".into());
     let mut child = tokio::process::Command::new("sh")
@@ -422,7 +393,7 @@ async fn import_rootfs(
 }
 
 /// `repo:tag` → (`repo`, `tag`); a missing tag is `latest`.
-fn split_image(image: &str) -> (&str, &str) {
+pub(crate) fn split_image(image: &str) -> (&str, &str) {
     match image.rsplit_once(':') {
         Some((repo, tag)) if !tag.contains('/') => (repo, tag),
         _ => (image, "latest"),
@@ -463,6 +434,17 @@ mod tests {
         assert!(ROOTFS_SCRIPT.contains("10001"));
         for pkg in [
             "python3-pytest",
+            "python3-pip",
+            "python3-venv",
+            "nodejs",
+            "npm",
+            "yarnpkg",
+            "node-typescript",
+            "rustc",
+            "cargo",
+            "rustfmt",
+            "rust-clippy",
+            "golang-go",
             "git",
             "ripgrep",
             "build-essential",
@@ -471,5 +453,25 @@ mod tests {
             assert!(DOCKERFILE.contains(pkg), "Dockerfile lacks {pkg}");
             assert!(ROOTFS_SCRIPT.contains(pkg), "rootfs.sh lacks {pkg}");
         }
+        for both in [
+            "trixie",
+            "go-warm.sh",
+            "/usr/local/bin/go",
+            "/usr/local/bin/yarn",
+        ] {
+            assert!(DOCKERFILE.contains(both), "Dockerfile lacks {both}");
+            assert!(ROOTFS_SCRIPT.contains(both), "rootfs.sh lacks {both}");
+        }
+    }
+
+    #[test]
+    fn only_minicoders_own_images_are_rebuilt() {
+        assert!(is_builtin(DEFAULT_IMAGE, None));
+        assert!(is_builtin(
+            "minicoder-sandbox:dev",
+            Some("0123456789abcdef")
+        ));
+        assert!(!is_builtin("python:3.12", Some("")));
+        assert!(!is_builtin("python:3.12", None));
     }
 }

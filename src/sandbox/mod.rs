@@ -9,8 +9,13 @@
 //! - [`output`]: capped capture of a command's streams with the full output spooled.
 //! - [`probe`]: `minicoder sandbox probe`, proving the boundaries.
 //! - [`gc`]: removing what dead runs left.
+//! - [`caches`]: per-project dependency-cache volumes.
+//! - [`derived`]: project images (`"packages"`, `.minicoder/Dockerfile`).
 
+mod build;
+pub mod caches;
 pub mod container;
+pub mod derived;
 pub mod docker;
 pub mod error;
 pub mod gc;
@@ -40,4 +45,9 @@ pub mod labels {
     pub const ROLE: &str = "org.minicoder.role";
     /// On the image: hash of the sandbox definition it was built from.
     pub const DEFINITION: &str = "org.minicoder.definition";
+    /// On a project image: hash of what it was derived from.
+    pub const DERIVED: &str = "org.minicoder.derived";
+    /// On a cache volume: the repository it caches for. (Cache volumes carry
+    /// no [`MANAGED`] label: they outlive runs.)
+    pub const CACHE: &str = "org.minicoder.cache";
 }

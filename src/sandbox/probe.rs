@@ -98,6 +98,7 @@ pub async fn run_probe(
         push(docker_socket(&mut container).await?, &mut checks);
         push(host_env(&mut container).await?, &mut checks);
         push(unprivileged(&mut container).await?, &mut checks);
+        push(scratch_executes(&mut container).await?, &mut checks);
         push(no_survivors(&mut container).await?, &mut checks);
         push(no_leftovers(&mut container).await?, &mut checks);
         push(pid_limit(&mut container).await?, &mut checks);
@@ -230,7 +231,7 @@ async fn host_env(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> 
     let out = sh(c, "env", T).await?;
     let inside: std::collections::HashSet<String> =
         out.stdout.text().lines().map(String::from).collect();
-    let fixed = ContainerSpec::command_env();
+    let fixed = c.spec().env();
     let leaked: Vec<String> = std::env::vars()
         .filter(|(k, v)| fixed.get(k) != Some(v) && !(k == "PATH" || k == "HOME"))
         .filter(|(k, v)| inside.contains(&format!("{k}={v}")))
@@ -292,17 +293,51 @@ async fn unprivileged(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
     ))
 }
 
+/// `go test`, build scripts and lifecycle scripts run what they build in
+/// `/tmp` and home: both must allow it (SPEC §3).
+async fn scratch_executes(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
+    let out = sh(
+        c,
+        "for d in /tmp ~; do printf '#!/bin/sh\\necho ran-$1\\n' > $d/x.sh && chmod +x $d/x.sh && $d/x.sh $d; \
+         cp /bin/true $d/t && $d/t && echo bin-$d; done",
+        T,
+    )
+    .await?;
+    let text = out.stdout.text();
+    let home = super::spec::HOME_DIR;
+    let passed = out.success()
+        && ["ran-/tmp", "bin-/tmp"].iter().all(|w| text.contains(w))
+        && text.contains(&format!("ran-{home}"))
+        && text.contains(&format!("bin-{home}"));
+    Ok(check(
+        "scratch space executes",
+        passed,
+        if passed {
+            "scripts and binaries written to /tmp and home run (emptied after each command)"
+                .to_string()
+        } else {
+            format!(
+                "exit {:?}: {}{}",
+                out.exit_code,
+                text.trim().replace('\n', "; "),
+                out.stderr.text().trim().replace('\n', "; ")
+            )
+        },
+    ))
+}
+
 async fn no_survivors(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
     let first = sh(
         c,
-        "setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &); \
-         for i in $(seq 50); do [ $(ps -eo comm --no-headers | grep -c '^sleep') -ge 3 ] && break; sleep 0.1; done; \
+        "mkdir -p /tmp/bin && cp /bin/sleep /tmp/bin/sleep; \
+         setsid sleep 300 & nohup sleep 301 >/dev/null 2>&1 & (sleep 302 &); (setsid /tmp/bin/sleep 303 &); \
+         for i in $(seq 50); do [ $(ps -eo comm --no-headers | grep -c '^sleep') -ge 4 ] && break; sleep 0.1; done; \
          ps -eo comm --no-headers | grep -c '^sleep'",
         T,
     )
     .await?;
     let after = sh(c, "ps -eo comm --no-headers", T).await?;
-    let started = first.stdout.text().trim() == "3";
+    let started = first.stdout.text().trim() == "4";
     let survivors = after
         .stdout
         .text()
@@ -314,7 +349,8 @@ async fn no_survivors(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
         "no survivors",
         passed,
         if passed {
-            "setsid, nohup and double-forked processes are gone after the command".to_string()
+            "setsid, nohup, double-forked and /tmp-executed processes are gone after the command"
+                .to_string()
         } else {
             format!(
                 "started: {}, surviving sleeps: {survivors}",
@@ -327,7 +363,8 @@ async fn no_survivors(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
 async fn no_leftovers(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
     let first = sh(
         c,
-        "echo x > /tmp/left && echo y > ~/left && echo z > /dev/shm/left",
+        "echo x > /tmp/left && echo y > ~/left && echo z > /dev/shm/left && \
+         printf '#!/bin/sh\\necho ran\\n' > /tmp/left-run && chmod +x /tmp/left-run && /tmp/left-run",
         T,
     )
     .await?;
@@ -337,7 +374,8 @@ async fn no_leftovers(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
         "no leftovers",
         passed,
         if passed {
-            "files written to /tmp, home and /dev/shm are gone for the next command".to_string()
+            "files written to /tmp, home and /dev/shm (an executed one too) are gone for the next command"
+                .to_string()
         } else {
             format!(
                 "write exit {:?}, leftovers {}",

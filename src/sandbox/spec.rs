@@ -14,6 +14,17 @@ pub const WORKSPACE_MOUNT: &str = "/workspace";
 pub const HOME_DIR: &str = "/home/sandbox";
 /// The default image, overridable with `MINICODER_SANDBOX_IMAGE`.
 pub const DEFAULT_IMAGE: &str = "minicoder-sandbox:v1";
+/// Where a project's dependency caches appear (see [`CacheMount`]).
+pub const CACHE_DIR: &str = "/cache";
+/// Where the host's certificate authorities appear in containers with network.
+pub const CA_BUNDLE_MOUNT: &str = "/etc/ssl/minicoder-host-ca.pem";
+/// The host's CA bundle, in the order distributions keep it.
+const HOST_CA_BUNDLES: [&str; 4] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",
+];
 
 /// The image to use: `MINICODER_SANDBOX_IMAGE` or [`DEFAULT_IMAGE`].
 pub fn image_from_env() -> String {
@@ -65,6 +76,16 @@ impl Role {
     }
 }
 
+/// A project's dependency-cache volume (cargo registry, Go modules and build
+/// cache, npm, yarn, pnpm and pip caches) mounted at [`CACHE_DIR`]. Only the
+/// bootstrap writes it; every other container reads it, so nothing a command
+/// writes there survives it (SPEC §3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheMount {
+    pub volume: String,
+    pub writable: bool,
+}
+
 /// Everything needed to create one command container.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
@@ -76,6 +97,20 @@ pub struct ContainerSpec {
     pub network: bool,
     pub limits: Limits,
     pub owner: ProcessIdentity,
+    pub cache: Option<CacheMount>,
+    /// The host's CA bundle, mounted read-only when the container has network
+    /// (a TLS-intercepting proxy then still works). Not a credential.
+    pub ca_bundle: Option<PathBuf>,
+}
+
+/// The host's CA bundle: the file `SSL_CERT_FILE` names, else the system's.
+pub fn host_ca_bundle() -> Option<PathBuf> {
+    let named = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
+    named
+        .into_iter()
+        .chain(HOST_CA_BUNDLES.iter().map(PathBuf::from))
+        .filter_map(|p| p.canonicalize().ok())
+        .find(|p| p.is_file())
 }
 
 impl ContainerSpec {
@@ -92,7 +127,14 @@ impl ContainerSpec {
             network: false,
             limits: Limits::default(),
             owner: ProcessIdentity::current(),
+            cache: None,
+            ca_bundle: host_ca_bundle(),
         }
+    }
+
+    /// The CA bundle to mount: only with network.
+    fn mounted_ca_bundle(&self) -> Option<&PathBuf> {
+        self.ca_bundle.as_ref().filter(|_| self.network)
     }
 
     pub fn labels(&self) -> HashMap<String, String> {
@@ -125,30 +167,102 @@ impl ContainerSpec {
         .collect()
     }
 
+    /// The environment of this container's commands: [`Self::command_env`]
+    /// plus what the toolchains need here (a per-project cache, offline mode
+    /// without network, the host's CA bundle with it). Nothing from the host.
+    pub fn env(&self) -> HashMap<String, String> {
+        let mut env = Self::command_env();
+        let mut set = |k: &str, v: &str| {
+            env.insert(k.to_string(), v.to_string());
+        };
+        // Toolchains stay the image's, and nothing phones home.
+        set("GOTOOLCHAIN", "local");
+        set("NPM_CONFIG_UPDATE_NOTIFIER", "false");
+        set("NPM_CONFIG_FUND", "false");
+        set("NPM_CONFIG_AUDIT", "false");
+        set("NPM_CONFIG_LOGS_DIR", "/tmp/npm-logs");
+        set("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+        set("YARN_ENABLE_TELEMETRY", "0");
+        if self.cache.is_some() {
+            set("CARGO_HOME", "/cache/cargo");
+            set("GOMODCACHE", "/cache/go/mod");
+            set("GOCACHE", "/cache/go/build");
+            set("NPM_CONFIG_CACHE", "/cache/npm");
+            set("NPM_CONFIG_STORE_DIR", "/cache/pnpm");
+            set("YARN_CACHE_FOLDER", "/cache/yarn");
+            set("YARN_GLOBAL_FOLDER", "/cache/yarn");
+            set("PIP_CACHE_DIR", "/cache/pip");
+        }
+        if !self.network {
+            // Fail at once with a clear message instead of retrying a network
+            // that is not there; what the cache holds is used.
+            set("CARGO_NET_OFFLINE", "true");
+            set("GOPROXY", "off");
+            set("NPM_CONFIG_OFFLINE", "true");
+        }
+        if self.mounted_ca_bundle().is_some() {
+            for var in [
+                "SSL_CERT_FILE",
+                "REQUESTS_CA_BUNDLE",
+                "PIP_CERT",
+                "CARGO_HTTP_CAINFO",
+                "GIT_SSL_CAINFO",
+                "CURL_CA_BUNDLE",
+                "NODE_EXTRA_CA_CERTS",
+                "NPM_CONFIG_CAFILE",
+            ] {
+                set(var, CA_BUNDLE_MOUNT);
+            }
+        }
+        env
+    }
+
     /// The container definition: PID 1 is the supervisor given in `cmd`.
     pub fn create_body(&self, cmd: Vec<String>) -> ContainerCreateBody {
         let l = &self.limits;
+        // Executable (Docker's default is noexec): `go test`, build scripts and
+        // lifecycle scripts run what they build there. The supervisor empties
+        // both after every command: nothing survives, whatever ran.
         let tmpfs = HashMap::from([
             (
                 "/tmp".to_string(),
-                format!("rw,nosuid,nodev,size={},mode=1777", l.tmp_bytes),
+                format!("rw,exec,nosuid,nodev,size={},mode=1777", l.tmp_bytes),
             ),
             (
                 HOME_DIR.to_string(),
                 format!(
-                    "rw,nosuid,nodev,size={},uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0700",
+                    "rw,exec,nosuid,nodev,size={},uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0700",
                     l.home_bytes
                 ),
             ),
         ]);
-        let host_config = HostConfig {
-            mounts: Some(vec![Mount {
-                target: Some(WORKSPACE_MOUNT.to_string()),
-                source: Some(self.workspace.to_string_lossy().into_owned()),
-                typ: Some(MountType::BIND),
-                read_only: Some(false),
+        let mut mounts = vec![Mount {
+            target: Some(WORKSPACE_MOUNT.to_string()),
+            source: Some(self.workspace.to_string_lossy().into_owned()),
+            typ: Some(MountType::BIND),
+            read_only: Some(false),
+            ..Default::default()
+        }];
+        if let Some(cache) = &self.cache {
+            mounts.push(Mount {
+                target: Some(CACHE_DIR.to_string()),
+                source: Some(cache.volume.clone()),
+                typ: Some(MountType::VOLUME),
+                read_only: Some(!cache.writable),
                 ..Default::default()
-            }]),
+            });
+        }
+        if let Some(bundle) = self.mounted_ca_bundle() {
+            mounts.push(Mount {
+                target: Some(CA_BUNDLE_MOUNT.to_string()),
+                source: Some(bundle.to_string_lossy().into_owned()),
+                typ: Some(MountType::BIND),
+                read_only: Some(true),
+                ..Default::default()
+            });
+        }
+        let host_config = HostConfig {
+            mounts: Some(mounts),
             tmpfs: Some(tmpfs),
             readonly_rootfs: Some(true),
             cap_drop: Some(vec!["ALL".to_string()]),
@@ -216,6 +330,67 @@ mod tests {
         let labels = body.labels.expect("labels");
         assert_eq!(labels.get(labels::RUN).map(String::as_str), Some("run1"));
         assert!(labels.contains_key(labels::OWNER));
+    }
+
+    #[test]
+    fn scratch_space_executes_and_caches_are_read_only_but_for_bootstrap() {
+        let mut spec = ContainerSpec::new("img", "/ws", "run1");
+        spec.cache = Some(CacheMount {
+            volume: "minicoder-cache-0123".into(),
+            writable: false,
+        });
+        let hc = spec
+            .create_body(vec!["python3".into()])
+            .host_config
+            .expect("host config");
+        let tmpfs = hc.tmpfs.expect("tmpfs");
+        assert!(tmpfs["/tmp"].split(',').any(|o| o == "exec"), "{tmpfs:?}");
+        assert!(!tmpfs["/tmp"].contains("noexec"));
+        let mounts = hc.mounts.expect("mounts");
+        let cache = mounts
+            .iter()
+            .find(|m| m.target.as_deref() == Some(CACHE_DIR))
+            .expect("the cache is mounted");
+        assert_eq!(cache.typ, Some(MountType::VOLUME));
+        assert_eq!(cache.read_only, Some(true));
+        let env = spec.env();
+        assert_eq!(env["CARGO_HOME"], "/cache/cargo");
+        assert_eq!(env["CARGO_NET_OFFLINE"], "true");
+        assert_eq!(env["GOPROXY"], "off");
+        assert!(
+            !env.contains_key("SSL_CERT_FILE"),
+            "no network, no CA bundle"
+        );
+    }
+
+    #[test]
+    fn with_network_the_host_ca_bundle_is_mounted_read_only() {
+        let bundle = tempfile::NamedTempFile::new().expect("bundle");
+        let mut spec = ContainerSpec::new("img", "/ws", "run1");
+        spec.network = true;
+        spec.ca_bundle = Some(bundle.path().to_path_buf());
+        let env = spec.env();
+        for var in [
+            "SSL_CERT_FILE",
+            "PIP_CERT",
+            "CARGO_HTTP_CAINFO",
+            "GIT_SSL_CAINFO",
+            "NODE_EXTRA_CA_CERTS",
+        ] {
+            assert_eq!(env[var], CA_BUNDLE_MOUNT, "{var}");
+        }
+        assert!(!env.contains_key("CARGO_NET_OFFLINE"));
+        let mounts = spec
+            .create_body(vec![])
+            .host_config
+            .and_then(|h| h.mounts)
+            .expect("mounts");
+        let ca = mounts
+            .iter()
+            .find(|m| m.target.as_deref() == Some(CA_BUNDLE_MOUNT))
+            .expect("the bundle is mounted");
+        assert_eq!(ca.read_only, Some(true));
+        assert_eq!(ca.source.as_deref(), bundle.path().to_str());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct BootstrapSettings {
     pub outputs_dir: PathBuf,
     /// Per command.
     pub timeout: Duration,
+    /// The project's dependency-cache volume: the bootstrap writes it.
+    pub cache_volume: Option<String>,
 }
 
 /// One bootstrap command as it ran.
@@ -94,6 +96,13 @@ pub async fn run_bootstrap(
     );
     spec.role = Role::Bootstrap;
     spec.network = settings.network;
+    spec.cache = settings
+        .cache_volume
+        .clone()
+        .map(|volume| crate::sandbox::spec::CacheMount {
+            volume,
+            writable: true,
+        });
     let mut container = CommandContainer::start(docker, spec).await?;
     for (i, command) in commands.iter().enumerate() {
         let request = CommandRequest::new(command)

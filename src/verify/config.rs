@@ -3,7 +3,8 @@
 //!
 //! ```json
 //! {"bootstrap": ["pip install -e ."], "verification": ["pytest -q", {"name": "lint", "command": "ruff check ."}],
-//!  "secret_paths": ["config/master.key.txt", "!.env.test"]}
+//!  "secret_paths": ["config/master.key.txt", "!.env.test"],
+//!  "image": "minicoder-sandbox:v1", "packages": ["jq"]}
 //! ```
 //!
 //! `secret_paths` adds gitignore patterns to the default credential paths
@@ -24,6 +25,8 @@ use crate::workspace::SecretPaths;
 pub const CONFIG_FILE: &str = ".minicoder.json";
 /// At most this many checks (SPEC §6).
 pub const MAX_CHECKS: usize = 16;
+/// At most this many `"packages"`.
+pub const MAX_PACKAGES: usize = 64;
 
 /// One check of the verification matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +53,23 @@ pub struct ProjectConfig {
     /// Patterns after the default credential paths (validated).
     #[serde(default)]
     pub secret_paths: Vec<String>,
+    /// The sandbox image of the project (default: `MINICODER_SANDBOX_IMAGE`
+    /// or the built-in one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Debian packages added on top of that image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packages: Vec<String>,
+}
+
+impl ProjectConfig {
+    /// What the project asks of its sandbox image.
+    pub fn image_request(&self) -> crate::sandbox::derived::ImageRequest {
+        crate::sandbox::derived::ImageRequest {
+            image: self.image.clone(),
+            packages: self.packages.clone(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -61,6 +81,9 @@ struct RawConfig {
     verification: Vec<serde_json::Value>,
     #[serde(default)]
     secret_paths: Vec<String>,
+    image: Option<String>,
+    #[serde(default)]
+    packages: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -124,11 +147,31 @@ pub fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, VerifyErro
     if let Err(problem) = SecretPaths::with_overrides(&raw.secret_paths) {
         return Err(invalid(format!("secret_paths: {problem}")));
     }
+    if let Some(image) = &raw.image
+        && !valid_image_name(image)
+    {
+        return Err(invalid(format!(
+            "\"image\" is {image:?}, not an image name (such as minicoder-sandbox:v1 or registry.example/team/image:tag)"
+        )));
+    }
+    if raw.packages.len() > MAX_PACKAGES {
+        return Err(invalid(format!(
+            "\"packages\" lists {} packages; at most {MAX_PACKAGES}",
+            raw.packages.len()
+        )));
+    }
+    if let Some(bad) = raw.packages.iter().find(|p| !valid_package_name(p)) {
+        return Err(invalid(format!(
+            "\"packages\" holds {bad:?}, not a Debian package name (lower-case letters, digits, '+', '-' and '.', optionally =VERSION)"
+        )));
+    }
     let origin = path.display().to_string();
     Ok(ProjectConfig {
         bootstrap: raw.bootstrap,
         verification: name_checks(entries, &origin)?,
         secret_paths: raw.secret_paths,
+        image: raw.image,
+        packages: raw.packages,
     })
 }
 
@@ -143,6 +186,42 @@ pub fn secret_paths(
         path: config_path(repo),
         message: format!("secret_paths: {message}"),
     })
+}
+
+/// A Debian package name (`jq`, `libssl-dev`, `g++`), optionally pinned
+/// (`jq=1.7.1-3`): nothing a shell or a Dockerfile could read as more.
+pub fn valid_package_name(name: &str) -> bool {
+    let (package, version) = match name.split_once('=') {
+        Some((p, v)) => (p, Some(v)),
+        None => (name, None),
+    };
+    let mut chars = package.chars();
+    let starts = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    starts
+        && package.len() >= 2
+        && package.len() <= 128
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "+-.".contains(c))
+        && version.is_none_or(|v| {
+            !v.is_empty()
+                && v.len() <= 128
+                && v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || ".+~:-".contains(c))
+        })
+}
+
+/// A Docker image reference: `name[:tag][@digest]` in Docker's characters.
+pub fn valid_image_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c))
 }
 
 /// The frozen check list of a run: the overrides if any, else the configured
@@ -234,4 +313,56 @@ fn strip_position(message: &str) -> String {
 /// The path of the configuration file of `repo`.
 pub fn config_path(repo: &Path) -> PathBuf {
     repo.join(CONFIG_FILE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_names_are_debians() {
+        for ok in ["jq", "libssl-dev", "g++", "python3.13", "jq=1.7.1-3", "0ad"] {
+            assert!(valid_package_name(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "j",
+            "JQ",
+            "jq; rm -rf /",
+            "-jq",
+            "jq=",
+            "jq\nRUN x",
+            "a b",
+            "jq=1 2",
+        ] {
+            assert!(!valid_package_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn image_names_are_references() {
+        for ok in [
+            "minicoder-sandbox:v1",
+            "reg.example:5000/team/img:tag",
+            "img@sha256:abc",
+        ] {
+            assert!(valid_image_name(ok), "{ok}");
+        }
+        for bad in ["", ":v1", "img name", "img\nRUN", "-img"] {
+            assert!(!valid_image_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn image_and_packages_are_read_and_checked() {
+        let path = Path::new(".minicoder.json");
+        let config =
+            parse_config(path, r#"{"image": "img:1", "packages": ["jq", "curl"]}"#).expect("valid");
+        assert_eq!(config.image.as_deref(), Some("img:1"));
+        assert_eq!(config.packages, vec!["jq".to_string(), "curl".to_string()]);
+        let err = parse_config(path, r#"{"packages": ["jq && curl evil"]}"#).expect_err("bad");
+        assert!(err.to_string().contains("Debian package name"), "{err}");
+        let err = parse_config(path, r#"{"image": "a b"}"#).expect_err("bad");
+        assert!(err.to_string().contains("image"), "{err}");
+    }
 }

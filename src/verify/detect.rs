@@ -1,23 +1,40 @@
 //! Checks inferred from the project's files, used when neither `--check` nor
 //! `.minicoder.json` names any (SPEC §6). One ecosystem gives checks; several
 //! at once are ambiguous and none is refused: a run with no meaningful check
-//! cannot succeed.
+//! cannot succeed. A Makefile's `test` target is the last resort.
+//!
+//! Node: the package manager is the lockfile's (`pnpm-lock.yaml` → pnpm,
+//! `yarn.lock` → yarn, else npm); `test` is the check, and `build`, `lint` and
+//! `typecheck` join it only when the program they run is installed (in the
+//! project's `node_modules/.bin`, declared as a dependency, or one the
+//! sandbox image provides).
 
 use std::path::Path;
 
 use super::VerifyError;
 use super::config::CheckSpec;
+use super::detect_python::{Found, detect_makefile, detect_python, read_head};
 
 /// The package scripts that become checks, in this order.
 const PACKAGE_SCRIPTS: [&str; 4] = ["test", "build", "lint", "typecheck"];
+/// Programs the built-in sandbox image provides to package scripts (keep in
+/// step with sandbox/Dockerfile).
+const IMAGE_PROGRAMS: [&str; 12] = [
+    "node", "npm", "npx", "yarn", "yarnpkg", "tsc", "sh", "bash", "make", "python3", "cargo", "go",
+];
 
 /// Detects the checks of the project at `repo`.
 pub fn detect_checks(repo: &Path) -> Result<Vec<CheckSpec>, VerifyError> {
-    let mut found: Vec<(&'static str, Vec<CheckSpec>)> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
     if let Some(text) = read_if_present(&repo.join("package.json"))? {
-        let checks = package_script_checks(&text);
+        let manager = PackageManager::of(repo);
+        let checks: Vec<CheckSpec> = package_script_checks(&text)
+            .into_iter()
+            .filter(|check| check.name == "test" || script_tool_installed(repo, &text, &check.name))
+            .map(|check| manager.check(&check.name))
+            .collect();
         if !checks.is_empty() {
-            found.push(("a Node package (package.json scripts)", checks));
+            found.push((manager.description(), checks));
         }
     }
     if repo.join("Cargo.toml").is_file() {
@@ -32,13 +49,13 @@ pub fn detect_checks(repo: &Path) -> Result<Vec<CheckSpec>, VerifyError> {
             vec![CheckSpec::new("go-test", "go test ./...")],
         ));
     }
-    if let Some(text) = read_if_present(&repo.join("pyproject.toml"))?
-        && configures_pytest(&text)
+    if let Some(python) = detect_python(repo)? {
+        found.push(python);
+    }
+    if found.is_empty()
+        && let Some(make) = detect_makefile(repo)?
     {
-        found.push((
-            "a Python project with pytest configured (pyproject.toml)",
-            vec![CheckSpec::new("pytest", "python3 -m pytest -q")],
-        ));
+        found.push(make);
     }
     match found.len() {
         0 => Err(VerifyError::NoMeaningfulCheck),
@@ -53,22 +70,85 @@ pub fn detect_checks(repo: &Path) -> Result<Vec<CheckSpec>, VerifyError> {
     }
 }
 
-fn read_if_present(path: &Path) -> Result<Option<String>, VerifyError> {
-    match std::fs::read(path) {
-        Ok(bytes) => Ok(Some(String::from_utf8_lossy(&bytes).into_owned())),
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::IsADirectory
-            ) =>
-        {
-            Ok(None)
+/// The Node package manager a project uses, told by its lockfile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PackageManager {
+    Npm,
+    Yarn,
+    Pnpm,
+}
+
+impl PackageManager {
+    pub fn of(repo: &Path) -> Self {
+        if repo.join("pnpm-lock.yaml").is_file() {
+            PackageManager::Pnpm
+        } else if repo.join("yarn.lock").is_file() {
+            PackageManager::Yarn
+        } else {
+            PackageManager::Npm
         }
-        Err(source) => Err(VerifyError::DetectRead {
-            path: path.to_path_buf(),
-            source,
-        }),
     }
+
+    pub fn program(self) -> &'static str {
+        match self {
+            PackageManager::Npm => "npm",
+            PackageManager::Yarn => "yarn",
+            PackageManager::Pnpm => "pnpm",
+        }
+    }
+
+    fn check(self, script: &str) -> CheckSpec {
+        let program = self.program();
+        let command = if script == "test" {
+            format!("{program} test")
+        } else {
+            format!("{program} run {script}")
+        };
+        CheckSpec::new(script, command)
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            PackageManager::Npm => "a Node package (package.json scripts)",
+            PackageManager::Yarn => "a Node package managed with yarn (package.json, yarn.lock)",
+            PackageManager::Pnpm => {
+                "a Node package managed with pnpm (package.json, pnpm-lock.yaml)"
+            }
+        }
+    }
+}
+
+/// Whether the program a script runs first is there to run: in
+/// `node_modules/.bin`, declared as a dependency, or provided by the image.
+fn script_tool_installed(repo: &Path, package_json: &str, script: &str) -> bool {
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(package_json) else {
+        return false;
+    };
+    let Some(text) = value
+        .get("scripts")
+        .and_then(|s| s.get(script))
+        .and_then(|s| s.as_str())
+    else {
+        return false;
+    };
+    let Some(tool) = super::preflight::first_program(text) else {
+        return true;
+    };
+    if IMAGE_PROGRAMS.contains(&tool.as_str())
+        || repo.join("node_modules/.bin").join(&tool).exists()
+    {
+        return true;
+    }
+    ["dependencies", "devDependencies"].iter().any(|table| {
+        value
+            .get(table)
+            .and_then(|d| d.as_object())
+            .is_some_and(|deps| deps.contains_key(&tool))
+    })
+}
+
+fn read_if_present(path: &Path) -> Result<Option<String>, VerifyError> {
+    read_head(path)
 }
 
 /// `npm test` / `npm run <name>` for each meaningful script of [`PACKAGE_SCRIPTS`].
@@ -127,7 +207,7 @@ fn is_placeholder_script(script: &str) -> bool {
 }
 
 /// A `[tool.pytest...]` table in pyproject.toml.
-fn configures_pytest(pyproject: &str) -> bool {
+pub(crate) fn configures_pytest(pyproject: &str) -> bool {
     pyproject
         .lines()
         .map(str::trim_start)

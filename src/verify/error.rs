@@ -49,9 +49,15 @@ pub enum VerifyError {
     AmbiguousProject { found: String },
 
     #[error(
-        "no meaningful check was found (no test script, Cargo.toml, go.mod or pytest configuration): a run with no meaningful check cannot succeed; configure one with `--check NAME CMD` or a \"verification\" list in .minicoder.json"
+        "no meaningful check was found (no package test script, Cargo.toml, go.mod, pytest configuration, tests/test_*.py or Makefile test target): a run with no meaningful check cannot succeed; configure one with `--check NAME CMD` or a \"verification\" list in .minicoder.json"
     )]
     NoMeaningfulCheck,
+
+    #[error("{detail}")]
+    MissingPrograms { image: String, detail: String },
+
+    #[error("the pre-flight could not run: {0}")]
+    Preflight(String),
 
     #[error("reading {path} to detect checks: {source}")]
     DetectRead {

@@ -18,10 +18,11 @@ use tokio::task::JoinHandle;
 
 use super::VerifyError;
 use super::config::CheckSpec;
+use super::first_error::first_error;
 use super::outcome::{abnormal_end, millis, output_file};
 use super::zero_tests::{PYTEST_NO_TESTS_EXIT, PYTEST_ZERO, zero_tests};
 use crate::protocol::CheckReport;
-use crate::sandbox::spec::Role;
+use crate::sandbox::spec::{CacheMount, Role};
 use crate::sandbox::{
     CommandContainer, CommandOutcome, CommandRequest, ContainerSpec, SandboxError,
 };
@@ -49,6 +50,8 @@ pub struct VerifierSettings {
     pub allow_zero_tests: bool,
     pub check_timeout: Duration,
     pub excludes: ExcludeSet,
+    /// The project's dependency-cache volume, mounted read-only.
+    pub cache_volume: Option<String>,
 }
 
 impl VerifierSettings {
@@ -72,6 +75,7 @@ impl VerifierSettings {
             allow_zero_tests: false,
             check_timeout: DEFAULT_CHECK_TIMEOUT,
             excludes: ExcludeSet::default(),
+            cache_volume: None,
         }
     }
 }
@@ -229,18 +233,26 @@ impl Verifier {
             Some(describe_changes(changed))
         } else if let Some(abnormal) = abnormal_end(outcome, timeout) {
             Some(abnormal)
+        } else if let Some(code @ (126 | 127)) = outcome.exit_code {
+            Some(environment_failure(code, &self.settings.image))
         } else {
             zero.filter(|_| !self.settings.allow_zero_tests).map(|reason| {
                 format!("{reason}: a check that runs no test proves nothing (allow it with --allow-zero-tests)")
             })
         };
+        let passed = exit_accepted && failure.is_none();
         CheckReport {
             name: check.name.clone(),
             command: check.command.clone(),
             exit_code: outcome.exit_code,
-            passed: exit_accepted && failure.is_none(),
+            passed,
             duration_ms: millis(outcome.duration),
             failure,
+            first_error: if passed {
+                None
+            } else {
+                first_error(&outcome.stderr.text(), &outcome.stdout.text())
+            },
             output_file: output_file(outcome, &self.settings.outputs_dir),
         }
     }
@@ -253,6 +265,10 @@ impl Verifier {
         );
         spec.role = Role::Verify;
         spec.network = false;
+        spec.cache = self.settings.cache_volume.clone().map(|volume| CacheMount {
+            volume,
+            writable: false,
+        });
         spec
     }
 
@@ -305,6 +321,38 @@ fn changed_paths(before: &Snapshot, after: &Snapshot) -> Vec<String> {
         names.push(".".to_string());
     }
     names
+}
+
+/// Exit 126 (not executable) and 127 (not found) mean the environment lacks
+/// what the check runs: not a failure of the task.
+fn environment_failure(code: i32, image: &str) -> String {
+    let what = if code == 127 {
+        "a program it runs was not found"
+    } else {
+        "a program it runs could not be executed"
+    };
+    format!(
+        "environment error (exit {code}): {what} in the sandbox image {image}; add it with \"packages\" in .minicoder.json or install it in a bootstrap command"
+    )
+}
+
+/// The environment error a verification shows, if any: the reason a run
+/// stops when its baseline cannot even run a check (SPEC §6).
+pub fn environment_error(checks: &[CheckReport]) -> Option<String> {
+    let check = checks
+        .iter()
+        .find(|c| matches!(c.exit_code, Some(126 | 127)) && !c.passed)?;
+    let mut reason = format!(
+        "the baseline check `{}` (`{}`) cannot run",
+        check.name, check.command
+    );
+    if let Some(line) = &check.first_error {
+        reason.push_str(&format!(": {line}"));
+    }
+    if let Some(failure) = &check.failure {
+        reason.push_str(&format!(" — {failure}"));
+    }
+    Some(reason)
 }
 
 fn describe_changes(changed: &[String]) -> String {

@@ -6,14 +6,20 @@
 //! - [`matrix`]: [`Verifier`], which runs every check in a fresh container and
 //!   binds the verdict to the workspace fingerprint.
 //! - [`bootstrap`]: the commands that prepare the workspace before the agent starts.
+//! - [`preflight`]: every check's program must be in the image before any model turn.
 
 pub mod bootstrap;
 pub mod config;
+pub mod dependencies;
 pub mod detect;
+mod detect_python;
 mod error;
+pub mod first_error;
 pub mod matrix;
 mod names;
 mod outcome;
+pub mod preflight;
+mod shell_words;
 pub mod zero_tests;
 
 pub use bootstrap::{
@@ -25,6 +31,8 @@ pub use config::{
 };
 pub use detect::detect_checks;
 pub use error::VerifyError;
-pub use matrix::{DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings};
+pub use matrix::{
+    DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings, environment_error,
+};
 pub use names::valid_check_name;
 pub use zero_tests::zero_tests;

@@ -3,6 +3,7 @@
 
 pub mod mock_openai;
 pub mod model_harness;
+pub mod project_run;
 pub mod run_events;
 pub mod run_harness;
 pub mod tmux;

@@ -97,6 +97,7 @@ pub fn check(name: &str, passed: bool, ms: u64) -> CheckReport {
         passed,
         duration_ms: ms,
         failure: None,
+        first_error: None,
         output_file: Some(format!("outputs/verify-{name}.txt")),
     }
 }

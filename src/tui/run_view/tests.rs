@@ -112,6 +112,7 @@ fn check(name: &str, passed: bool) -> CheckReport {
         passed,
         duration_ms: 3,
         failure: None,
+        first_error: None,
         output_file: None,
     }
 }

@@ -34,7 +34,29 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         Some(_) => " — running",
         None => "",
     };
-    let block = pane_block(app, format!(" Verification{verdict} "), focused);
+    let mut block = pane_block(app, format!(" Verification{verdict} "), focused);
+    // Why the newest verification's first failing check failed, in the words
+    // of its output, on the bottom border: visible however small the pane.
+    let why = matrix.attempts.last().and_then(|latest| {
+        matrix
+            .checks
+            .iter()
+            .zip(&latest.cells)
+            .find_map(|(name, cell)| match cell {
+                CellState::Done(report) if !report.passed => report
+                    .first_error
+                    .as_ref()
+                    .map(|why| format!(" ✗ {name}: {why} ")),
+                _ => None,
+            })
+    });
+    if let Some(why) = why {
+        let room = (area.width as usize).saturating_sub(4);
+        block = block.title_bottom(Line::from(Span::styled(
+            clip(&why, room),
+            app.theme.get(Meaning::CheckFail),
+        )));
+    }
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let dim = app.theme.get(Meaning::Text).add_modifier(Modifier::DIM);

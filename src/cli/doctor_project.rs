@@ -1,0 +1,162 @@
+//! `minicoder doctor` inside a repository: the checks a run would freeze, the
+//! image it would use, and whether that image can run them (SPEC §6). Nothing
+//! is built: a project image not built yet is checked through its base, and
+//! what its packages would add is said so.
+
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+
+use super::doctor::Level;
+use crate::sandbox::spec::{ContainerSpec, Role};
+use crate::sandbox::{CommandContainer, derived, spec};
+use crate::verify::{self, preflight};
+
+/// The repository around the current directory, if any.
+fn current_repo() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    let repo = git2::Repository::discover(&cwd).ok()?;
+    repo.workdir().map(Path::to_path_buf)
+}
+
+/// Reports the project's checks and whether its image has their programs.
+pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str, String)) {
+    let Some(repo) = current_repo() else {
+        return;
+    };
+    record(Level::Ok, "project", repo.display().to_string());
+    let config = match verify::load_config(&repo) {
+        Ok(config) => config,
+        Err(e) => return record(Level::Fail, "project config", e.to_string()),
+    };
+    let checks = match verify::resolve_checks(&repo, config.as_ref(), &[]) {
+        Ok(checks) => checks,
+        Err(e) => return record(Level::Fail, "checks", e.to_string()),
+    };
+    let listed: Vec<String> = checks
+        .iter()
+        .map(|c| format!("{} (`{}`)", c.name, c.command))
+        .collect();
+    record(Level::Ok, "checks", listed.join(", "));
+    let Some(docker) = docker else {
+        return record(
+            Level::Fail,
+            "check programs",
+            "cannot be looked for without Docker".into(),
+        );
+    };
+    let request = config
+        .as_ref()
+        .map(verify::ProjectConfig::image_request)
+        .unwrap_or_default();
+    let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
+    let (image, pending) = image_to_check(docker, &repo, &request).await;
+    if docker.inspect_image(&image).await.is_err() {
+        return record(
+            Level::Warn,
+            "check programs",
+            format!("{image} is not built yet; it is built on the first run"),
+        );
+    }
+    let needs = preflight::requirements(&repo, &checks, &bootstrap);
+    let missing = match look_for(docker, &image, &needs).await {
+        Ok(missing) => missing,
+        Err(e) => return record(Level::Fail, "check programs", e),
+    };
+    // Package scripts' programs come from node_modules, which only a run's
+    // bootstrap installs: not a failure here when a bootstrap is configured.
+    let (deferred, missing): (Vec<_>, Vec<_>) = missing.into_iter().partition(|r| {
+        !bootstrap.is_empty() && matches!(r.need, preflight::Need::ScriptProgram { .. })
+    });
+    for r in &deferred {
+        record(
+            Level::Warn,
+            "check programs",
+            format!(
+                "{} is not in {image}; the bootstrap is expected to install it",
+                r.by
+            ),
+        );
+    }
+    if missing.is_empty() {
+        let note = pending
+            .map(|p| format!(" (and the packages {p} are added on the first run)"))
+            .unwrap_or_default();
+        record(
+            Level::Ok,
+            "check programs",
+            format!("{image} has every program the checks run{note}"),
+        );
+    } else {
+        let level = if pending.is_some() {
+            Level::Warn
+        } else {
+            Level::Fail
+        };
+        let mut text = preflight::describe_missing(&missing, &image);
+        if let Some(p) = pending {
+            text.push_str(&format!(
+                " (the packages {p} are not built yet and may provide it)"
+            ));
+        }
+        record(level, "check programs", text);
+    }
+}
+
+/// The project image if it is built, else its base and the packages still to add.
+async fn image_to_check(
+    docker: &Docker,
+    repo: &Path,
+    request: &derived::ImageRequest,
+) -> (String, Option<String>) {
+    let base = request.image.clone().unwrap_or_else(spec::image_from_env);
+    if request.packages.is_empty()
+        || repo
+            .join(derived::RECIPE_DIR)
+            .join(derived::RECIPE_FILE)
+            .is_file()
+    {
+        return (base, None);
+    }
+    let built = match docker.inspect_image(&base).await {
+        Ok(inspect) => inspect
+            .id
+            .map(|id| derived::packages_tag(&id, &request.packages)),
+        Err(_) => None,
+    };
+    match built {
+        Some(tag) if docker.inspect_image(&tag).await.is_ok() => (tag, None),
+        _ => (base, Some(request.packages.join(", "))),
+    }
+}
+
+/// Looks for the needs in a disposable container of `image`.
+async fn look_for<'a>(
+    docker: &Docker,
+    image: &str,
+    needs: &'a [preflight::Requirement],
+) -> Result<Vec<&'a preflight::Requirement>, String> {
+    let ws = tempfile::Builder::new()
+        .prefix("minicoder-doctor-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    if rustix::process::geteuid().is_root() {
+        let _ = std::os::unix::fs::chown(
+            ws.path(),
+            Some(crate::sandbox::SANDBOX_UID),
+            Some(crate::sandbox::SANDBOX_GID),
+        );
+    }
+    let mut spec = ContainerSpec::new(
+        image,
+        ws.path(),
+        format!("doctor-{}", crate::ids::random_hex(4)),
+    );
+    spec.role = Role::Probe;
+    let mut container = CommandContainer::start(docker.clone(), spec)
+        .await
+        .map_err(|e| e.to_string())?;
+    let found = preflight::find_missing(&mut container, needs).await;
+    container.shutdown().await;
+    found.map_err(|e| e.to_string())
+}

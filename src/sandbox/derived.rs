@@ -1,0 +1,355 @@
+//! Project images without writing Dockerfiles (SPEC §6). A project picks its
+//! image with `"image"` (default: `MINICODER_SANDBOX_IMAGE` or the built-in
+//! one), may refine it with its own recipe `.minicoder/Dockerfile` (built
+//! with `ARG MINICODER_SANDBOX_IMAGE` set to that image), and may add Debian
+//! packages with `"packages"`. Each derived image is tagged by a hash of what
+//! it is made of (its base image's id included), so it is built once and
+//! rebuilt only when something it depends on changes. No registry is needed:
+//! the base is local, the packages come from Debian's mirror.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use bollard::Docker;
+use bollard::query_parameters::BuildImageOptions;
+use sha2::{Digest, Sha256};
+
+use super::image::{self, BuildLock, BuildProgress, forward_build};
+use super::{SandboxError, labels};
+
+/// The project's own recipe directory and file, at the repository root.
+pub const RECIPE_DIR: &str = ".minicoder";
+pub const RECIPE_FILE: &str = "Dockerfile";
+/// The build argument naming the sandbox image a recipe builds on.
+pub const BASE_ARG: &str = "MINICODER_SANDBOX_IMAGE";
+/// Bounds of a recipe directory: it is the repository's, so it is hostile.
+const MAX_RECIPE_FILES: usize = 1000;
+const MAX_RECIPE_BYTES: u64 = 64 << 20;
+/// Repository names of derived images.
+const PACKAGES_REPO: &str = "minicoder-packages";
+const RECIPE_REPO: &str = "minicoder-project";
+
+/// What a project asks of its image.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ImageRequest {
+    /// `"image"`: the image to start from.
+    pub image: Option<String>,
+    /// `"packages"`: Debian packages to add.
+    pub packages: Vec<String>,
+}
+
+/// The image a run of `repo` uses, built first where needed (with progress).
+pub async fn resolve(
+    docker: &Docker,
+    repo: &Path,
+    request: &ImageRequest,
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> Result<String, SandboxError> {
+    let mut current = request
+        .image
+        .clone()
+        .unwrap_or_else(super::spec::image_from_env);
+    image::ensure_image(docker, &current, progress).await?;
+    let recipe = repo.join(RECIPE_DIR);
+    if recipe.join(RECIPE_FILE).is_file() {
+        current = build_recipe(docker, &recipe, &current, progress).await?;
+    }
+    if !request.packages.is_empty() {
+        current = build_packages(docker, &current, &request.packages, progress).await?;
+    }
+    Ok(current)
+}
+
+/// The tag of the image that adds `packages` to the image whose id is `base_id`.
+pub fn packages_tag(base_id: &str, packages: &[String]) -> String {
+    let list = normalised(packages);
+    let mut h = Sha256::new();
+    h.update(b"minicoder-packages-v1\0");
+    h.update(base_id.as_bytes());
+    for p in &list {
+        h.update([0]);
+        h.update(p.as_bytes());
+    }
+    format!("{PACKAGES_REPO}:{}", &hex::encode(h.finalize())[..16])
+}
+
+/// The generated recipe that adds `packages` to `base`.
+pub fn packages_dockerfile(base: &str, packages: &[String]) -> String {
+    format!(
+        "FROM {base}\n\
+         USER 0:0\n\
+         RUN apt-get update \\\n \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {} \\\n \
+         && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log\n\
+         USER 10001:10001\n",
+        normalised(packages).join(" ")
+    )
+}
+
+fn normalised(packages: &[String]) -> Vec<String> {
+    packages
+        .iter()
+        .map(|p| p.trim().to_string())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+async fn image_id(docker: &Docker, image: &str) -> Result<String, SandboxError> {
+    match docker.inspect_image(image).await {
+        Ok(inspect) => Ok(inspect.id.unwrap_or_else(|| image.to_string())),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => Err(SandboxError::ImageMissing {
+            image: image.to_string(),
+        }),
+        Err(e) => Err(SandboxError::docker(format!("inspect image {image}"), e)),
+    }
+}
+
+async fn exists(docker: &Docker, image: &str) -> bool {
+    docker.inspect_image(image).await.is_ok()
+}
+
+async fn build_packages(
+    docker: &Docker,
+    base: &str,
+    packages: &[String],
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> Result<String, SandboxError> {
+    let tag = packages_tag(&image_id(docker, base).await?, packages);
+    if exists(docker, &tag).await {
+        return Ok(tag);
+    }
+    let _lock = BuildLock::acquire(progress).await?;
+    if exists(docker, &tag).await {
+        return Ok(tag);
+    }
+    let list = normalised(packages).join(", ");
+    progress(BuildProgress::Step {
+        step: 1,
+        total: 1,
+        what: format!("building {tag}: {base} with the packages {list}"),
+    });
+    let dockerfile = packages_dockerfile(base, packages);
+    let context = image::pack_context(&[("Dockerfile", dockerfile.as_bytes())])?;
+    let stream = docker.build_image(
+        build_options(&tag, HashMap::new()),
+        None,
+        Some(bollard::body_full(context.into())),
+    );
+    forward_build(stream, progress).await.map_err(|e| {
+        SandboxError::ImageBuild(format!(
+            "adding the packages {list} to {base}: {e}; check the names in \"packages\" of .minicoder.json (Debian package names)"
+        ))
+    })?;
+    Ok(tag)
+}
+
+async fn build_recipe(
+    docker: &Docker,
+    recipe: &Path,
+    base: &str,
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> Result<String, SandboxError> {
+    let base_id = image_id(docker, base).await?;
+    let recipe_owned = recipe.to_path_buf();
+    let (context, digest) = tokio::task::spawn_blocking(move || pack_recipe(&recipe_owned))
+        .await
+        .map_err(|e| SandboxError::ImageBuild(format!("packing {RECIPE_DIR}/: {e}")))??;
+    let mut h = Sha256::new();
+    h.update(b"minicoder-recipe-v1\0");
+    h.update(base_id.as_bytes());
+    h.update([0]);
+    h.update(base.as_bytes());
+    h.update([0]);
+    h.update(digest);
+    let tag = format!("{RECIPE_REPO}:{}", &hex::encode(h.finalize())[..16]);
+    if exists(docker, &tag).await {
+        return Ok(tag);
+    }
+    let _lock = BuildLock::acquire(progress).await?;
+    if exists(docker, &tag).await {
+        return Ok(tag);
+    }
+    progress(BuildProgress::Step {
+        step: 1,
+        total: 1,
+        what: format!("building {tag} from {RECIPE_DIR}/{RECIPE_FILE} on {base}"),
+    });
+    let file = tokio::fs::File::from_std(context);
+    let body = bollard::body_try_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20));
+    let stream = docker.build_image(
+        build_options(
+            &tag,
+            HashMap::from([(BASE_ARG.to_string(), base.to_string())]),
+        ),
+        None,
+        Some(body),
+    );
+    forward_build(stream, progress).await.map_err(|e| {
+        SandboxError::ImageBuild(format!("building {RECIPE_DIR}/{RECIPE_FILE}: {e}"))
+    })?;
+    Ok(tag)
+}
+
+fn build_options(tag: &str, buildargs: HashMap<String, String>) -> BuildImageOptions {
+    BuildImageOptions {
+        dockerfile: RECIPE_FILE.into(),
+        t: Some(tag.to_string()),
+        rm: true,
+        forcerm: true,
+        buildargs: Some(buildargs),
+        labels: Some(HashMap::from([
+            (labels::DERIVED.to_string(), tag.to_string()),
+            (labels::MANAGED.to_string(), "image".to_string()),
+        ])),
+        ..Default::default()
+    }
+}
+
+/// Packs the recipe directory into a temporary tar file (streamed, bounded,
+/// regular files and directories only, timestamps zeroed so the same content
+/// always packs the same) and returns it with the SHA-256 of its bytes.
+fn pack_recipe(dir: &Path) -> Result<(std::fs::File, [u8; 32]), SandboxError> {
+    let fail = |what: String| SandboxError::ImageBuild(format!("{RECIPE_DIR}/: {what}"));
+    let mut entries = Vec::new();
+    collect_recipe(dir, PathBuf::new(), &mut entries)?;
+    entries.sort();
+    let mut total = 0u64;
+    let mut builder = tar::Builder::new(tempfile::tempfile().map_err(|e| fail(e.to_string()))?);
+    for rel in &entries {
+        let path = dir.join(rel);
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| fail(e.to_string()))?;
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        if meta.is_dir() {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            header.set_cksum();
+            builder
+                .append_data(&mut header, rel, std::io::empty())
+                .map_err(|e| fail(e.to_string()))?;
+            continue;
+        }
+        total += meta.len();
+        if total > MAX_RECIPE_BYTES {
+            return Err(fail(format!(
+                "more than {} MiB; keep the recipe's files small",
+                MAX_RECIPE_BYTES >> 20
+            )));
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let exec = meta.permissions().mode() & 0o111 != 0;
+        header.set_mode(if exec { 0o755 } else { 0o644 });
+        header.set_size(meta.len());
+        header.set_cksum();
+        let file = std::fs::File::open(&path).map_err(|e| fail(e.to_string()))?;
+        builder
+            .append_data(&mut header, rel, file.take(meta.len()))
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    builder.finish().map_err(|e| fail(e.to_string()))?;
+    let mut file = builder.into_inner().map_err(|e| fail(e.to_string()))?;
+    file.flush().map_err(|e| fail(e.to_string()))?;
+    file.rewind().map_err(|e| fail(e.to_string()))?;
+    let mut h = Sha256::new();
+    std::io::copy(&mut file, &mut h).map_err(|e| fail(e.to_string()))?;
+    file.rewind().map_err(|e| fail(e.to_string()))?;
+    Ok((file, h.finalize().into()))
+}
+
+fn collect_recipe(root: &Path, rel: PathBuf, out: &mut Vec<PathBuf>) -> Result<(), SandboxError> {
+    let dir = root.join(&rel);
+    let read = std::fs::read_dir(&dir)
+        .map_err(|e| SandboxError::ImageBuild(format!("reading {}: {e}", dir.display())))?;
+    for entry in read {
+        let entry = entry
+            .map_err(|e| SandboxError::ImageBuild(format!("reading {}: {e}", dir.display())))?;
+        let name = rel.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| SandboxError::ImageBuild(format!("reading {}: {e}", name.display())))?;
+        if out.len() >= MAX_RECIPE_FILES {
+            return Err(SandboxError::ImageBuild(format!(
+                "{RECIPE_DIR}/ holds more than {MAX_RECIPE_FILES} entries"
+            )));
+        }
+        if kind.is_dir() {
+            out.push(name.clone());
+            collect_recipe(root, name, out)?;
+        } else if kind.is_file() {
+            out.push(name);
+        } else {
+            return Err(SandboxError::ImageBuild(format!(
+                "{RECIPE_DIR}/{} is not a regular file or directory; only those go into the build",
+                name.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_package_tag_depends_on_the_set_and_the_base() {
+        let a = packages_tag("sha256:1", &["jq".into(), "curl".into()]);
+        assert_eq!(
+            a,
+            packages_tag("sha256:1", &["curl".into(), " jq".into(), "jq".into()])
+        );
+        assert_ne!(a, packages_tag("sha256:2", &["jq".into(), "curl".into()]));
+        assert_ne!(a, packages_tag("sha256:1", &["jq".into()]));
+        assert!(a.starts_with("minicoder-packages:"));
+    }
+
+    #[test]
+    fn the_generated_recipe_installs_as_root_and_runs_as_the_sandbox_user() {
+        let text = packages_dockerfile("minicoder-sandbox:v1", &["jq".into(), "curl".into()]);
+        assert!(
+            text.starts_with("FROM minicoder-sandbox:v1\nUSER 0:0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("apt-get install -y --no-install-recommends curl jq"),
+            "{text}"
+        );
+        assert!(text.trim_end().ends_with("USER 10001:10001"), "{text}");
+    }
+
+    #[test]
+    fn a_recipe_packs_the_same_whatever_its_timestamps() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").expect("write");
+        std::fs::create_dir(dir.path().join("files")).expect("mkdir");
+        std::fs::write(dir.path().join("files/a.txt"), "a").expect("write");
+        let (_, first) = pack_recipe(dir.path()).expect("pack");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(dir.path().join("files/a.txt"))
+            .and_then(|f| f.set_modified(later))
+            .expect("touch");
+        let (_, second) = pack_recipe(dir.path()).expect("pack");
+        assert_eq!(first, second);
+        std::fs::write(dir.path().join("files/a.txt"), "b").expect("write");
+        let (_, third) = pack_recipe(dir.path()).expect("pack");
+        assert_ne!(first, third);
+    }
+
+    #[test]
+    fn a_recipe_with_a_symlink_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").expect("write");
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("passwd")).expect("symlink");
+        let err = pack_recipe(dir.path()).expect_err("refused");
+        assert!(err.to_string().contains("passwd"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! The line that says why a check failed, for people (SPEC §6, headless
+//! progress and the session's matrix): the first meaningful line of its
+//! stderr — not a build tool's progress — else the first failure line of its
+//! stdout. Output is hostile: the line is bounded and has no control
+//! characters left.
+
+/// At most this many characters are kept.
+const MAX_CHARS: usize = 200;
+/// At most this much of a stream is looked at.
+const SCAN_BYTES: usize = 256 << 10;
+
+/// Progress lines of build tools and package managers: not an error.
+const PROGRESS: [&str; 23] = [
+    "Compiling ",
+    "Checking ",
+    "Downloading ",
+    "Downloaded ",
+    "Finished ",
+    "Running ",
+    "Blocking ",
+    "Updating ",
+    "Locking ",
+    "Adding ",
+    "Fresh ",
+    "Doc-tests ",
+    "Fetching ",
+    "Installing ",
+    "Collecting ",
+    "go: downloading ",
+    "go: finding ",
+    "npm WARN",
+    "npm notice",
+    "warning:",
+    "> ",
+    "===",
+    "___",
+];
+
+/// Words that make a stdout line a failure line.
+const FAILURE_MARKS: [&str; 8] = [
+    "FAILED",
+    "FAIL",
+    "Error",
+    "error",
+    "not ok",
+    "panicked",
+    "assert",
+    "not found",
+];
+
+/// The line to show for a failing check with these streams, if any.
+pub fn first_error(stderr: &str, stdout: &str) -> Option<String> {
+    let meaningful = |line: &&str| {
+        let t = line.trim();
+        !t.is_empty()
+            && !PROGRESS.iter().any(|p| t.starts_with(p))
+            && t.chars().any(char::is_alphanumeric)
+    };
+    let stderr = head(stderr);
+    let mut lines = stderr.lines().filter(meaningful);
+    let from_stderr = {
+        let all: Vec<&str> = lines.by_ref().take(200).collect();
+        // An error line wins over whatever noise precedes it.
+        all.iter()
+            .find(|l| FAILURE_MARKS.iter().any(|m| l.contains(m)))
+            .or(all.first())
+            .copied()
+    };
+    let line = from_stderr.or_else(|| {
+        head(stdout)
+            .lines()
+            .filter(meaningful)
+            .find(|l| FAILURE_MARKS.iter().any(|m| l.contains(m)))
+    })?;
+    Some(clean(line.trim()).trim().to_string())
+}
+
+fn head(text: &str) -> &str {
+    if text.len() <= SCAN_BYTES {
+        return text;
+    }
+    let mut end = SCAN_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// Control characters (escape sequences included) dropped, length bounded:
+/// one line of hostile output made fit for a terminal.
+pub(crate) fn clean(line: &str) -> String {
+    let mut out = String::new();
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ … final byte; anything else: the next character.
+            if chars.next_if_eq(&'[').is_some() {
+                for n in chars.by_ref() {
+                    if ('\u{40}'..='\u{7e}').contains(&n) {
+                        break;
+                    }
+                }
+            } else {
+                chars.next();
+            }
+            continue;
+        }
+        if c.is_control() {
+            out.push(' ');
+            continue;
+        }
+        out.push(c);
+        if out.chars().count() >= MAX_CHARS {
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_is_the_line() {
+        assert_eq!(
+            first_error("sh: 1: npm: not found\n", "").as_deref(),
+            Some("sh: 1: npm: not found")
+        );
+    }
+
+    #[test]
+    fn build_progress_is_skipped_for_the_error() {
+        let stderr = "   Compiling digits v0.1.0 (/workspace)\n    Finished `test` profile\n     Running tests/digits.rs\nerror: test failed, to rerun pass `--test digits`\n";
+        assert_eq!(
+            first_error(stderr, "").as_deref(),
+            Some("error: test failed, to rerun pass `--test digits`")
+        );
+    }
+
+    #[test]
+    fn without_stderr_the_first_failure_line_of_the_output() {
+        let stdout =
+            "..F\n=== FAILURES ===\nFAILED tests/test_t.py::test_a - assert 2 == 3\n1 failed\n";
+        assert_eq!(
+            first_error("", stdout).as_deref(),
+            Some("FAILED tests/test_t.py::test_a - assert 2 == 3")
+        );
+        assert_eq!(first_error("", "all good\n"), None);
+    }
+
+    #[test]
+    fn escapes_and_length_are_contained() {
+        let line = first_error("\u{1b}[31merror\u{1b}[0m: bad\u{7}\n", "").expect("line");
+        assert_eq!(line, "error: bad");
+        let long = format!("error: {}\n", "x".repeat(500));
+        let line = first_error(&long, "").expect("line");
+        assert!(line.chars().count() <= MAX_CHARS + 1);
+        assert!(line.ends_with('…'));
+    }
+}

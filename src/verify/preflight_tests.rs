@@ -1,0 +1,137 @@
+use super::*;
+use crate::verify::shell_words::simple_commands;
+
+fn words(command: &str) -> Vec<Vec<String>> {
+    simple_commands(command)
+}
+
+#[test]
+fn commands_split_into_simple_commands_of_words() {
+    assert_eq!(
+        words("cd web && NODE_ENV=test npm test -- --ci; echo 'a b' | tee \"x y\""),
+        vec![
+            vec!["cd", "web"],
+            vec!["NODE_ENV=test", "npm", "test", "--", "--ci"],
+            vec!["echo", "a b"],
+            vec!["tee", "x y"],
+        ]
+    );
+    assert_eq!(
+        words("cargo test 2>&1 >/dev/null | tail -n 5"),
+        vec![vec!["cargo", "test"], vec!["tail", "-n", "5"]]
+    );
+    assert_eq!(
+        words("(cd a && make) # done"),
+        vec![vec!["cd", "a"], vec!["make"]]
+    );
+}
+
+#[test]
+fn the_program_is_past_assignments_and_wrappers() {
+    assert_eq!(
+        first_program("FOO=1 env -i BAR=2 time cargo test"),
+        Some("cargo".into())
+    );
+    assert_eq!(
+        first_program("exec python3 -m pytest"),
+        Some("python3".into())
+    );
+    assert_eq!(first_program("echo hi && true"), None);
+    assert_eq!(first_program("$TOOL run"), None);
+    assert_eq!(first_program("$(which x)"), None);
+}
+
+fn needs(files: &[(&str, &str)], command: &str) -> Vec<Need> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+    needs_of(dir.path(), command)
+}
+
+fn program(p: &str) -> Need {
+    Need::Program(p.into())
+}
+
+#[test]
+fn package_scripts_bring_their_own_programs() {
+    let package = r#"{"scripts": {"test": "node --test", "lint": "eslint . && tsc --noEmit"}}"#;
+    assert_eq!(
+        needs(&[("package.json", package)], "npm test"),
+        vec![
+            program("npm"),
+            Need::ScriptProgram {
+                program: "node".into(),
+                dir: String::new()
+            }
+        ]
+    );
+    let found = needs(&[("web/package.json", package)], "cd web && yarn lint");
+    assert_eq!(found[0], program("yarn"));
+    assert_eq!(
+        found[1],
+        Need::ScriptProgram {
+            program: "eslint".into(),
+            dir: "web".into()
+        }
+    );
+    assert_eq!(found.len(), 3, "{found:?}");
+}
+
+#[test]
+fn interpreters_and_modules_are_needs_too() {
+    assert_eq!(
+        needs(&[("run.sh", "#!/usr/bin/env bash\necho\n")], "./run.sh"),
+        vec![program("bash")]
+    );
+    assert_eq!(
+        needs(&[("t/run", "#!/bin/zsh\n")], "t/run -v"),
+        vec![Need::Path("/bin/zsh".into())]
+    );
+    assert_eq!(needs(&[], "./made-by-bootstrap.sh"), vec![]);
+    assert_eq!(
+        needs(&[], "python3 -m pytest -q"),
+        vec![
+            program("python3"),
+            Need::PythonModule {
+                python: "python3".into(),
+                module: "pytest".into()
+            }
+        ]
+    );
+    // The project's own module is not the image's business.
+    assert_eq!(
+        needs(&[("mypkg/__init__.py", "")], "python3 -m mypkg.cli"),
+        vec![program("python3")]
+    );
+}
+
+#[test]
+fn requirements_name_their_command_once() {
+    let checks = vec![
+        CheckSpec::new("unit", "cargo test --locked"),
+        CheckSpec::new("lint", "cargo clippy && jq . x.json"),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reqs = requirements(dir.path(), &checks, &["cargo fetch".into()]);
+    let needs: Vec<&Need> = reqs.iter().map(|r| &r.need).collect();
+    assert_eq!(needs, vec![&program("cargo"), &program("jq")]);
+    assert_eq!(reqs[0].by, "bootstrap command 1 (`cargo fetch`)");
+    assert_eq!(
+        reqs[1].by,
+        "the check `lint` (`cargo clippy && jq . x.json`)"
+    );
+    let text = describe_missing(&[&reqs[1]], "minicoder-sandbox:v1");
+    assert!(text.contains("needs `jq`"), "{text}");
+    assert!(text.contains("minicoder-sandbox:v1"), "{text}");
+    assert!(text.contains(r#""packages": ["jq"]"#), "{text}");
+}
+
+#[test]
+fn only_safe_words_reach_the_shell_test() {
+    assert_eq!(needs(&[], "'a;b' x"), vec![]);
+    let test = program("cargo").test();
+    assert_eq!(test, "command -v cargo >/dev/null 2>&1");
+}
