@@ -84,6 +84,23 @@ fn step(
     messages
 }
 
+/// The reducer's part of a step: the reply, the result, the next request.
+fn reducer_step(agent: &mut Agent, i: u64, content: &str) -> usize {
+    let mut effects = agent.handle(reply(i));
+    effects.extend(agent.handle(Input::ToolFinished {
+        call_id: format!("call_{i}"),
+        ok: true,
+        content: content.to_string(),
+    }));
+    effects
+        .iter()
+        .map(|e| match e {
+            Effect::CallModel(req) => req.messages.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 fn bench(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo = tempfile::tempdir().expect("tempdir");
@@ -111,6 +128,7 @@ fn bench(c: &mut Criterion) {
             passed: false,
             fingerprint: String::new(),
             feedback: String::new(),
+            checks: Vec::new(),
         });
         for i in 0..history {
             step(&mut bus, &artifacts, &mut template, i, &content);
@@ -119,6 +137,15 @@ fn bench(c: &mut Criterion) {
             b.iter_batched(
                 || template.clone(),
                 |mut agent| step(&mut bus, &artifacts, &mut agent, 1000, &content),
+                BatchSize::SmallInput,
+            )
+        });
+        // The decisions and the request alone, without the event log and
+        // the state file: what the reducer itself costs per step.
+        group.bench_function(format!("reducer only, after {history} steps"), |b| {
+            b.iter_batched(
+                || template.clone(),
+                |mut agent| reducer_step(&mut agent, 1000, &content),
                 BatchSize::SmallInput,
             )
         });

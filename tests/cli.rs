@@ -151,6 +151,40 @@ fn doctor_reports_keys_without_printing_them() {
     assert_eq!(out.status.code(), Some(1), "a FAIL line means exit 1");
 }
 
+#[test]
+fn doctor_in_a_repository_lists_its_instruction_files() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    support::write(&repo.path().join("AGENTS.md"), b"Use tabs.\n");
+    support::write(&repo.path().join("pkg/AGENTS.md"), b"Package rules.\n");
+    support::git(repo.path(), &["init", "-q"]);
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(support::bin())
+        .arg("doctor")
+        .current_dir(repo.path().join("pkg"))
+        .env("MINICODER_STATE_DIR", state.path())
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .output()
+        .expect("run minicoder");
+    let (stdout, _) = text(&out);
+    assert!(
+        stdout.contains("[ OK ] project instructions: AGENTS.md (10 bytes)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[ OK ] project instructions: pkg/AGENTS.md (15 bytes)"),
+        "{stdout}"
+    );
+    let outside = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(support::bin())
+        .arg("doctor")
+        .current_dir(outside.path())
+        .env("MINICODER_STATE_DIR", state.path())
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .output()
+        .expect("run minicoder");
+    assert!(!text(&out).0.contains("project instructions"));
+}
+
 #[tokio::test]
 async fn gc_removes_containers_of_dead_owners_only() {
     let Some(docker) = support::docker_or_skip().await else {

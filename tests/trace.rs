@@ -309,6 +309,7 @@ fn manifest() -> Manifest {
             approval: "final".into(),
         },
         left_out: Vec::new(),
+        instructions: Vec::new(),
         created: "2025-01-01T00:00:00.000Z".into(),
         minicoder_version: minicoder::trace::MINICODER_VERSION.into(),
     }

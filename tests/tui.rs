@@ -323,6 +323,38 @@ fn a_follow_up_is_queued_for_the_next_turn() {
 }
 
 #[test]
+fn project_instructions_are_noted_as_they_load() {
+    both_sizes("instructions", ApprovalMode::Final, |h| {
+        h.start();
+        h.feed(vec![
+            RunEvent::InstructionsLoaded {
+                path: "AGENTS.md".into(),
+                bytes: 1_048_576,
+                truncated: true,
+            },
+            RunEvent::InstructionsLoaded {
+                // A hostile name: escapes never reach the terminal.
+                path: "pkg/\u{1b}[31mAGENTS.md".into(),
+                bytes: 312,
+                truncated: false,
+            },
+        ]);
+    });
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    h.start();
+    h.feed(vec![RunEvent::InstructionsLoaded {
+        path: "AGENTS.md".into(),
+        bytes: 1_048_576,
+        truncated: true,
+    }]);
+    let screen = h.screen();
+    assert!(
+        screen.contains("instructions AGENTS.md (1.0 MiB, cut)"),
+        "{screen}"
+    );
+}
+
+#[test]
 fn the_verified_patch_is_reviewed_per_hunk() {
     both_sizes("review", ApprovalMode::Final, |h| {
         mid_run(h);

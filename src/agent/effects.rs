@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::instructions::{InstructionDoc, InstructionLookup};
+use super::run_state::FileChange;
 use crate::model::types::{ModelReply, ModelRequest, ToolCall, ToolSpec};
 use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, VerificationReason};
 
@@ -33,6 +35,10 @@ pub struct AgentConfig {
     /// How long an edit waits for an answer before it is refused.
     #[serde(default = "default_approval_timeout")]
     pub approval_timeout_ms: u64,
+    /// The project instructions found at the workspace root when the run
+    /// started (each already cut to its bound).
+    #[serde(default)]
+    pub instructions: Vec<InstructionDoc>,
 }
 
 fn default_approval() -> ApprovalMode {
@@ -57,8 +63,21 @@ impl AgentConfig {
             bootstrap_network: false,
             approval: ApprovalMode::Never,
             approval_timeout_ms: APPROVAL_TIMEOUT_MS,
+            instructions: Vec::new(),
         }
     }
+}
+
+/// One check of a verification as the driver saw it: its verdict and a
+/// bounded part of its output (beginning and end), for the agent to pick
+/// the telling lines from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckOutput {
+    pub name: String,
+    pub exit_code: Option<i32>,
+    pub passed: bool,
+    pub failure: Option<String>,
+    pub output: String,
 }
 
 /// What kind of work failed, for the reducer to decide what the failure means.
@@ -142,6 +161,17 @@ pub enum Input {
         fingerprint: String,
         /// What the model is told: failing checks, exit codes, bounded output.
         feedback: String,
+        /// Each check, for the run state's latest verification.
+        checks: Vec<CheckOutput>,
+    },
+    /// The workspace changed: its whole diff stat against the baseline.
+    WorkspaceChanged {
+        files: Vec<FileChange>,
+    },
+    /// The instruction files [`Effect::ReadInstructions`] found (none for
+    /// directories without one).
+    InstructionsRead {
+        docs: Vec<InstructionDoc>,
     },
     Restored {
         id: String,
@@ -201,6 +231,12 @@ pub enum Effect {
         checkpoint: String,
     },
     CallModel(ModelRequest),
+    /// Look for project instructions in these directories, reading (bounded)
+    /// the first candidate of each that exists; the result comes back as
+    /// `InstructionsRead`.
+    ReadInstructions {
+        lookups: Vec<InstructionLookup>,
+    },
     /// Run one tool. For `edit_file` this checks the patch against the
     /// workspace and reports `EditPrepared`; applying it is [`Effect::ApplyEdit`].
     RunTool(ToolCall),

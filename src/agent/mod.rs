@@ -1,11 +1,17 @@
 //! The agent: its plan, its policy, its context, and (as a pure reducer over
 //! explicit phases) every decision of a run.
 
+pub mod budget;
+pub mod compaction;
 pub mod context;
+pub mod discovery;
 pub mod effects;
+pub mod evidence;
+pub mod instructions;
 pub mod phase;
 pub mod plan;
 pub mod policy;
 pub mod reducer;
+pub mod run_state;
 
 pub use plan::Plan;

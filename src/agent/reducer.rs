@@ -8,19 +8,26 @@
 //! approvals and for verification live in the two submodules.
 
 mod approval;
+mod plan_update;
+mod request;
 mod verdict;
 
 use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 
-use super::context::{self, COMPACT_AT, Context, STOP_AT};
-pub use super::effects::{AgentConfig, AgentStats, Effect, FailureKind, Input, PatchFacts};
+use super::budget::Calibration;
+use super::context::{self, Context};
+pub use super::effects::{
+    AgentConfig, AgentStats, CheckOutput, Effect, FailureKind, Input, PatchFacts,
+};
+use super::instructions::{InstructionDoc, ProjectInstructions};
 use super::phase::Phase;
 use super::plan::Plan;
 use super::policy;
-use crate::model::types::{ChatMessage, ModelReply, ModelRequest, ToolCall};
-use crate::protocol::{Outcome, PlanItem, PlanStatus, RunEvent, VerificationReason};
+use super::run_state::RunState;
+use crate::model::types::{ChatMessage, ModelReply, ToolCall};
+use crate::protocol::{Outcome, RunEvent, VerificationReason};
 use crate::tools::ToolName;
 
 /// Replies in a row without a tool call before the run gives up.
@@ -45,10 +52,19 @@ pub struct Agent {
     config: AgentConfig,
     system: String,
     task: String,
-    fixed_chars: usize,
+    /// Characters of the tools field of every request.
+    tools_chars: usize,
     phase: Phase,
     plan: Plan,
     context: Context,
+    /// Project instructions found so far, and where they were looked for.
+    instructions: ProjectInstructions,
+    /// What every request carries besides the conversation.
+    run_state: RunState,
+    /// The estimate of the last request, and how providers counted it.
+    last_request_tokens: u64,
+    calibration: Calibration,
+    baseline_attempt: u32,
     /// Tool calls of the last reply not yet run.
     queue: VecDeque<ToolCall>,
     follow_ups: Vec<String>,
@@ -71,14 +87,21 @@ impl Agent {
         let system = context::system_prompt(&config.checks);
         let task = context::task_message(&config.task);
         let tools_chars = serde_json::to_string(&config.tools).map_or(0, |s| s.len());
+        let (instructions, _) =
+            ProjectInstructions::new(config.instructions.clone(), config.context_limit);
         Self {
-            fixed_chars: system.len() + task.len() + tools_chars,
+            tools_chars,
             system,
             task,
             config,
             phase: Phase::Ready,
             plan: Plan::default(),
             context: Context::default(),
+            instructions,
+            run_state: RunState::default(),
+            last_request_tokens: 0,
+            calibration: Calibration::default(),
+            baseline_attempt: 0,
             queue: VecDeque::new(),
             follow_ups: Vec::new(),
             stats: AgentStats::default(),
@@ -114,9 +137,14 @@ impl Agent {
         self.phase.is_decided()
     }
 
-    /// The whole conversation as the next request would send it.
-    pub fn messages(&self) -> Vec<ChatMessage> {
-        self.context.messages(&self.system, &self.task)
+    /// The project instructions in the context (root first), each as kept.
+    pub fn instructions(&self) -> &[InstructionDoc] {
+        self.instructions.docs()
+    }
+
+    /// What every request carries besides the conversation.
+    pub fn run_state(&self) -> &RunState {
+        &self.run_state
     }
 
     /// Takes one input and returns what to do about it. While the agent waits
@@ -156,8 +184,16 @@ impl Agent {
             Input::Verified {
                 reason: VerificationReason::Baseline,
                 passed,
+                checks,
                 ..
-            } => return self.on_baseline(passed, fx),
+            } => {
+                if self.baseline == Baseline::Running {
+                    self.record_verification(VerificationReason::Baseline, passed, &checks);
+                }
+                return self.on_baseline(passed, fx);
+            }
+            Input::WorkspaceChanged { files } => return self.run_state.set_changes(files),
+            Input::InstructionsRead { docs } => return self.on_instructions(docs, fx),
             Input::CheckpointCreated { id, validated } => {
                 return self.on_checkpoint(id, validated, fx);
             }
@@ -166,7 +202,10 @@ impl Agent {
                 kind: FailureKind::Checkpoint,
                 ..
             } => return,
-            Input::FollowUp(text) => return self.follow_ups.push(text),
+            Input::FollowUp(text) => {
+                self.run_state.follow_up(&text);
+                return self.follow_ups.push(text);
+            }
             Input::Approval { id, decision } => return self.on_approval(id, decision, fx),
             Input::ApprovalTimedOut { id } => return self.on_approval_timeout(id, fx),
             Input::CommandsClosed => return self.on_commands_closed(fx),
@@ -204,6 +243,7 @@ impl Agent {
                 },
             ) => {
                 self.baseline_checkpoint = Some(baseline_checkpoint);
+                self.announce_instructions(fx);
                 if self.config.bootstrap.is_empty() {
                     return self.begin(fx);
                 }
@@ -242,9 +282,15 @@ impl Agent {
             (
                 Phase::AwaitingTool { call } | Phase::ApplyingEdit { call },
                 Input::ToolFinished {
-                    call_id, content, ..
+                    call_id,
+                    content,
+                    ok,
                 },
             ) if call.id == call_id => {
+                if ok {
+                    let call = call.clone();
+                    self.note_result(&call);
+                }
                 self.phase = Phase::AwaitingModel;
                 self.context
                     .history
@@ -271,8 +317,9 @@ impl Agent {
                     passed,
                     fingerprint,
                     feedback,
+                    checks,
                 },
-            ) => self.on_verified(reason, passed, fingerprint, feedback, fx),
+            ) => self.on_verified(reason, passed, fingerprint, feedback, &checks, fx),
             (Phase::Restoring { .. }, Input::Restored { id }) => self.on_restored(id, fx),
             // Anything else is out of place (a stray or repeated result): it
             // changes nothing.
@@ -284,6 +331,7 @@ impl Agent {
     fn begin(&mut self, fx: &mut Vec<Effect>) {
         self.baseline = Baseline::Running;
         self.stats.verifications += 1;
+        self.baseline_attempt = self.stats.verifications;
         fx.push(Effect::VerifyBaseline {
             attempt: self.stats.verifications,
         });
@@ -348,6 +396,7 @@ impl Agent {
     fn on_reply(&mut self, reply: ModelReply, fx: &mut Vec<Effect>) {
         self.stats.input_tokens += reply.usage.input;
         self.stats.output_tokens += reply.usage.output;
+        self.calibrate(&reply);
         self.context.history.push(ChatMessage::from_reply(&reply));
         if reply.tool_calls.is_empty() {
             self.no_tool_streak += 1;
@@ -408,6 +457,7 @@ impl Agent {
                     if tool.is_some_and(ToolName::mutates_workspace) {
                         self.checkpoint(format!("before {}", call.name), false, fx);
                     }
+                    self.look_for_instructions(&call, fx);
                     fx.push(Effect::RunTool(call.clone()));
                     self.phase = Phase::AwaitingTool { call };
                     return;
@@ -440,102 +490,6 @@ impl Agent {
             .history
             .push(ChatMessage::tool_result(call.id.clone(), content));
     }
-
-    fn update_plan(&mut self, call: &ToolCall, fx: &mut Vec<Effect>) {
-        #[derive(serde::Deserialize)]
-        struct Args {
-            items: Vec<PlanItem>,
-        }
-        let parsed = serde_json::from_str::<Args>(&call.arguments)
-            .map_err(|e| {
-                format!(
-                    "update_plan needs {{\"items\": [{{\"id\", \"content\", \"status\": \"pending\"|\"in_progress\"|\"done\", \"notes\"?}}]}}: {e}"
-                )
-            })
-            .and_then(|a| Plan::validate(&a.items).map(|_| a.items).map_err(|e| e.to_string()));
-        match parsed {
-            Err(reason) => self.answer(
-                call,
-                false,
-                "invalid plan",
-                format!("Plan not updated: {reason}"),
-                fx,
-            ),
-            Ok(items) => {
-                let transition = statuses(&items) != statuses(&self.plan.items);
-                self.plan = Plan { items };
-                fx.push(Effect::Emit(RunEvent::PlanUpdated {
-                    items: self.plan.items.clone(),
-                }));
-                if transition {
-                    self.checkpoint("plan transition", false, fx);
-                }
-                let done = self.plan.items.len() - self.plan.unfinished().len();
-                let summary = format!("{done}/{} done", self.plan.items.len());
-                let current = self
-                    .plan
-                    .in_progress()
-                    .map(|i| format!(" In progress: {} {}.", i.id, i.content))
-                    .unwrap_or_default();
-                self.answer(
-                    call,
-                    true,
-                    &summary,
-                    format!("Plan updated: {summary}.{current}"),
-                    fx,
-                );
-            }
-        }
-    }
-
-    fn next_turn(&mut self, fx: &mut Vec<Effect>) {
-        if self.phase.is_decided() {
-            return;
-        }
-        self.phase = Phase::AwaitingModel;
-        if self.stats.turns >= self.config.max_turns {
-            let reason = format!(
-                "the turn budget ({} turns) is used up",
-                self.config.max_turns
-            );
-            return self.finish(Outcome::Failure, reason, fx);
-        }
-        let used = self.stats.input_tokens + self.stats.output_tokens;
-        if used >= self.config.max_tokens {
-            let reason = format!(
-                "the token budget ({} tokens) is used up",
-                self.config.max_tokens
-            );
-            return self.finish(Outcome::Failure, reason, fx);
-        }
-        for text in self.follow_ups.drain(..) {
-            self.context.history.push(ChatMessage::user(format!(
-                "Message from the person running you:\n{text}"
-            )));
-        }
-        let limit = self.config.context_limit.max(1) as f64;
-        if self.context.estimate(self.fixed_chars) as f64 >= COMPACT_AT * limit {
-            if let Some(c) = self.context.compact(self.fixed_chars) {
-                fx.push(Effect::Emit(RunEvent::ContextCompacted {
-                    before_tokens: c.before_tokens,
-                    after_tokens: c.after_tokens,
-                    messages_compacted: c.messages_compacted,
-                }));
-            }
-            if self.context.estimate(self.fixed_chars) as f64 >= STOP_AT * limit {
-                let reason = format!(
-                    "the context budget ({} tokens) is exhausted even after compaction",
-                    self.config.context_limit
-                );
-                return self.finish(Outcome::Failure, reason, fx);
-            }
-        }
-        self.stats.turns += 1;
-        fx.push(Effect::CallModel(ModelRequest {
-            messages: self.messages(),
-            tools: self.config.tools.clone(),
-        }));
-    }
 }
 
 #[cfg(test)]
@@ -546,6 +500,6 @@ mod tests;
 #[path = "reducer_flow_tests.rs"]
 mod flow_tests;
 
-fn statuses(items: &[PlanItem]) -> Vec<(&str, PlanStatus)> {
-    items.iter().map(|i| (i.id.as_str(), i.status)).collect()
-}
+#[cfg(test)]
+#[path = "reducer_context_tests.rs"]
+mod context_tests;

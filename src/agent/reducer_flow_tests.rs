@@ -21,6 +21,7 @@ fn approving_agent() -> Agent {
         passed: false,
         fingerprint: "base".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     a
 }
@@ -110,6 +111,7 @@ fn a_failed_bootstrap_ends_the_run_and_a_passing_one_starts_it() {
         passed: true,
         fingerprint: "fp".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     assert_eq!(
         fx,
@@ -283,6 +285,7 @@ fn a_failed_completion_waits_for_the_baseline_verdict_before_it_counts() {
         passed: false,
         fingerprint: "fp1".into(),
         feedback: "tests: exit 1".into(),
+        checks: Vec::new(),
     });
     assert_eq!(fx, vec![Effect::PrewarmVerifier, Effect::AwaitBaseline]);
     assert!(!last_tool_result(&a).contains("Verification failed"));
@@ -295,6 +298,7 @@ fn a_failed_completion_waits_for_the_baseline_verdict_before_it_counts() {
         passed: true,
         fingerprint: "base".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     assert_eq!(
         fx[0],
@@ -314,6 +318,7 @@ fn succeeded(fingerprint: &str) -> Agent {
         passed: true,
         fingerprint: fingerprint.into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     assert!(matches!(
         fx.last(),

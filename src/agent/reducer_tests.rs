@@ -57,6 +57,7 @@ pub(super) fn started(baseline_passes: bool) -> (Agent, Vec<Effect>) {
         passed: baseline_passes,
         fingerprint: "fp".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     (a, fx)
 }
@@ -245,6 +246,7 @@ fn only_the_verifier_decides_success() {
         passed: false,
         fingerprint: "fp".into(),
         feedback: "tests: exit 1".into(),
+        checks: Vec::new(),
     });
     assert!(calls_model(&fx), "a failure goes back to the agent");
     assert!(last_tool_result(&a).contains("tests: exit 1"));
@@ -255,6 +257,7 @@ fn only_the_verifier_decides_success() {
         passed: true,
         fingerprint: "fp".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     assert!(has(&fx, |e| matches!(
         e,
@@ -282,6 +285,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
             passed: false,
             fingerprint: "fp".into(),
             feedback: "fail".into(),
+            checks: Vec::new(),
         });
         assert!(calls_model(&fx), "repair cycle {i}");
         assert!(last_tool_result(&a).contains(&format!("Repair cycle {i} of 2")));
@@ -292,6 +296,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
         passed: false,
         fingerprint: "fp".into(),
         feedback: "fail".into(),
+        checks: Vec::new(),
     });
     assert_eq!(
         fx.last(),
@@ -312,6 +317,7 @@ fn the_third_failed_completion_after_a_validated_state_restores_it() {
         passed: true,
         fingerprint: "fp".into(),
         feedback: String::new(),
+        checks: Vec::new(),
     });
     assert!(calls_model(&fx), "the run goes on after the rollback");
     let s = a.stats();
@@ -328,6 +334,7 @@ fn without_a_validated_state_failures_never_roll_back() {
             passed: false,
             fingerprint: "fp".into(),
             feedback: "fail".into(),
+            checks: Vec::new(),
         });
         assert!(!has(&fx, |e| matches!(e, Effect::Restore { .. })));
     }

@@ -145,6 +145,14 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         },
     );
 
+    let cwd = std::env::current_dir().ok();
+    for detail in cwd
+        .and_then(|d| super::doctor_instructions::report(&d))
+        .unwrap_or_default()
+    {
+        record(Level::Ok, "project instructions", detail);
+    }
+
     Ok(if failed {
         ExitCode::from(super::EXIT_FAILURE)
     } else {

@@ -25,6 +25,7 @@ macro_rules! err {
 
 pub mod demo;
 mod doctor;
+mod doctor_instructions;
 mod doctor_project;
 mod gc;
 mod options;

@@ -171,6 +171,17 @@ pub enum RunEvent {
         passed: bool,
         fingerprint: String,
     },
+    /// A project instruction file (`AGENTS.md` and the like) entered the
+    /// context: at the start for the root, later for a directory the agent
+    /// works in.
+    #[serde(rename = "instructions.loaded")]
+    InstructionsLoaded {
+        path: String,
+        /// The file's size.
+        bytes: u64,
+        /// Whether it was cut to its bound.
+        truncated: bool,
+    },
     #[serde(rename = "context.compacted")]
     ContextCompacted {
         before_tokens: u64,
@@ -232,6 +243,7 @@ impl RunEvent {
             RunEvent::VerificationStarted { .. } => "verification.started",
             RunEvent::VerificationCheck { .. } => "verification.check",
             RunEvent::VerificationFinished { .. } => "verification.finished",
+            RunEvent::InstructionsLoaded { .. } => "instructions.loaded",
             RunEvent::ContextCompacted { .. } => "context.compacted",
             RunEvent::ApprovalRequested { .. } => "approval.requested",
             RunEvent::ApprovalResolved { .. } => "approval.resolved",

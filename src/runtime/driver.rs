@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::baseline::{self, BaselineJob};
+use super::check_output;
 use super::finish::{self, Conclusion};
 use super::parts::Run;
 use super::setup::started_event;
@@ -143,16 +144,21 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             run.counters.durations.model_ms += elapsed_ms(t);
             Some(input)
         }
+        Effect::ReadInstructions { lookups } => Some(Input::InstructionsRead {
+            docs: super::instructions::read(&run.ws.root, &lookups),
+        }),
         Effect::RunTool(call) => {
             let t = Instant::now();
             let input = run_tool(run, &call).await;
             run.counters.durations.tools_ms += elapsed_ms(t);
+            feed_changes(run, l);
             Some(input)
         }
         Effect::ApplyEdit { call, .. } => {
             let t = Instant::now();
             let input = tool_exec::apply_edit(parts(run), &call);
             run.counters.durations.tools_ms += elapsed_ms(t);
+            feed_changes(run, l);
             Some(input)
         }
         Effect::AwaitApproval { id, timeout_ms } => {
@@ -177,7 +183,12 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             run.sandbox.verifier.prewarm().await;
             None
         }
-        Effect::Restore { checkpoint } => Some(restore(run, &checkpoint)),
+        Effect::Restore { checkpoint } => {
+            let input = restore(run, &checkpoint);
+            parts(run).report_changes();
+            feed_changes(run, l);
+            Some(input)
+        }
         Effect::Finish { .. } => {
             let (conclusion, input) = finish::conclude(run);
             l.conclusion = Some(conclusion);
@@ -185,6 +196,13 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         }
         // Handled by the loop.
         Effect::End { .. } => None,
+    }
+}
+
+/// Gives the agent the workspace's diff stat when it changed.
+fn feed_changes(run: &mut Run, l: &mut Loop) {
+    if let Some(files) = run.counters.diff_stat.take() {
+        l.feed(run, Input::WorkspaceChanged { files });
     }
 }
 
@@ -202,6 +220,7 @@ fn baseline_verdict(passed: bool) -> Input {
         passed,
         fingerprint: String::new(),
         feedback: String::new(),
+        checks: Vec::new(),
     }
 }
 
@@ -291,6 +310,7 @@ async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
                 feedback: String::new(),
+                checks: check_output::outputs(&result.checks, run.artifacts.path()),
             }
         }
         Err(e) => {
@@ -498,11 +518,13 @@ async fn verify(run: &mut Run, l: &mut Loop, reason: VerificationReason, attempt
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
             });
+            let checks = check_output::outputs(&result.checks, run.artifacts.path());
             let input = Input::Verified {
                 reason,
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
-                feedback: feedback(&result.checks, run.artifacts.path()),
+                feedback: check_output::feedback(&result.checks, &checks),
+                checks,
             };
             l.last_verification = Some(result);
             input
@@ -513,49 +535,4 @@ async fn verify(run: &mut Run, l: &mut Loop, reason: VerificationReason, attempt
         },
         Err(why) => run.steering.interrupted(why),
     }
-}
-
-/// What the agent is told about a verification: each check's verdict, and
-/// for failures the end of their output (bounded).
-fn feedback(checks: &[CheckReport], artifact_dir: &std::path::Path) -> String {
-    const TAIL: usize = 3000;
-    let mut out = String::new();
-    for c in checks {
-        let verdict = if c.passed { "passed" } else { "FAILED" };
-        let exit = c.exit_code.map_or("none".to_string(), |e| e.to_string());
-        out.push_str(&format!(
-            "- {} (`{}`): {verdict}, exit {exit}, {} ms",
-            c.name, c.command, c.duration_ms
-        ));
-        if let Some(why) = &c.failure {
-            out.push_str(&format!(" — {why}"));
-        }
-        out.push('\n');
-        if c.passed {
-            continue;
-        }
-        let Some(file) = &c.output_file else { continue };
-        let mut text = String::new();
-        for ext in ["stdout", "stderr"] {
-            let path = artifact_dir.join(file).with_extension(ext);
-            if let Ok(bytes) = std::fs::read(&path) {
-                text.push_str(&String::from_utf8_lossy(&bytes));
-            }
-        }
-        let tail: String = {
-            let chars: Vec<char> = text.chars().collect();
-            let start = chars.len().saturating_sub(TAIL);
-            let mut t: String = chars[start..].iter().collect();
-            if start > 0 {
-                t.insert_str(0, "[… earlier output omitted …]\n");
-            }
-            t
-        };
-        if !tail.trim().is_empty() {
-            out.push_str("  output:\n");
-            out.push_str(&tail);
-            out.push('\n');
-        }
-    }
-    out
 }

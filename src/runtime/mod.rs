@@ -9,8 +9,10 @@
 
 mod baseline;
 mod bus;
+mod check_output;
 mod driver;
 mod finish;
+mod instructions;
 pub mod options;
 mod parts;
 mod setup;

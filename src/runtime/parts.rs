@@ -59,6 +59,8 @@ pub(crate) struct RunCounters {
     pub last_fingerprint: String,
     /// The provider and model that answered last.
     pub model_used: Option<ModelId>,
+    /// The workspace's diff stat, when it changed since the agent last got it.
+    pub diff_stat: Option<Vec<crate::agent::run_state::FileChange>>,
     /// The checked edit waiting to be applied, by call id.
     pub prepared_edit: Option<(String, PreparedEdit)>,
     pub durations: PhaseDurations,

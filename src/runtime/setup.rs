@@ -18,7 +18,7 @@ use crate::protocol::RunEvent;
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
-use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestLimits};
+use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
 use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, SecretPaths};
 use bollard::Docker;
@@ -118,8 +118,23 @@ pub(crate) async fn prepare(
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, channels.subscribers);
-    let agent = Agent::new(agent_config(&options, &inputs, source.context_limit()));
-    artifacts.write_manifest(&manifest(&run_id, &options, &inputs, &ws, source.current()))?;
+    // Only the root is looked at now: subdirectories as the agent reaches them.
+    let root_instructions =
+        super::instructions::read(&ws.root, &[crate::agent::instructions::lookup("")]);
+    let mut config = agent_config(&options, &inputs, source.context_limit());
+    config.instructions = root_instructions;
+    let agent = Agent::new(config);
+    let mut manifest = manifest(&run_id, &options, &inputs, &ws, source.current());
+    manifest.instructions = agent
+        .instructions()
+        .iter()
+        .map(|d| ManifestInstruction {
+            path: d.path.clone(),
+            bytes: d.bytes,
+            truncated: d.truncated,
+        })
+        .collect();
+    artifacts.write_manifest(&manifest)?;
     let timeout_s = options.limits.timeout_ms / 1000;
     Ok(Run {
         id: RunIdentity {
@@ -338,6 +353,7 @@ fn manifest(
             approval: format!("{:?}", options.approval).to_lowercase(),
         },
         left_out: ws.workspace.left_out().to_vec(),
+        instructions: Vec::new(),
         created: chrono::Utc::now().to_rfc3339(),
         minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
     }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::bus::EventBus;
 use super::parts::{RunCounters, RunWorkspace};
 use crate::agent::effects::Input;
+use crate::agent::run_state::FileChange;
 use crate::model::types::ToolCall;
 use crate::protocol::RunEvent;
 use crate::sandbox::{CommandContainer, SandboxError};
@@ -145,8 +146,8 @@ impl Parts<'_> {
     }
 
     /// Emits `workspace.changed` (with the whole diff against the baseline)
-    /// when the workspace fingerprint moved.
-    fn report_changes(&mut self) {
+    /// when the workspace fingerprint moved, and keeps its stat for the agent.
+    pub(crate) fn report_changes(&mut self) {
         let fingerprint = match self.ws.checkpoints.scan() {
             Ok(snapshot) => snapshot.fingerprint.to_string(),
             Err(e) => {
@@ -159,12 +160,63 @@ impl Parts<'_> {
         }
         self.counters.last_fingerprint = fingerprint.clone();
         match self.ws.checkpoints.export_patch(self.ws.baseline) {
-            Ok(export) => self.bus.emit(RunEvent::WorkspaceChanged {
-                fingerprint,
-                changed_files: export.changed_files,
-                diff: export.patch,
-            }),
+            Ok(export) => {
+                self.counters.diff_stat = Some(diff_stat(&export.patch));
+                self.bus.emit(RunEvent::WorkspaceChanged {
+                    fingerprint,
+                    changed_files: export.changed_files,
+                    diff: export.patch,
+                })
+            }
             Err(e) => tracing::warn!("diffing the workspace: {e}"),
         }
+    }
+}
+
+/// Lines added and removed per file of a unified diff (`git diff` form):
+/// `+`/`-` lines count only inside hunks, so a removed line that starts
+/// with `--` is not taken for a header.
+pub(crate) fn diff_stat(diff: &str) -> Vec<FileChange> {
+    let mut out: Vec<FileChange> = Vec::new();
+    let mut in_hunk = false;
+    for line in diff.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git a/") {
+            in_hunk = false;
+            out.push(FileChange {
+                path: rest.split(" b/").next().unwrap_or(rest).to_string(),
+                added: 0,
+                removed: 0,
+            });
+            continue;
+        }
+        let Some(file) = out.last_mut() else { continue };
+        if line.starts_with("@@") {
+            in_hunk = true;
+        } else if in_hunk && line.starts_with('+') {
+            file.added = file.added.saturating_add(1);
+        } else if in_hunk && line.starts_with('-') {
+            file.removed = file.removed.saturating_add(1);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_diff_stat_counts_hunk_lines_per_file() {
+        let diff = "diff --git a/src/a.py b/src/a.py\nindex 1..2 100644\n--- a/src/a.py\n+++ b/src/a.py\n\
+                    @@ -1,3 +1,3 @@\n-x\n--- not a header\n+y\n ctx\n\
+                    diff --git a/img.png b/img.png\nBinary files a/img.png and b/img.png differ\n\
+                    diff --git a/new.txt b/new.txt\nnew file mode 100644\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1,2 @@\n+a\n+b\n";
+        let stat = super::diff_stat(diff);
+        let got: Vec<(&str, u32, u32)> = stat
+            .iter()
+            .map(|f| (f.path.as_str(), f.added, f.removed))
+            .collect();
+        assert_eq!(
+            got,
+            [("src/a.py", 1, 2), ("img.png", 0, 0), ("new.txt", 2, 0)]
+        );
     }
 }

@@ -27,6 +27,10 @@ pub struct Manifest {
     /// git refuses): by path only, never their contents.
     #[serde(default)]
     pub left_out: Vec<LeftOut>,
+    /// The project instruction files in the context from the start (those
+    /// found later, in subdirectories, are `instructions.loaded` events).
+    #[serde(default)]
+    pub instructions: Vec<ManifestInstruction>,
     /// RFC 3339 UTC.
     pub created: String,
     pub minicoder_version: String,
@@ -36,6 +40,14 @@ pub struct Manifest {
 pub struct ManifestCheck {
     pub name: String,
     pub command: String,
+}
+
+/// One project instruction file: its path, its size, whether it was cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestInstruction {
+    pub path: String,
+    pub bytes: u64,
+    pub truncated: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

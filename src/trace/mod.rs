@@ -13,7 +13,9 @@ pub mod redact;
 pub use artifacts::{ArtifactDir, StoredFile};
 pub use error::TraceError;
 pub use event_log::{ChainSummary, EventLog, GENESIS_PREV, digest, verify_chain};
-pub use manifest::{MINICODER_VERSION, Manifest, ManifestCheck, ManifestLimits};
+pub use manifest::{
+    MINICODER_VERSION, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits,
+};
 pub use receipt::{RECEIPT_VERSION, Receipt, ReceiptCheck, ReceiptVerification};
 pub use receipt_key::ReceiptKey;
 pub use redact::{REDACTED, Redactor};

@@ -8,7 +8,7 @@ mod matrix;
 #[cfg(test)]
 mod tests;
 
-pub use format::{duration, short, tokens};
+pub use format::{bytes, duration, short, tokens};
 pub use matrix::{Attempt, CellState, Matrix};
 
 use super::text::clean;
@@ -408,6 +408,17 @@ impl RunView {
                         }
                     }
                 }
+            }
+            RunEvent::InstructionsLoaded {
+                path,
+                bytes,
+                truncated,
+            } => {
+                let cut = if *truncated { ", cut" } else { "" };
+                self.note(
+                    NoteKind::Info,
+                    format!("instructions {path} ({}{cut})", format::bytes(*bytes)),
+                )
             }
             RunEvent::ContextCompacted {
                 before_tokens,

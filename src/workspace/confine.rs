@@ -120,6 +120,28 @@ impl WorkspaceRoot {
         Ok(bytes)
     }
 
+    /// At most `limit` bytes from the start of a regular file (symlinks
+    /// inside are followed), and the file's size: the file is never read
+    /// whole, and a fifo or device is refused without blocking.
+    pub fn read_prefix(&self, rel: &Path, limit: usize) -> Result<(Vec<u8>, u64), WorkspaceError> {
+        let rel = clean(rel)?;
+        let fd = self.open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC)?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| self.err(&rel, e))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+            return Err(WorkspaceError::io(
+                rel,
+                std::io::Error::other("not a regular file"),
+            ));
+        }
+        let size = u64::try_from(st.st_size).unwrap_or(0);
+        let mut bytes = Vec::with_capacity(limit.min(usize::try_from(size).unwrap_or(limit)));
+        std::fs::File::from(fd)
+            .take(u64::try_from(limit).unwrap_or(u64::MAX))
+            .read_to_end(&mut bytes)
+            .map_err(|e| WorkspaceError::io(&rel, e))?;
+        Ok((bytes, size))
+    }
+
     /// Atomically replaces (or creates) a regular file, keeping the mode of
     /// the file it replaces (0644 for a new one).
     pub fn write(&self, rel: &Path, bytes: &[u8]) -> Result<(), WorkspaceError> {

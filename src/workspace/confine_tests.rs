@@ -172,3 +172,29 @@ fn owner_is_applied_to_new_entries() {
         assert_eq!((m.uid(), m.gid()), (10001, 10001), "{p}");
     }
 }
+
+#[test]
+fn a_prefix_read_stops_at_its_limit_and_stays_inside() {
+    let (tmp, ws, root) = setup();
+    std::fs::write(ws.join("big"), vec![b'x'; 100_000]).expect("write");
+    let (bytes, size) = root.read_prefix(Path::new("big"), 1000).expect("read");
+    assert_eq!((bytes.len(), size), (1000, 100_000));
+    let (bytes, size) = root.read_prefix(Path::new("big"), 1 << 20).expect("read");
+    assert_eq!((bytes.len(), size), (100_000, 100_000));
+    std::fs::write(tmp.path().join("outside"), b"secret").expect("write");
+    symlink("../outside", ws.join("link")).expect("symlink");
+    assert!(is_escape(root.read_prefix(Path::new("link"), 10)));
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        ws.join("fifo"),
+        FileType::Fifo,
+        Mode::from_raw_mode(0o644),
+        0,
+    )
+    .expect("mkfifo");
+    assert!(
+        root.read_prefix(Path::new("fifo"), 10).is_err(),
+        "does not block"
+    );
+    assert!(root.read_prefix(Path::new("missing"), 10).is_err());
+}

@@ -3,7 +3,7 @@
 //! cycles, the rollback after the third failure, and the final verdict that
 //! binds success to the workspace that was verified.
 
-use super::{Agent, Baseline, Effect, PatchFacts, ROLLBACK_AFTER_FAILURES};
+use super::{Agent, Baseline, CheckOutput, Effect, PatchFacts, ROLLBACK_AFTER_FAILURES};
 use crate::agent::phase::Phase;
 use crate::model::types::{ChatMessage, ToolCall};
 use crate::protocol::{Outcome, VerificationReason};
@@ -41,6 +41,7 @@ impl Agent {
         passed: bool,
         fingerprint: String,
         feedback: String,
+        checks: &[CheckOutput],
         fx: &mut Vec<Effect>,
     ) {
         let Phase::Verifying {
@@ -54,6 +55,7 @@ impl Agent {
             return;
         }
         let call = call.clone();
+        self.record_verification(reason, passed, checks);
         self.last_verdict = Some((passed, fingerprint));
         if !passed {
             // The agent will repair and ask again: have a fresh container ready.
@@ -62,6 +64,15 @@ impl Agent {
         match (reason, call) {
             (VerificationReason::AfterRestore, _) => {
                 let state = if passed { "passes" } else { "fails" };
+                let found = if passed {
+                    String::new()
+                } else {
+                    format!(" (failing: {})", self.failing_summary())
+                };
+                self.run_state.recovered(format!(
+                    "after rollback {}, verification of the restored checkpoint {state}{found}",
+                    self.stats.rollbacks
+                ));
                 self.context.history.push(ChatMessage::user(format!(
                     "After three failed completion verifications the workspace was restored to the last \
                      validated checkpoint; verification {state} there. Your changes since then are gone. \
@@ -133,6 +144,14 @@ impl Agent {
         match rollback {
             Some(id) => {
                 self.stats.rollbacks += 1;
+                self.run_state.recovered(format!(
+                    "rollback {}: after {ROLLBACK_AFTER_FAILURES} failed completion verifications since the \
+                     validated checkpoint {}, the workspace was restored to it and every change since was \
+                     undone; failing then: {}",
+                    self.stats.rollbacks,
+                    id.chars().take(12).collect::<String>(),
+                    self.failing_summary()
+                ));
                 self.failures_since_validated = 0;
                 self.queue.clear();
                 self.phase = Phase::Restoring {

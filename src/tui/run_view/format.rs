@@ -22,6 +22,17 @@ pub fn tokens(n: u64) -> String {
     }
 }
 
+/// `312 B`, `4.0 KiB`, `1.0 MiB`.
+pub fn bytes(n: u64) -> String {
+    if n < 1024 {
+        format!("{n} B")
+    } else if n < 1024 * 1024 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{:.1} MiB", n as f64 / (1024.0 * 1024.0))
+    }
+}
+
 /// The first 8 characters of an id or hash.
 pub fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
