@@ -22,6 +22,7 @@
 //! verify/      frozen checks, the verification matrix, zero-test detection, bootstrap
 //! trace/       artifacts: manifest, state, hash-chained events, report, receipt, redaction
 //! state.rs     the state directory      owner.rs  which process owns what      ids.rs  names
+//! runs.rs      finding runs: every run, one by id, prefix or `last`
 //! ```
 //!
 //! Arrows point from a module to what it uses: nothing below `runtime` knows about
@@ -37,6 +38,7 @@ pub mod ids;
 pub mod model;
 pub mod owner;
 pub mod protocol;
+pub mod runs;
 pub mod runtime;
 pub mod sandbox;
 pub mod state;
