@@ -39,8 +39,8 @@ fn rows() -> Vec<(&'static str, Vec<MockResponse>, Expect)> {
         ("403", vec![MockResponse::status(403)], Expect::Auth),
         (
             "404 model",
-            (0..3).map(|_| json_body(404, not_found.clone())).collect(),
-            Expect::FellBack(3),
+            vec![json_body(404, not_found.clone())],
+            Expect::FellBack(1),
         ),
         (
             "408 then ok",

@@ -188,6 +188,9 @@ impl ModelChain {
                         detail,
                     }));
                 }
+                Err(AttemptError::Unavailable(reason)) => {
+                    return Err(Failure::Exhausted(reason));
+                }
                 Err(AttemptError::Transient {
                     reason,
                     retry_after,

@@ -5,7 +5,7 @@
 //! | what came back                 | reaction                                   |
 //! |--------------------------------|--------------------------------------------|
 //! | 401, 403                       | configuration error: no retry, no fallback |
-//! | 404 (model not found)          | retried, then the next provider            |
+//! | 404 (model not found)          | the next provider at once: no retry        |
 //! | 408, 429, 5xx                  | retried (`Retry-After` honoured), then the next provider |
 //! | any other 4xx (400, 422, …)    | the request is wrong: stops, quoting the provider |
 //!
@@ -22,11 +22,14 @@ use super::retry::parse_retry_after;
 /// Why one attempt failed, classified for the retry logic.
 #[derive(Debug, Clone, PartialEq)]
 pub enum AttemptError {
-    /// Worth retrying: 408, 429, 5xx, 404, connection errors, undecodable or cut replies.
+    /// Worth retrying: 408, 429, 5xx, connection errors, undecodable or cut replies.
     Transient {
         reason: String,
         retry_after: Option<Duration>,
     },
+    /// 404: this provider does not serve the model. Retrying cannot help;
+    /// the next provider of the chain may.
+    Unavailable(String),
     /// 401 or 403.
     Auth(String),
     /// Any other 4xx: the request itself is wrong.
@@ -71,7 +74,8 @@ pub(crate) fn classify_error_body(body: &Value, headers: &HeaderMap) -> AttemptE
 fn react(status: u16, detail: String, retry_after: Option<Duration>) -> AttemptError {
     match status {
         401 | 403 => AttemptError::Auth(format!("HTTP {status}: {detail}")),
-        404 | 408 | 429 | 500..=599 => AttemptError::Transient {
+        404 => AttemptError::Unavailable(format!("HTTP {status}: {detail}")),
+        408 | 429 | 500..=599 => AttemptError::Transient {
             reason: format!("HTTP {status}: {detail}"),
             retry_after,
         },

@@ -326,7 +326,11 @@ mod tests {
             classify_status(403, &HeaderMap::new(), ""),
             AttemptError::Auth(_)
         ));
-        for transient in [404, 408, 500, 502, 503] {
+        assert!(matches!(
+            classify_status(404, &HeaderMap::new(), "x"),
+            AttemptError::Unavailable(_)
+        ));
+        for transient in [408, 500, 502, 503] {
             assert!(
                 matches!(
                     classify_status(transient, &HeaderMap::new(), "x"),
