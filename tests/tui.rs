@@ -784,3 +784,16 @@ fn a_failing_check_says_why_under_the_matrix() {
         "{screen}"
     );
 }
+
+#[test]
+fn the_file_list_takes_the_room_a_wide_terminal_has() {
+    let mut h = Harness::new(200, 50, ApprovalMode::Final);
+    mid_run(&mut h);
+    let screen = h.screen();
+    // At 200 columns every path of the diff's file list is shown whole.
+    assert!(
+        screen.contains("M tests/test_pagination.py +4 -0"),
+        "{screen}"
+    );
+    assert_screen("diff_wide", 200, 50, &screen);
+}

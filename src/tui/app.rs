@@ -20,7 +20,7 @@ use ratatui_textarea::TextArea;
 
 use super::diff::{DiffModel, DiffViewState, ReviewSelection};
 use super::keymap::{Context, Keymap};
-use super::run_view::{NoteKind, Phase, RunView};
+use super::run_view::{NoteKind, Phase, RunView, artifact_path};
 use super::theme::Theme;
 use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, RunReport};
 
@@ -289,8 +289,10 @@ impl App {
             AppEvent::ReviewSaved(result) => {
                 match &result {
                     Ok(path) => {
-                        self.view
-                            .note(NoteKind::Info, format!("reviewed patch: {path}"));
+                        self.view.note(
+                            NoteKind::Info,
+                            format!("reviewed patch: {}", artifact_path(path)),
+                        );
                         self.reviewed_patch = Some(path.clone());
                     }
                     Err(e) => self
@@ -394,6 +396,8 @@ impl App {
     fn run_ended(&mut self, result: Result<Box<RunReport>, String>) {
         // Whatever happened, nobody is left to answer pending approvals: refuse them.
         self.refuse_pending("the run ended");
+        // A hint about the run that was going is stale now.
+        self.flash = None;
         if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
             self.overlay = None;
         }
@@ -418,7 +422,8 @@ impl App {
                     Outcome::Failure => NoteKind::Error,
                     Outcome::Cancelled => NoteKind::Warning,
                 };
-                self.view.note(kind, format!("patch: {}", report.patch));
+                self.view
+                    .note(kind, format!("patch: {}", artifact_path(&report.patch)));
                 self.open_review(&report);
                 self.report = Some(report);
             }

@@ -8,7 +8,7 @@ mod matrix;
 #[cfg(test)]
 mod tests;
 
-pub use format::{bytes, duration, short, tokens};
+pub use format::{artifact_path, bytes, duration, short, tokens};
 pub use matrix::{Attempt, CellState, Matrix};
 
 use super::text::clean;

@@ -120,7 +120,12 @@ impl StatefulWidget for DiffView<'_> {
             centred_note(buf, inner, EMPTY_NOTE, self.theme);
             return;
         }
-        let layout = Layout::of(inner, self.model.files.len(), state.file_list_shown());
+        let layout = Layout::of(
+            inner,
+            self.model.files.len(),
+            list_columns(self.model),
+            state.file_list_shown(),
+        );
         state.fit(self.model, usize::from(layout.body.height));
         if let Some(list) = layout.list {
             self.file_list(buf, list, state);
@@ -194,8 +199,31 @@ struct Layout {
     body: Rect,
 }
 
+/// Columns the file list needs to show every entry whole: status letter,
+/// path and counts, with a space between each.
+fn list_columns(model: &DiffModel) -> u16 {
+    let widest = model
+        .files
+        .iter()
+        .map(|f| {
+            let counts = if f.binary {
+                3
+            } else {
+                digits(f.added) + digits(f.removed) + 3
+            };
+            2 + Span::raw(f.path.as_str()).width() + 1 + counts
+        })
+        .max()
+        .unwrap_or(0);
+    u16::try_from(widest).unwrap_or(u16::MAX)
+}
+
+fn digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
+
 impl Layout {
-    fn of(inner: Rect, files: usize, show_list: bool) -> Layout {
+    fn of(inner: Rect, files: usize, wanted: u16, show_list: bool) -> Layout {
         let files = u16::try_from(files).unwrap_or(u16::MAX);
         if !show_list || inner.height == 0 || inner.width < 8 {
             return Layout {
@@ -205,7 +233,9 @@ impl Layout {
             };
         }
         if inner.width >= WIDE_FROM {
-            let width = LIST_COLUMNS.min(inner.width / 3);
+            let width = wanted
+                .clamp(LIST_COLUMNS, LIST_COLUMNS * 2)
+                .min(inner.width / 3);
             let list = Rect::new(inner.x, inner.y, width, inner.height);
             let separator = Rect::new(inner.x + width, inner.y, 1, inner.height);
             let body_x = separator.right();

@@ -170,6 +170,21 @@ impl Context {
         }
     }
 
+    /// How the help names the context: by the title of its pane on screen.
+    pub fn title(self) -> &'static str {
+        match self {
+            Context::Global => "Everywhere",
+            Context::Input => "Task / Follow-up",
+            Context::Stream => "Activity",
+            Context::Diff => "Diff",
+            Context::Matrix => "Verification",
+            Context::Plan => "Plan",
+            Context::Approval => "Approval",
+            Context::Review => "Review",
+            Context::Help => "Help",
+        }
+    }
+
     pub fn from_name(name: &str) -> Option<Context> {
         Context::ALL
             .into_iter()

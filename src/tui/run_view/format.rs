@@ -33,7 +33,41 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// A path of a run's artifact as the session shows it: from the run's own
+/// folder (`20261201-101500-a1b2c3/final.patch`) when it lies in the state
+/// directory's runs, else with the home directory as `~`. Long absolute
+/// paths do not fit an 80-column pane.
+pub fn artifact_path(path: &str) -> String {
+    if let Some((_, rest)) = path.rsplit_once("/.agent/runs/") {
+        return rest.to_string();
+    }
+    match std::env::var("HOME") {
+        Ok(home) if !home.is_empty() && home != "/" => match path.strip_prefix(home.as_str()) {
+            Some(rest) if rest.starts_with('/') => format!("~{rest}"),
+            _ => path.to_string(),
+        },
+        _ => path.to_string(),
+    }
+}
+
 /// The first 8 characters of an id or hash.
 pub fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn artifact_paths_start_at_the_run_folder() {
+        assert_eq!(
+            super::artifact_path(
+                "/root/.local/state/minicoder/.agent/runs/20261201-101500-a1b2c3/final.patch"
+            ),
+            "20261201-101500-a1b2c3/final.patch"
+        );
+        assert_eq!(
+            super::artifact_path("/elsewhere/x.patch"),
+            "/elsewhere/x.patch"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use crate::protocol::VerificationReason;
 use crate::tui::app::{App, Pane};
 use crate::tui::draw::pane_block;
 use crate::tui::run_view::duration;
-use crate::tui::run_view::{Attempt, CellState};
+use crate::tui::run_view::{Attempt, CellState, Matrix};
 use crate::tui::theme::Meaning;
 
 const CELL: usize = 16;
@@ -81,11 +81,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let mut lines = Vec::with_capacity(matrix.checks.len() + 1);
     let mut header = vec![Span::styled(format!("{:<name_width$} ", "check"), dim)];
     for attempt in &shown {
-        let label = match attempt.reason {
-            VerificationReason::Baseline => format!("#{} baseline", attempt.number),
-            VerificationReason::Completion => format!("#{} done?", attempt.number),
-            VerificationReason::AfterRestore => format!("#{} restored", attempt.number),
-        };
+        let label = attempt_label(matrix, attempt);
         header.push(Span::styled(
             format!("{:<CELL$}", clip(&label, CELL - 1)),
             dim,
@@ -172,4 +168,22 @@ fn clip(text: &str, max: usize) -> String {
     }
     let cut: String = text.chars().take(max.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+/// What an attempt was, as its column says: "baseline", "completion 2",
+/// "restored 1" — counted per kind, so the person reads which completion
+/// the column judged.
+fn attempt_label(matrix: &Matrix, attempt: &Attempt) -> String {
+    let nth = matrix
+        .attempts
+        .iter()
+        .filter(|a| a.number < attempt.number && a.reason == attempt.reason)
+        .count()
+        + 1;
+    match attempt.reason {
+        VerificationReason::Baseline if nth == 1 => "baseline".to_string(),
+        VerificationReason::Baseline => format!("baseline {nth}"),
+        VerificationReason::Completion => format!("completion {nth}"),
+        VerificationReason::AfterRestore => format!("restored {nth}"),
+    }
 }

@@ -93,7 +93,7 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usiz
     };
     let own = app.keymap.bindings(context);
     let own_keys: Vec<String> = own.iter().map(|(k, _, _)| k.clone()).collect();
-    section(&format!("{} keys", context.name()), own);
+    section(&format!("{} keys", context.title()), own);
     if context != Context::Global {
         let global: Vec<_> = app
             .keymap
