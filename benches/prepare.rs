@@ -1,0 +1,334 @@
+//! Preparation on real-sized repositories, beside `git clone --local` of the
+//! same repository in the same run.
+//!
+//! Builds a ~5,000-file and a ~50,000-file Git repository from real source
+//! text (the crate sources in cargo's registry, repeated as needed), then for
+//! each: `git clone --local` (median of 3); a cold run of the real binary
+//! (fresh state directory) and a warm one (same state, one file changed),
+//! each with a scripted model that asks for completion at once: time from
+//! spawn to the first model request, the phases before it from the event
+//! log, and end of run (`run.finished`) to process exit. Prints the ratios to
+//! the clone.
+//!
+//! Run: `cargo bench --bench prepare` (`PREPARE_SIZES=5000` for the small one only).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::mock_openai::{MockOpenAi, MockResponse};
+
+/// Source files no bigger than this are taken from the registry.
+const MAX_FILE: u64 = 256 * 1024;
+
+fn registry_sources() -> Vec<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cargo"));
+    let mut files = Vec::new();
+    let Ok(indexes) = std::fs::read_dir(home.join("registry/src")) else {
+        panic!("no crate sources under {}/registry/src", home.display());
+    };
+    for index in indexes.flatten() {
+        for entry in ignore::WalkBuilder::new(index.path())
+            .standard_filters(false)
+            .build()
+            .flatten()
+        {
+            let path = entry.path();
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && entry.metadata().is_ok_and(|m| m.len() <= MAX_FILE)
+                && !path.components().any(|c| c.as_os_str() == ".git")
+            {
+                files.push(path.to_path_buf());
+            }
+        }
+    }
+    files.sort();
+    assert!(!files.is_empty(), "the registry holds no source files");
+    files
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "bench")
+        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
+        .env("GIT_COMMITTER_NAME", "bench")
+        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
+        .status()
+        .expect("git")
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+/// A committed repository of `count` files copied from `sources` (repeated
+/// under `copyN/` when there are fewer sources than files).
+fn build_repo(root: &Path, sources: &[PathBuf], count: usize) -> (usize, u64) {
+    std::fs::create_dir_all(root).unwrap();
+    let mut bytes = 0;
+    for i in 0..count {
+        let src = &sources[i % sources.len()];
+        let rel = src
+            .components()
+            .rev()
+            .take(4)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<PathBuf>();
+        let dest = root.join(format!("copy{}", i / sources.len())).join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        if dest.exists() {
+            continue;
+        }
+        bytes += std::fs::copy(src, &dest).unwrap();
+    }
+    git(root, &["init", "-q"]);
+    git(root, &["add", "-A"]);
+    git(root, &["commit", "-q", "-m", "sources"]);
+    let files = String::from_utf8(
+        Command::new("git")
+            .args(["ls-files"])
+            .current_dir(root)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .lines()
+    .count();
+    (files, bytes)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn clone_time(repo: &Path) -> Duration {
+    let samples = (0..3)
+        .map(|_| {
+            let into = tempfile::tempdir_in(repo.parent().unwrap()).unwrap();
+            let t = Instant::now();
+            let ok = Command::new("git")
+                .args(["clone", "-q", "--local"])
+                .arg(repo)
+                .arg(into.path().join("c"))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+            t.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+struct Timed {
+    first_request: Duration,
+    total: Duration,
+    finished_to_exit: Option<Duration>,
+    phases: Vec<(String, i64)>,
+}
+
+fn ts_ms(event: &Value) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(event["ts"].as_str()?)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
+    let mock = MockOpenAi::start().await;
+    for _ in 0..4 {
+        mock.push(MockResponse::tool_calls(&[
+            (
+                "update_plan",
+                json!({"items": [{"id": "1", "content": "look", "status": "done"}]}),
+            ),
+            (
+                "request_completion",
+                json!({"summary": "nothing to change"}),
+            ),
+        ]));
+    }
+    let artifacts = state.join(format!("artifacts-{label}"));
+    let started_wall = chrono::Utc::now().timestamp_millis();
+    let t = Instant::now();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_minicoder"))
+        .arg("run")
+        .arg(repo)
+        .arg("Say whether anything needs doing")
+        .args([
+            "--non-interactive",
+            "--model",
+            "openai",
+            "--check",
+            "t",
+            "true",
+        ])
+        .arg("--artifact-dir")
+        .arg(&artifacts)
+        .env("MINICODER_STATE_DIR", state)
+        .env("OPENAI_BASE_URL", mock.base_url())
+        .env("OPENAI_API_KEY", support::project_run::API_KEY)
+        .env("OPENAI_MODEL", "mock-model")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn minicoder");
+    let mut first_request = None;
+    let status = loop {
+        if first_request.is_none() && mock.request_count() > 0 {
+            first_request = Some(t.elapsed());
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let total = t.elapsed();
+    let exited_wall = chrono::Utc::now().timestamp_millis();
+    if !status.success() {
+        use tokio::io::AsyncReadExt;
+        let mut err = String::new();
+        if let Some(mut pipe) = child.stderr.take() {
+            let _ = pipe.read_to_string(&mut err).await;
+        }
+        println!(
+            "[{label}] minicoder exited with {status}: {}",
+            err.trim_end()
+        );
+    }
+    let events: Vec<Value> = std::fs::read_to_string(artifacts.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let at = |kind: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == kind)
+            .and_then(ts_ms)
+            .map(|ms| ms - started_wall)
+    };
+    let phases = ["run.started", "model.request", "run.finished"]
+        .iter()
+        .filter_map(|k| at(k).map(|ms| (k.to_string(), ms)))
+        .collect();
+    let finished_to_exit = events
+        .iter()
+        .find(|e| e["type"] == "run.finished")
+        .and_then(ts_ms)
+        .map(|ms| Duration::from_millis(u64::try_from(exited_wall - ms).unwrap_or(0)));
+    Timed {
+        first_request: first_request.unwrap_or(total),
+        total,
+        finished_to_exit,
+        phases,
+    }
+}
+
+/// A checkpoint when nothing changed since the last one, on a copy of the
+/// repository's files (median of 5, caches warm).
+fn no_change_checkpoint(repo: &Path, work: &Path) -> Duration {
+    use minicoder::workspace::{CheckpointStore, ExcludeSet};
+    let ws = work.join("nochange-ws");
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(repo)
+        .arg(&ws)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let _ = std::fs::remove_dir_all(ws.join(".git"));
+    let mut store =
+        CheckpointStore::open(&work.join("nochange.git"), &ws, ExcludeSet::default()).unwrap();
+    store.create("baseline").unwrap();
+    // Past the racy window, so the stat cache is trusted as in a real run.
+    std::thread::sleep(Duration::from_millis(2100));
+    store.create("warm").unwrap();
+    let samples = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            store.create("no change").unwrap();
+            t.elapsed()
+        })
+        .collect();
+    let took = median(samples);
+    let _ = std::fs::remove_dir_all(&ws);
+    took
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+#[tokio::main]
+async fn main() {
+    let sizes: Vec<usize> = std::env::var("PREPARE_SIZES")
+        .ok()
+        .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![5_000, 50_000]);
+    let work = tempfile::tempdir().unwrap();
+    let sources = registry_sources();
+    println!("{} source files in cargo's registry", sources.len());
+    for size in sizes {
+        let repo = work.path().join(format!("repo-{size}"));
+        let (files, bytes) = build_repo(&repo, &sources, size);
+        println!(
+            "\nrepository: {files} files, {:.0} MB",
+            bytes as f64 / 1_048_576.0
+        );
+        let clone = clone_time(&repo);
+        println!("git clone --local: {} (median of 3)", secs(clone));
+        let state = tempfile::tempdir_in(work.path()).unwrap();
+        let cold = timed_run(&repo, state.path(), "cold").await;
+        // One file changed between the runs, as between two tasks.
+        let first = String::from_utf8(
+            Command::new("git")
+                .args(["ls-files"])
+                .current_dir(&repo)
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_string();
+        let changed = repo.join(first);
+        let mut text = std::fs::read(&changed).unwrap();
+        text.extend_from_slice(b"\n// changed between runs\n");
+        std::fs::write(&changed, text).unwrap();
+        let warm = timed_run(&repo, state.path(), "warm").await;
+        for (name, run) in [("cold", &cold), ("warm", &warm)] {
+            println!(
+                "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}",
+                secs(run.first_request),
+                run.first_request.as_secs_f64() / clone.as_secs_f64(),
+                secs(run.total),
+                run.finished_to_exit
+                    .map_or("?".to_string(), |d| format!("{} ms", d.as_millis())),
+                run.phases
+            );
+        }
+        let nochange = no_change_checkpoint(&repo, work.path());
+        println!(
+            "no-change checkpoint: {:.1} ms (median of 5)",
+            nochange.as_secs_f64() * 1e3
+        );
+        println!(
+            "budgets: cold ≤ 1.0 × clone, warm ≤ 0.25 × clone, no-change checkpoint ≤ 20 ms at 50,000 files, run.finished → exit ≤ 1 s"
+        );
+    }
+}
