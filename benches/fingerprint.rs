@@ -1,6 +1,6 @@
 //! Incremental fingerprint and checkpoint of a 10,000-file workspace after a
 //! one-file change, beside `git add -A && git commit` on the same tree
-//! (SPEC §13: ≤ 50 ms). Prints medians and ratios after criterion's report.
+//! (budget: ≤ 50 ms). Prints medians and ratios after criterion's report.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::cell::RefCell;

@@ -1,4 +1,4 @@
-//! The headless consumer of the event stream (SPEC §10): exactly one JSON
+//! The headless consumer of the event stream: exactly one JSON
 //! object on stdout at the end (or, with `--events`, one JSON event a line
 //! instead), and human progress on stderr. Both are escaped for the
 //! terminal ([`crate::terminal_text`]): the JSON keeps its value, a progress

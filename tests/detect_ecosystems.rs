@@ -1,4 +1,4 @@
-//! Detection that matches what people do (SPEC §6): the Node package manager
+//! Detection that matches what people do: the Node package manager
 //! from the lockfile and only the scripts whose tools are installed, pytest
 //! from any of its configuration files or a tests/ folder, unittest when the
 //! tests are unittest's alone, a Makefile's test target as the last resort.

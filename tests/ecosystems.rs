@@ -1,4 +1,4 @@
-//! Every ecosystem of SPEC §6 verifies out of the box: for a small Python,
+//! Every ecosystem the image carries verifies out of the box: for a small Python,
 //! Node, Rust and Go project each, detected without configuration, the
 //! scripted agent sees the failing test in the sandbox, fixes it, and the
 //! verifier passes it — real binary, real Docker sandbox and verifier. The

@@ -1,4 +1,4 @@
-//! What a project asks of its sandbox (SPEC §6), end to end with the real
+//! What a project asks of its sandbox, end to end with the real
 //! binary, Docker and a scripted model: `"packages"` builds a derived image
 //! once; a check whose program the image lacks stops the run before the first
 //! model request, naming it; what a bootstrap writes is baseline, never part

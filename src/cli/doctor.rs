@@ -23,7 +23,7 @@ fn line(level: Level, what: &str, detail: impl std::fmt::Display) {
     out!("{mark} {what}: {detail}");
 }
 
-/// The provider variables of SPEC §7 whose presence doctor reports.
+/// The provider variables of the default model chain whose presence doctor reports.
 pub const PROVIDER_KEYS: [(&str, &str); 4] = [
     ("gemini", "GEMINI_API_KEY"),
     ("qwen/deepseek", "FREELLMAPI_API_KEY"),

@@ -1,5 +1,5 @@
 //! `minicoder doctor` inside a repository: the checks a run would freeze, the
-//! image it would use, and whether that image can run them (SPEC §6). Nothing
+//! image it would use, and whether that image can run them. Nothing
 //! is built: a project image not built yet is checked through its base, and
 //! what its packages would add is said so.
 

@@ -1,4 +1,4 @@
-//! Per-project dependency caches (SPEC §6): one Docker volume per source
+//! Per-project dependency caches: one Docker volume per source
 //! repository, mounted at `/cache`. The bootstrap writes it (cargo registry,
 //! Go modules and build cache, npm, yarn, pnpm and pip caches); every other
 //! container of every later run of the same project reads it, so a second run

@@ -1,4 +1,4 @@
-//! Project images without writing Dockerfiles (SPEC §6). A project picks its
+//! Project images without writing Dockerfiles. A project picks its
 //! image with `"image"` (default: `MINICODER_SANDBOX_IMAGE` or the built-in
 //! one), may refine it with its own recipe `.minicoder/Dockerfile` (built
 //! with `ARG MINICODER_SANDBOX_IMAGE` set to that image), and may add Debian

@@ -3,7 +3,7 @@
 //! (`sandbox/rootfs.sh`) and imported through the engine's API. The image is
 //! labelled with a hash of that definition, so an unchanged definition is never
 //! rebuilt and a changed one always is. The image is Debian 13 "trixie" with the
-//! toolchains of SPEC §6: Python (pip, venv, pytest), Node (npm, yarn, tsc),
+//! toolchains the verifier needs for every ecosystem it detects: Python (pip, venv, pytest), Node (npm, yarn, tsc),
 //! Rust (cargo, rustfmt, clippy), Go (with a warm standard-library build cache)
 //! and C/C++.
 

@@ -1,4 +1,4 @@
-//! The isolation every command container gets (SPEC §3).
+//! The isolation every command container gets.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,7 +34,7 @@ pub fn image_from_env() -> String {
         .unwrap_or_else(|| DEFAULT_IMAGE.to_string())
 }
 
-/// Resource limits of one container. The defaults are SPEC §3's.
+/// Resource limits of one container; the defaults are the contract every run gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     pub nano_cpus: i64,
@@ -79,7 +79,7 @@ impl Role {
 /// A project's dependency-cache volume (cargo registry, Go modules and build
 /// cache, npm, yarn, pnpm and pip caches) mounted at [`CACHE_DIR`]. Only the
 /// bootstrap writes it; every other container reads it, so nothing a command
-/// writes there survives it (SPEC §3).
+/// writes there survives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheMount {
     pub volume: String,

@@ -1,4 +1,4 @@
-//! The agent's tools (SPEC §5): their JSON schemas, the parsing of a model's
+//! The agent's tools: their JSON schemas, the parsing of a model's
 //! call into typed arguments, and the executors of the seven tools that act
 //! on the workspace. `update_plan` and `request_completion` are parsed here
 //! but carried out by the agent, since they change its state.

@@ -1,4 +1,4 @@
-//! Run artifacts (SPEC §9, §12): the manifest, state, the hash-chained event
+//! Run artifacts: the manifest, state, the hash-chained event
 //! log, outputs, patches, report and the HMAC receipt. Every text written
 //! passes through the [`Redactor`].
 

@@ -23,7 +23,7 @@ use crate::workspace::SecretPaths;
 
 /// The configuration file, at the root of the source repository.
 pub const CONFIG_FILE: &str = ".minicoder.json";
-/// At most this many checks (SPEC §6).
+/// At most this many checks: a longer list is refused, not cut.
 pub const MAX_CHECKS: usize = 16;
 /// At most this many `"packages"`.
 pub const MAX_PACKAGES: usize = 64;

@@ -1,5 +1,5 @@
 //! What a bootstrap installs into ignored folders (`node_modules`, `.venv`)
-//! stays out of checkpoints, patches and fingerprints (SPEC §4), so a copy of
+//! stays out of checkpoints, patches and fingerprints, so a copy of
 //! the baseline checkpoint lacks it. [`share`] gives such a copy the
 //! workspace's installed dependencies, as hard links (copies where a link is
 //! refused), so the baseline verification runs with the same dependencies as

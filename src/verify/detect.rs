@@ -1,5 +1,5 @@
 //! Checks inferred from the project's files, used when neither `--check` nor
-//! `.minicoder.json` names any (SPEC §6). One ecosystem gives checks; several
+//! `.minicoder.json` names any. One ecosystem gives checks; several
 //! at once are ambiguous and none is refused: a run with no meaningful check
 //! cannot succeed. A Makefile's `test` target is the last resort.
 //!

@@ -1,4 +1,4 @@
-//! Python and Makefile detection (SPEC §6). pytest when the project
+//! Python and Makefile detection. pytest when the project
 //! configures it (`[tool.pytest…]` in pyproject.toml, `pytest.ini`,
 //! `[tool:pytest]` in setup.cfg, `[pytest]` in tox.ini) or keeps
 //! `test_*.py` files in `tests/`; unittest when every test file found is

@@ -337,7 +337,7 @@ fn environment_failure(code: i32, image: &str) -> String {
 }
 
 /// The environment error a verification shows, if any: the reason a run
-/// stops when its baseline cannot even run a check (SPEC §6).
+/// stops when its baseline cannot even run a check.
 pub fn environment_error(checks: &[CheckReport]) -> Option<String> {
     let check = checks
         .iter()

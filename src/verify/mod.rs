@@ -1,4 +1,4 @@
-//! The verifier (SPEC §6) and the bootstrap phase (SPEC §3).
+//! The verifier and the bootstrap phase.
 //!
 //! - [`config`]: the source repository's `.minicoder.json` and `--check` overrides.
 //! - [`detect`]: checks inferred from the project files when none are configured.

@@ -1,4 +1,4 @@
-//! The pre-flight (SPEC §6): before any model turn, every program the frozen
+//! The pre-flight: before any model turn, every program the frozen
 //! checks and the bootstrap run first (the first word of each command, the
 //! interpreter of a script, the module of `python3 -m`, the first word of a
 //! package script) must exist in the run's image. A missing one stops the run

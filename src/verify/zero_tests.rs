@@ -1,4 +1,4 @@
-//! Recognising a test run that ran no test (SPEC §6): such a check proves
+//! Recognising a test run that ran no test: such a check proves
 //! nothing, so it fails unless zero tests are explicitly allowed.
 
 use std::sync::LazyLock;
