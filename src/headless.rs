@@ -13,7 +13,7 @@ use crate::terminal_text::{escape_json, write_line};
 
 /// What stdout carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StdoutMode {
+pub(crate) enum StdoutMode {
     /// The final result object only.
     Result,
     /// Every event as a JSON line (the final object is not printed).
@@ -24,7 +24,11 @@ pub enum StdoutMode {
 
 /// Consumes events until the sender is dropped: progress lines on stderr and,
 /// in [`StdoutMode::Events`], JSONL on stdout.
-pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, progress: bool) {
+pub(crate) async fn consume(
+    mut events: UnboundedReceiver<RunEvent>,
+    mode: StdoutMode,
+    progress: bool,
+) {
     // Which verification each attempt is, so a check line says whose it is
     // (a baseline's checks can end while a completion's run).
     let mut reasons = std::collections::HashMap::new();
@@ -57,7 +61,7 @@ pub async fn consume(mut events: UnboundedReceiver<RunEvent>, mode: StdoutMode, 
 
 /// One short line per event worth telling a person about, unescaped (its
 /// printer escapes it).
-pub fn progress_line(event: &RunEvent) -> Option<String> {
+pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
     Some(match event {
         RunEvent::RunStarted {
             run_id,
@@ -143,7 +147,7 @@ fn short(id: &str) -> &str {
 }
 
 /// Prints the one result object.
-pub fn print_result(value: &impl serde::Serialize) {
+pub(crate) fn print_result(value: &impl serde::Serialize) {
     let mut out = std::io::stdout().lock();
     match serde_json::to_string(value) {
         Ok(json) => {

@@ -4,7 +4,7 @@
 use std::io::Read;
 
 /// `n` random bytes as lowercase hex (from the kernel's CSPRNG).
-pub fn random_hex(n: usize) -> String {
+pub(crate) fn random_hex(n: usize) -> String {
     let mut bytes = vec![0u8; n];
     let filled = std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
@@ -25,7 +25,7 @@ pub fn random_hex(n: usize) -> String {
 /// `text` as a name for a file or a container: `[A-Za-z0-9._-]` kept, any
 /// other character `_`, at most `max` characters, never empty and never
 /// starting with `.`.
-pub fn file_safe(text: &str, max: usize) -> String {
+pub(crate) fn file_safe(text: &str, max: usize) -> String {
     let mut out: String = text
         .chars()
         .map(|c| {

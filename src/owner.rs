@@ -24,7 +24,7 @@ impl ProcessIdentity {
     }
 
     /// Whether the process is still running (and is the same process).
-    pub fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         match start_ticks(self.pid) {
             Some(ticks) => self.start_ticks == 0 || ticks == self.start_ticks,
             None => false,
@@ -36,7 +36,7 @@ impl ProcessIdentity {
         format!("{}:{}", self.pid, self.start_ticks)
     }
 
-    pub fn from_label(label: &str) -> Option<Self> {
+    pub(crate) fn from_label(label: &str) -> Option<Self> {
         let (pid, start) = label.split_once(':')?;
         Some(Self {
             pid: pid.parse().ok()?,
@@ -47,7 +47,10 @@ impl ProcessIdentity {
 
 /// Records `owner` as the owner of a resource in a small JSON file, written
 /// atomically (write, then rename).
-pub fn write_owner_file(path: &std::path::Path, owner: &ProcessIdentity) -> std::io::Result<()> {
+pub(crate) fn write_owner_file(
+    path: &std::path::Path,
+    owner: &ProcessIdentity,
+) -> std::io::Result<()> {
     let tmp = path.with_extension("owner.tmp");
     std::fs::write(
         &tmp,
@@ -57,7 +60,7 @@ pub fn write_owner_file(path: &std::path::Path, owner: &ProcessIdentity) -> std:
 }
 
 /// Reads an owner file; `None` if it is missing or unreadable.
-pub fn read_owner_file(path: &std::path::Path) -> Option<ProcessIdentity> {
+pub(crate) fn read_owner_file(path: &std::path::Path) -> Option<ProcessIdentity> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 

@@ -38,33 +38,33 @@ impl StateDir {
     }
 
     /// `<root>/.agent/runs`: one folder of artifacts per run.
-    pub fn runs_dir(&self) -> PathBuf {
+    pub(crate) fn runs_dir(&self) -> PathBuf {
         self.root.join(".agent").join("runs")
     }
 
     /// `<root>/workspaces`: one private copy of the source per run.
-    pub fn workspaces_dir(&self) -> PathBuf {
+    pub(crate) fn workspaces_dir(&self) -> PathBuf {
         self.root.join("workspaces")
     }
 
     /// The private workspace of one run.
-    pub fn workspace_dir(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn workspace_dir(&self, run_id: &str) -> PathBuf {
         self.workspaces_dir().join(run_id)
     }
 
     /// `<root>/checkpoints`: one private Git object store per run, never
     /// attached to a container.
-    pub fn checkpoints_dir(&self) -> PathBuf {
+    pub(crate) fn checkpoints_dir(&self) -> PathBuf {
         self.root.join("checkpoints")
     }
 
     /// The checkpoint store of one run.
-    pub fn checkpoint_store_dir(&self, run_id: &str) -> PathBuf {
+    pub(crate) fn checkpoint_store_dir(&self, run_id: &str) -> PathBuf {
         self.checkpoints_dir().join(format!("{run_id}.git"))
     }
 
     /// Creates the root (mode 0700) if it is missing.
-    pub fn ensure(&self) -> std::io::Result<()> {
+    pub(crate) fn ensure(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)

@@ -32,7 +32,7 @@ pub fn is_unsafe(c: char) -> bool {
 /// `text` as one line a terminal shows literally: every [`is_unsafe`]
 /// character, newlines included, replaced by a visible escape. Borrowed when
 /// nothing had to change.
-pub fn escape_line(text: &str) -> Cow<'_, str> {
+pub(crate) fn escape_line(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_unsafe) {
         return Cow::Borrowed(text);
     }
@@ -56,7 +56,7 @@ pub fn escape_line(text: &str) -> Cow<'_, str> {
 /// left raw written as a `\uXXXX` escape: the same JSON value, safe to print.
 /// (Outside strings, compact JSON holds only ASCII punctuation, digits and
 /// letters, so every such character is inside a string.)
-pub fn escape_json(json: &str) -> Cow<'_, str> {
+pub(crate) fn escape_json(json: &str) -> Cow<'_, str> {
     if !json.chars().any(is_unsafe) {
         return Cow::Borrowed(json);
     }
@@ -74,7 +74,7 @@ pub fn escape_json(json: &str) -> Cow<'_, str> {
 /// Text for the full-screen session: tabs become four spaces, `\r` is
 /// dropped, ANSI escape sequences are removed whole, other unsafe characters
 /// become `�`; newlines are kept (the caller lays out lines).
-pub fn clean_for_screen(text: &str) -> String {
+pub(crate) fn clean_for_screen(text: &str) -> String {
     if !text.chars().any(|c| is_unsafe(c) && c != '\n') {
         return text.to_string();
     }
@@ -121,14 +121,14 @@ fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
 
 /// Writes `line` escaped, then a newline. Errors (a closed pipe) are
 /// ignored: output is never worth dying for mid-run.
-pub fn write_line(out: &mut impl Write, line: &str) {
+pub(crate) fn write_line(out: &mut impl Write, line: &str) {
     let _ = writeln!(out, "{}", escape_line(line));
 }
 
 /// A writer that escapes what passes through it line by line, keeping the
 /// newlines that end lines: for loggers, which format a whole record and
 /// write it at once.
-pub struct EscapingWriter<W: Write>(pub W);
+pub(crate) struct EscapingWriter<W: Write>(pub W);
 
 impl<W: Write> Write for EscapingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {

@@ -15,7 +15,7 @@ const MAX_SCALE: u64 = 3;
 
 /// The latest comparison of an estimate with a provider's count.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Calibration {
+pub(crate) struct Calibration {
     /// Prompt tokens the provider reported for the request.
     reported: u64,
     /// Tokens the plain estimate gave for it.
@@ -37,7 +37,7 @@ impl Calibration {
     }
 
     /// A plain estimate, scaled.
-    pub fn scale(&self, tokens: u64) -> u64 {
+    pub(crate) fn scale(&self, tokens: u64) -> u64 {
         if self.reported <= self.estimated {
             return tokens;
         }
@@ -46,7 +46,7 @@ impl Calibration {
     }
 
     /// The most characters that stay within `tokens`.
-    pub fn chars_within(&self, tokens: u64) -> usize {
+    pub(crate) fn chars_within(&self, tokens: u64) -> usize {
         let plain = if self.reported <= self.estimated {
             tokens
         } else {
@@ -59,7 +59,8 @@ impl Calibration {
     }
 
     /// The factor applied, in percent (100 when none).
-    pub fn percent(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn percent(&self) -> u64 {
         if self.reported <= self.estimated {
             100
         } else {

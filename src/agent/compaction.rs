@@ -185,7 +185,7 @@ impl Context {
     /// Compacts until the history and discoveries fit in `room` characters
     /// (or nothing more may be compacted). `fixed_chars` is the rest of the
     /// request, for the token counts reported.
-    pub fn compact(&mut self, fixed_chars: usize, room: usize) -> Option<Compaction> {
+    pub(crate) fn compact(&mut self, fixed_chars: usize, room: usize) -> Option<Compaction> {
         let before = self.estimate(fixed_chars);
         let cap = (room / 3).max(MIN_DISCOVERY_CHARS);
         let window = self

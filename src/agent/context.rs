@@ -8,17 +8,17 @@ pub use super::compaction::Discoveries;
 use crate::model::types::{ChatMessage, estimate_tokens};
 
 /// Share of the context budget at which older actions are compacted.
-pub const COMPACT_AT: f64 = 0.75;
+pub(crate) const COMPACT_AT: f64 = 0.75;
 /// Share at which the run stops if compaction cannot bring it below.
-pub const STOP_AT: f64 = 0.90;
+pub(crate) const STOP_AT: f64 = 0.90;
 /// Share compaction brings the request down to when it can, so that it
 /// does not run again at the next turn.
-pub const COMPACT_TO: f64 = 0.50;
+pub(crate) const COMPACT_TO: f64 = 0.50;
 /// Messages at the end of the history that compaction leaves whole while
 /// summarising older results is enough.
-pub const KEEP_RECENT: usize = 8;
+pub(crate) const KEEP_RECENT: usize = 8;
 
-pub fn system_prompt(checks: &[String]) -> String {
+pub(crate) fn system_prompt(checks: &[String]) -> String {
     let checks = if checks.is_empty() {
         "(none configured)".to_string()
     } else {
@@ -45,13 +45,13 @@ Paths are relative to the workspace root; `..`, absolute paths and symlinks lead
     )
 }
 
-pub fn task_message(task: &str) -> String {
+pub(crate) fn task_message(task: &str) -> String {
     format!("Task:\n{task}")
 }
 
 /// Characters a message adds beyond its text (role, ids, separators), so the
 /// estimate stays above what the wire carries.
-pub const MESSAGE_OVERHEAD: usize = 16;
+pub(crate) const MESSAGE_OVERHEAD: usize = 16;
 
 /// The conversation after the fixed prefix (system prompt, task and project
 /// instructions), and the discoveries compaction made of its older part.
@@ -65,7 +65,7 @@ pub struct Context {
 
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compaction {
+pub(crate) struct Compaction {
     pub before_tokens: u64,
     pub after_tokens: u64,
     pub messages_compacted: usize,
@@ -102,7 +102,7 @@ impl Context {
 }
 
 /// Characters one message adds to a request.
-pub fn message_chars(m: &ChatMessage) -> usize {
+pub(crate) fn message_chars(m: &ChatMessage) -> usize {
     m.char_len() + MESSAGE_OVERHEAD * (1 + m.tool_calls.len())
 }
 

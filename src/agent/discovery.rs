@@ -56,7 +56,7 @@ impl Discovery {
 }
 
 /// Summarises `call` and its `result` as discovery number `seq`.
-pub fn summarise(seq: u32, call: &ToolCall, result: &str) -> Discovery {
+pub(crate) fn summarise(seq: u32, call: &ToolCall, result: &str) -> Discovery {
     let args: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(&call.arguments).unwrap_or_default();
     let text = |key: &str| args.get(key).and_then(|v| v.as_str()).unwrap_or_default();
@@ -169,7 +169,7 @@ pub(crate) fn push_list(facts: &mut Vec<String>, label: &str, items: Vec<String>
 }
 
 /// Lines added and removed by a unified diff.
-pub fn patch_stat(patch: &str) -> (usize, usize) {
+pub(crate) fn patch_stat(patch: &str) -> (usize, usize) {
     let mut added = 0;
     let mut removed = 0;
     for line in patch.lines() {

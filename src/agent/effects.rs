@@ -11,7 +11,7 @@ use crate::model::types::{ModelReply, ModelRequest, ToolCall, ToolSpec};
 use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, VerificationReason};
 
 /// How long an edit waits for a person before it counts as refused.
-pub const APPROVAL_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+pub(crate) const APPROVAL_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
@@ -275,7 +275,7 @@ pub enum Effect {
 
 impl Effect {
     /// Whether the driver waits on this effect for an input.
-    pub fn is_wait(&self) -> bool {
+    pub(crate) fn is_wait(&self) -> bool {
         matches!(self, Effect::AwaitApproval { .. } | Effect::AwaitBaseline)
     }
 }

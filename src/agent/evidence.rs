@@ -12,13 +12,13 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 
 /// Characters of one kept line.
-pub const MAX_LINE_CHARS: usize = 200;
+pub(crate) const MAX_LINE_CHARS: usize = 200;
 /// Failing test names kept.
-pub const MAX_TEST_NAMES: usize = 12;
+pub(crate) const MAX_TEST_NAMES: usize = 12;
 
 /// What an output says about a failure.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Evidence {
+pub(crate) struct Evidence {
     /// Failing tests, in order of appearance, without duplicates.
     pub failing_tests: Vec<String>,
     /// Failing test names found beyond those kept.
@@ -33,6 +33,7 @@ pub struct Evidence {
 }
 
 impl Evidence {
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.failing_tests.is_empty() && self.lines.is_empty()
     }
@@ -86,7 +87,7 @@ static LOCATION_LINE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 /// Picks out what `output` says about a failure: at most `max_lines` lines.
-pub fn extract(output: &str, max_lines: usize) -> Evidence {
+pub(crate) fn extract(output: &str, max_lines: usize) -> Evidence {
     let mut tests: Vec<String> = Vec::new();
     let mut candidates: Vec<(usize, u8, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -224,7 +225,7 @@ fn clean_line(line: &str) -> String {
 }
 
 /// At most `max` characters of `s`, with `…` when cut.
-pub fn clip(s: &str, max: usize) -> String {
+pub(crate) fn clip(s: &str, max: usize) -> String {
     match s.char_indices().nth(max) {
         None => s.to_string(),
         Some((cut, _)) => {

@@ -15,11 +15,11 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 /// Bytes kept of one instruction file.
-pub const MAX_FILE_BYTES: usize = 32 * 1024;
+pub(crate) const MAX_FILE_BYTES: usize = 32 * 1024;
 /// Bytes kept of all instruction files together.
-pub const MAX_TOTAL_BYTES: usize = 64 * 1024;
+pub(crate) const MAX_TOTAL_BYTES: usize = 64 * 1024;
 /// Directories looked at in one run, at most (the state stays bounded).
-pub const MAX_DIRS: usize = 512;
+pub(crate) const MAX_DIRS: usize = 512;
 /// Directory levels below the root that are looked at.
 const MAX_DEPTH: usize = 16;
 
@@ -44,7 +44,7 @@ pub struct InstructionDoc {
 }
 
 /// The candidates for one directory.
-pub fn lookup(dir: &str) -> InstructionLookup {
+pub(crate) fn lookup(dir: &str) -> InstructionLookup {
     let join = |name: &str| {
         if dir.is_empty() {
             name.to_string()
@@ -65,7 +65,7 @@ pub fn lookup(dir: &str) -> InstructionLookup {
 /// The directories from the root down to `path` (excluding the root):
 /// `a/b/c.py` as a file gives `a`, `a/b`; as a directory also `a/b/c.py`.
 /// `None` for a path that leaves the workspace or enters `.git`.
-pub fn dirs_on_the_way(path: &str, is_dir: bool) -> Option<Vec<String>> {
+pub(crate) fn dirs_on_the_way(path: &str, is_dir: bool) -> Option<Vec<String>> {
     let mut parts: Vec<&str> = Vec::new();
     for part in path.split('/') {
         match part {
@@ -86,7 +86,7 @@ pub fn dirs_on_the_way(path: &str, is_dir: bool) -> Option<Vec<String>> {
 }
 
 /// The directories a tool call works in, from its arguments.
-pub fn dirs_of_call(tool: &str, arguments: &str) -> Vec<String> {
+pub(crate) fn dirs_of_call(tool: &str, arguments: &str) -> Vec<String> {
     let Ok(args) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(arguments)
     else {
         return Vec::new();
@@ -104,7 +104,7 @@ pub fn dirs_of_call(tool: &str, arguments: &str) -> Vec<String> {
 
 /// The instructions of a run: what was found, and where it was looked.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProjectInstructions {
+pub(crate) struct ProjectInstructions {
     docs: Vec<InstructionDoc>,
     /// Directories already looked at (the root is "").
     looked: BTreeSet<String>,
@@ -135,7 +135,7 @@ impl ProjectInstructions {
 
     /// Lookups for the directories of `dirs` not yet looked at; they count
     /// as looked at from now on.
-    pub fn lookups(&mut self, dirs: Vec<String>) -> Vec<InstructionLookup> {
+    pub(crate) fn lookups(&mut self, dirs: Vec<String>) -> Vec<InstructionLookup> {
         let mut out = Vec::new();
         for dir in dirs {
             if self.looked.len() >= MAX_DIRS {
@@ -151,7 +151,7 @@ impl ProjectInstructions {
     /// Adds a doc within the total bound; returns it as kept (cut if the
     /// bound was reached), or `None` when it was known already or nothing of
     /// it fits.
-    pub fn admit(&mut self, mut doc: InstructionDoc) -> Option<InstructionDoc> {
+    pub(crate) fn admit(&mut self, mut doc: InstructionDoc) -> Option<InstructionDoc> {
         if self.docs.iter().any(|d| d.path == doc.path) {
             return None;
         }

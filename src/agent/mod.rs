@@ -4,14 +4,14 @@
 pub mod budget;
 pub mod compaction;
 pub mod context;
-pub mod discovery;
+pub(crate) mod discovery;
 pub mod effects;
-pub mod evidence;
+pub(crate) mod evidence;
 pub mod instructions;
 pub mod phase;
 pub mod plan;
 pub mod policy;
 pub mod reducer;
-pub mod run_state;
+pub(crate) mod run_state;
 
 pub use plan::Plan;

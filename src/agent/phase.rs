@@ -50,7 +50,7 @@ pub enum Phase {
 
 impl Phase {
     /// The approval being waited for, if any.
-    pub fn pending_approval(&self) -> Option<&PendingApproval> {
+    pub(crate) fn pending_approval(&self) -> Option<&PendingApproval> {
         match self {
             Phase::AwaitingApproval { approval } => Some(approval),
             _ => None,
@@ -58,7 +58,7 @@ impl Phase {
     }
 
     /// Whether the agent has decided its outcome (it may still be concluding).
-    pub fn is_decided(&self) -> bool {
+    pub(crate) fn is_decided(&self) -> bool {
         matches!(self, Phase::Concluding { .. } | Phase::Finished { .. })
     }
 

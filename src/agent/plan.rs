@@ -26,7 +26,7 @@ pub struct Plan {
     pub items: Vec<PlanItem>,
 }
 
-pub const MAX_PLAN_ITEMS: usize = 50;
+pub(crate) const MAX_PLAN_ITEMS: usize = 50;
 
 impl Plan {
     /// Validates `items` as a complete replacement of the plan.
@@ -65,7 +65,7 @@ impl Plan {
     }
 
     /// Items not yet `done`.
-    pub fn unfinished(&self) -> Vec<&PlanItem> {
+    pub(crate) fn unfinished(&self) -> Vec<&PlanItem> {
         self.items
             .iter()
             .filter(|i| i.status != PlanStatus::Done)

@@ -87,7 +87,7 @@ fn example_arguments(tool: &str) -> &'static str {
 }
 
 /// The correction sent when a reply calls no tool.
-pub const NO_TOOL_CORRECTION: &str = "Your reply called no tool. Every turn must call at least one \
+pub(crate) const NO_TOOL_CORRECTION: &str = "Your reply called no tool. Every turn must call at least one \
 tool: explore with list_tree/read_file/ripgrep, keep the plan current with update_plan, change files with \
 edit_file, run commands with run_shell, and call request_completion when every plan item is done. \
 Only the verifier can decide success.";

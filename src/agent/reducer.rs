@@ -31,10 +31,10 @@ use crate::protocol::{Outcome, RunEvent, VerificationReason};
 use crate::tools::ToolName;
 
 /// Replies in a row without a tool call before the run gives up.
-pub const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
+pub(crate) const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
 /// Failed completion verifications after a regression from a validated state
 /// before the validated checkpoint is restored (two repair cycles, then this).
-pub const ROLLBACK_AFTER_FAILURES: u32 = 3;
+pub(crate) const ROLLBACK_AFTER_FAILURES: u32 = 3;
 
 /// Where the background verification of the baseline stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,12 +128,13 @@ impl Agent {
         &self.phase
     }
 
-    pub fn validated_checkpoint(&self) -> Option<&str> {
+    pub(crate) fn validated_checkpoint(&self) -> Option<&str> {
         self.validated.as_deref()
     }
 
     /// Whether the outcome is decided (the patch may still be exporting).
-    pub fn is_finished(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_finished(&self) -> bool {
         self.phase.is_decided()
     }
 
@@ -143,7 +144,8 @@ impl Agent {
     }
 
     /// What every request carries besides the conversation.
-    pub fn run_state(&self) -> &RunState {
+    #[cfg(test)]
+    pub(crate) fn run_state(&self) -> &RunState {
         &self.run_state
     }
 

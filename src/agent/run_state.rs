@@ -27,7 +27,7 @@ const NOTES_CHARS: usize = 3000;
 /// Failing checks shown with their lines; the others are named.
 const DETAILED_CHECKS: usize = 4;
 /// Telling lines kept of each failing check.
-pub const CHECK_LINES: usize = 6;
+pub(crate) const CHECK_LINES: usize = 6;
 
 /// One file of the workspace diff against the baseline.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,7 +39,7 @@ pub struct FileChange {
 
 /// One check of the latest verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckDigest {
+pub(crate) struct CheckDigest {
     pub name: String,
     pub exit_code: Option<i32>,
     pub passed: bool,
@@ -50,7 +50,7 @@ pub struct CheckDigest {
 
 /// The latest verification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VerificationDigest {
+pub(crate) struct VerificationDigest {
     pub attempt: u32,
     pub reason: VerificationReason,
     pub passed: bool,
@@ -59,7 +59,7 @@ pub struct VerificationDigest {
 
 /// The budget as the request shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BudgetView {
+pub(crate) struct BudgetView {
     pub turn: u32,
     pub max_turns: u32,
     pub tokens_used: u64,
@@ -70,7 +70,7 @@ pub struct BudgetView {
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunState {
+pub(crate) struct RunState {
     /// Most recent last.
     files_read: Vec<String>,
     files_read_dropped: usize,
@@ -85,7 +85,7 @@ pub struct RunState {
 }
 
 impl RunState {
-    pub fn file_read(&mut self, path: &str) {
+    pub(crate) fn file_read(&mut self, path: &str) {
         let path = clip(path.trim_start_matches("./"), 200);
         self.files_read.retain(|p| *p != path);
         self.files_read.push(path);
@@ -96,7 +96,7 @@ impl RunState {
     }
 
     /// The workspace's whole diff stat against the baseline, replacing the last.
-    pub fn set_changes(&mut self, mut files: Vec<FileChange>) {
+    pub(crate) fn set_changes(&mut self, mut files: Vec<FileChange>) {
         self.changes_beyond = (0, 0, 0);
         if files.len() > KEEP_CHANGES {
             for f in files.drain(KEEP_CHANGES..) {
@@ -111,11 +111,7 @@ impl RunState {
         self.changes = files;
     }
 
-    pub fn changes(&self) -> &[FileChange] {
-        &self.changes
-    }
-
-    pub fn set_verification(&mut self, digest: VerificationDigest) {
+    pub(crate) fn set_verification(&mut self, digest: VerificationDigest) {
         self.verification = Some(digest);
     }
 
@@ -123,7 +119,7 @@ impl RunState {
         self.verification.as_ref()
     }
 
-    pub fn recovered(&mut self, note: String) {
+    pub(crate) fn recovered(&mut self, note: String) {
         push_bounded(
             &mut self.recovery,
             &mut self.recovery_dropped,
@@ -290,7 +286,7 @@ impl RunState {
 }
 
 /// A digest of one check's output.
-pub fn digest_check(
+pub(crate) fn digest_check(
     name: &str,
     exit_code: Option<i32>,
     passed: bool,

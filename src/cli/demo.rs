@@ -32,7 +32,7 @@ const FIXTURE: [(&str, &str); 5] = [
     ),
 ];
 const SCRIPT: &str = include_str!("../../assets/demo/script.json");
-pub const TASK: &str =
+pub(crate) const TASK: &str =
     "Fix the pagination bug: page_count(21, 10) returns 2, so the partial last page is lost.";
 
 /// Writes the fixture as a fresh one-commit Git repository in `dir`.

@@ -24,7 +24,7 @@ fn line(level: Level, what: &str, detail: impl std::fmt::Display) {
 }
 
 /// The provider variables of the default model chain whose presence doctor reports.
-pub const PROVIDER_KEYS: [(&str, &str); 4] = [
+pub(crate) const PROVIDER_KEYS: [(&str, &str); 4] = [
     ("gemini", "GEMINI_API_KEY"),
     ("qwen/deepseek", "FREELLMAPI_API_KEY"),
     ("qwen/deepseek endpoint", "FREELLMAPI_BASE_URL"),

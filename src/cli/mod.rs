@@ -39,9 +39,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub const EXIT_FAILURE: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_CANCELLED: u8 = 130;
+pub(crate) const EXIT_FAILURE: u8 = 1;
+pub(crate) const EXIT_USAGE: u8 = 2;
+pub(crate) const EXIT_CANCELLED: u8 = 130;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -50,7 +50,7 @@ pub const EXIT_CANCELLED: u8 = 130;
     about = "A terminal-native coding agent: works in Docker, proves its patches, never touches your repository until you apply",
     after_help = "Without a command, opens the interactive session on the Git repository in the current directory."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
@@ -59,7 +59,7 @@ pub struct Cli {
 
 /// Flags of the interactive session started by `minicoder` with no command.
 #[derive(Debug, Args)]
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// Colour theme (default, light, high-contrast, or a file in the config directory)
     #[arg(long, global = false)]
     pub theme: Option<String>,

@@ -15,7 +15,7 @@ pub fn exit_code(outcome: Outcome) -> u8 {
     }
 }
 
-pub fn approval_mode(approval: Approval) -> ApprovalMode {
+pub(crate) fn approval_mode(approval: Approval) -> ApprovalMode {
     match approval {
         Approval::Each => ApprovalMode::Each,
         Approval::Final => ApprovalMode::Final,
@@ -24,7 +24,7 @@ pub fn approval_mode(approval: Approval) -> ApprovalMode {
 }
 
 /// Turns the flags and the environment into run options; `Err` is a usage error.
-pub fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptions, String> {
+pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptions, String> {
     let mut limits = Limits::from_env(env)?;
     if let Some(n) = args.max_turns {
         limits.max_turns = n;

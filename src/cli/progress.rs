@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use crate::sandbox::image::BuildProgress;
 use crate::terminal_text::{escape_line, write_line};
 
-pub struct BuildDisplay {
+pub(crate) struct BuildDisplay {
     tty: bool,
     started: Instant,
     last_print: Instant,

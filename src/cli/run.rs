@@ -13,7 +13,7 @@ use crate::protocol::{Command, RunReport};
 use crate::runtime::{self, RunChannels, RunOptions};
 
 /// Sends the run a cancel on Ctrl-C or SIGTERM.
-pub fn cancel_on_signals(commands: UnboundedSender<Command>) {
+pub(crate) fn cancel_on_signals(commands: UnboundedSender<Command>) {
     tokio::spawn(async move {
         super::shutdown_signal().await;
         err!(
@@ -68,7 +68,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// Runs with a ready action source, progress on stderr (and events on
 /// stdout in `Events` mode); returns the exit code and, for a run that
 /// started, its report. A run that could not start prints its failure object.
-pub async fn run_with(
+pub(crate) async fn run_with(
     opts: RunOptions,
     source: Box<dyn ActionSource>,
     mode: StdoutMode,

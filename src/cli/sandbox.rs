@@ -11,7 +11,7 @@ use crate::state::StateDir;
 
 /// Puts a random value in this process's environment so the probe can prove
 /// that it does not reach the container. Must run before any thread starts.
-pub fn set_probe_sentinel() {
+pub(crate) fn set_probe_sentinel() {
     // SAFETY: called from `main` before the async runtime (or any other
     // thread) exists, so nothing reads the environment concurrently.
     unsafe { std::env::set_var(probe::HOST_SENTINEL_VAR, crate::ids::random_hex(12)) };
@@ -19,7 +19,7 @@ pub fn set_probe_sentinel() {
 
 /// Connects to Docker and makes sure the sandbox image exists, building it
 /// with a progress display when it is missing or out of date.
-pub async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
+pub(crate) async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
     let docker = sandbox::connect().await?;
     let image = spec::image_from_env();
     let mut display = BuildDisplay::new();
@@ -34,7 +34,7 @@ pub async fn docker_with_image() -> anyhow::Result<(bollard::Docker, String)> {
 /// (`"image"`, `"packages"`, `.minicoder/Dockerfile`) is built first, with the
 /// same progress display. A configuration that does not load is left for the
 /// run to report.
-pub async fn docker_with_project_image(
+pub(crate) async fn docker_with_project_image(
     repo: &std::path::Path,
 ) -> anyhow::Result<(bollard::Docker, String)> {
     let request = match crate::verify::load_config(repo) {
@@ -56,7 +56,7 @@ pub async fn docker_with_project_image(
 }
 
 /// Removes what dead runs left, quietly unless something was removed.
-pub async fn startup_gc(docker: &bollard::Docker) {
+pub(crate) async fn startup_gc(docker: &bollard::Docker) {
     let mut report = sandbox::gc::GcReport::default();
     let _ = sandbox::gc::collect_docker(docker, &mut report).await;
     if let Ok(state) = StateDir::from_env() {

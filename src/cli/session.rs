@@ -22,7 +22,7 @@ use crate::tui::terminal::TerminalGuard;
 use crate::tui::theme::{DEFAULT_THEME, Theme};
 
 /// `minicoder` with no command: the repository around the current directory.
-pub async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir().context("reading the current directory")?;
     let repo = match git2::Repository::discover(&cwd) {
         Ok(repo) => match repo.workdir() {
@@ -60,7 +60,7 @@ pub async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `minicoder run REPO TASK` without `--non-interactive`.
-pub async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
     let task = args.task.clone();
     interactive(args, Some(task)).await
 }

@@ -14,7 +14,7 @@ use super::{ActionSource, CompletionFuture, ModelObservation};
 
 /// Default per-request timeout (`MINICODER_MODEL_TIMEOUT_MS`). Replies are
 /// streamed unless `MINICODER_MODEL_STREAMING=off`.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
 
 /// The models a run may use, in order, with retry and fallback rules.
 #[derive(Debug, Clone)]
@@ -76,7 +76,7 @@ impl ModelChain {
     }
 
     /// A chain over explicit endpoints (tests, embedders).
-    pub fn from_endpoints(
+    pub(crate) fn from_endpoints(
         endpoints: Vec<ProviderEndpoint>,
         fallback: bool,
         retry: RetryPolicy,

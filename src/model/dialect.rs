@@ -14,7 +14,7 @@ use super::provider::ProviderKind;
 
 /// Whether to ask a provider for thinking.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Reasoning {
+pub(crate) enum Reasoning {
     /// Nothing is sent; the provider decides.
     #[default]
     ProviderDefault,
@@ -42,7 +42,7 @@ impl Reasoning {
     }
 
     /// The top-level request fields that say so, in the provider's dialect.
-    pub fn request_fields(self, kind: ProviderKind) -> Map<String, Value> {
+    pub(crate) fn request_fields(self, kind: ProviderKind) -> Map<String, Value> {
         let fields = match (self, kind) {
             (Self::ProviderDefault, _) => json!({}),
             // Gemini 3 cannot think less than "minimal": signatures come anyway.

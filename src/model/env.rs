@@ -10,13 +10,6 @@ pub struct Env {
 }
 
 impl Env {
-    /// The variables of this process (those that are valid UTF-8).
-    pub fn from_process() -> Self {
-        Self {
-            vars: std::env::vars().collect(),
-        }
-    }
-
     /// An environment made of exactly these pairs.
     pub fn from_pairs<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Self
     where
@@ -51,7 +44,7 @@ impl Env {
     }
 
     /// Whether `name` holds a truthy value (`true`, `1`, `yes`, case-insensitive).
-    pub fn flag(&self, name: &str) -> bool {
+    pub(crate) fn flag(&self, name: &str) -> bool {
         self.get(name).is_some_and(|v| {
             v.eq_ignore_ascii_case("true") || v == "1" || v.eq_ignore_ascii_case("yes")
         })
@@ -59,7 +52,7 @@ impl Env {
 
     /// A non-negative integer variable, `default` when unset; an error message
     /// naming the variable when it is not a number.
-    pub fn u64_or(&self, name: &str, default: u64) -> Result<u64, String> {
+    pub(crate) fn u64_or(&self, name: &str, default: u64) -> Result<u64, String> {
         match self.get(name) {
             None => Ok(default),
             Some(text) => text.parse::<u64>().map_err(|_| {

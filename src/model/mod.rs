@@ -5,14 +5,14 @@
 
 mod assembly;
 pub mod chain;
-pub mod classify;
+pub(crate) mod classify;
 mod decode;
 pub mod dialect;
 pub mod env;
 mod error;
 pub mod openai;
 pub mod provider;
-pub mod provider_state;
+pub(crate) mod provider_state;
 pub mod retry;
 pub mod scripted;
 pub mod selection;
@@ -52,7 +52,7 @@ pub enum ModelObservation {
 }
 
 /// The boxed future an [`ActionSource`] returns.
-pub type CompletionFuture<'a> =
+pub(crate) type CompletionFuture<'a> =
     Pin<Box<dyn Future<Output = Result<ModelReply, ModelError>> + Send + 'a>>;
 
 /// Where the agent's next action comes from: a real model chain or a script.

@@ -25,12 +25,12 @@ use super::wire::{ReplyParts, StreamAssembler, chat_body, parts_from_response, r
 
 /// The most bytes read from one reply (streamed or not); a longer one is cut
 /// off and counts as a failed attempt.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// The most bytes of an error body that are read.
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
 
 /// Builds the HTTP client every adapter shares: no retries of its own.
-pub fn http_client() -> Result<reqwest::Client, String> {
+pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     reqwest::Client::builder()
         .retry(reqwest::retry::never())
         .connect_timeout(Duration::from_secs(15))
@@ -40,7 +40,7 @@ pub fn http_client() -> Result<reqwest::Client, String> {
 
 /// One provider endpoint, called with streaming (the default) or without.
 #[derive(Debug, Clone)]
-pub struct OpenAiAdapter {
+pub(crate) struct OpenAiAdapter {
     http: reqwest::Client,
     endpoint: ProviderEndpoint,
     request_timeout: Duration,
@@ -67,7 +67,7 @@ impl OpenAiAdapter {
         self
     }
 
-    pub fn endpoint(&self) -> &ProviderEndpoint {
+    pub(crate) fn endpoint(&self) -> &ProviderEndpoint {
         &self.endpoint
     }
 

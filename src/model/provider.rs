@@ -9,13 +9,13 @@ use super::dialect::Reasoning;
 use super::env::Env;
 use super::types::ModelId;
 
-pub const GEMINI_DEFAULT_BASE_URL: &str =
+pub(crate) const GEMINI_DEFAULT_BASE_URL: &str =
     "https://generativelanguage.googleapis.com/v1beta/openai/";
-pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 /// The providers minicoder knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProviderKind {
+pub(crate) enum ProviderKind {
     Gemini,
     Qwen,
     Deepseek,
@@ -23,7 +23,8 @@ pub enum ProviderKind {
 }
 
 impl ProviderKind {
-    pub const ALL: [ProviderKind; 4] = [Self::Gemini, Self::Qwen, Self::Deepseek, Self::OpenAi];
+    pub(crate) const ALL: [ProviderKind; 4] =
+        [Self::Gemini, Self::Qwen, Self::Deepseek, Self::OpenAi];
 
     /// The name used on the command line and in [`ModelId::provider`].
     pub fn name(self) -> &'static str {
@@ -42,7 +43,7 @@ impl ProviderKind {
     }
 
     /// Free-tier providers need `MINICODER_FREE_TIER_CONFIRMED=true`.
-    pub fn is_free_tier(self) -> bool {
+    pub(crate) fn is_free_tier(self) -> bool {
         !matches!(self, Self::OpenAi)
     }
 
@@ -108,7 +109,7 @@ impl ProviderKind {
 
 /// A provider ready to be called.
 #[derive(Clone, PartialEq, Eq)]
-pub struct ProviderEndpoint {
+pub(crate) struct ProviderEndpoint {
     pub kind: ProviderKind,
     pub id: ModelId,
     /// Base URL without a trailing slash; requests go to `{base_url}/chat/completions`.
@@ -120,7 +121,7 @@ pub struct ProviderEndpoint {
 }
 
 impl ProviderEndpoint {
-    pub fn chat_completions_url(&self) -> String {
+    pub(crate) fn chat_completions_url(&self) -> String {
         format!("{}/chat/completions", self.base_url)
     }
 }
@@ -140,7 +141,7 @@ impl std::fmt::Debug for ProviderEndpoint {
 
 /// What the environment says about one provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ProviderStatus {
+pub(crate) enum ProviderStatus {
     Ready(ProviderEndpoint),
     /// Not usable (a key or endpoint is missing); the reason says which variable to set.
     Unavailable {
@@ -152,7 +153,7 @@ pub enum ProviderStatus {
 /// Reads one provider's configuration. `model` overrides the model variable.
 /// A malformed setting (a bad URL, a non-numeric limit) is an `Err` with a
 /// message that names the variable; a missing key is [`ProviderStatus::Unavailable`].
-pub fn resolve_provider(
+pub(crate) fn resolve_provider(
     kind: ProviderKind,
     env: &Env,
     model: Option<&str>,
@@ -213,7 +214,7 @@ pub fn resolve_provider(
 
 /// Accepts HTTPS anywhere and plain HTTP only on loopback (127.0.0.0/8, ::1,
 /// localhost). Returns the URL without a trailing slash.
-pub fn validate_base_url(url: &str, variable: &str) -> Result<String, String> {
+pub(crate) fn validate_base_url(url: &str, variable: &str) -> Result<String, String> {
     let parsed = Url::parse(url).map_err(|e| {
         format!("{variable}={url:?} is not a valid URL ({e}); use https://HOST/PATH")
     })?;

@@ -29,12 +29,12 @@ impl ProviderState {
     }
 
     /// The fields to send to `provider`: none when they came from another one.
-    pub fn fields_for(&self, provider: &str) -> Option<&Map<String, Value>> {
+    pub(crate) fn fields_for(&self, provider: &str) -> Option<&Map<String, Value>> {
         (!self.fields.is_empty() && self.origin == provider).then_some(&self.fields)
     }
 
     /// Characters these fields add to a request (for context estimates).
-    pub fn char_len(&self) -> usize {
+    pub(crate) fn char_len(&self) -> usize {
         self.fields
             .iter()
             .map(|(k, v)| k.len() + value_len(v))

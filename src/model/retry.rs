@@ -5,11 +5,11 @@ use std::time::{Duration, SystemTime};
 use super::env::Env;
 
 /// The longest `Retry-After` that is honoured; longer requests are cut to this.
-pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// How transient failures are retried on one model before the chain moves on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
+pub(crate) struct RetryPolicy {
     /// The first backoff; each further retry doubles it.
     pub base: Duration,
     /// Retries after the first attempt (so `retries + 1` attempts in all).
@@ -53,7 +53,7 @@ impl RetryPolicy {
 
 /// Parses a `Retry-After` value: delay-seconds or an HTTP date (a date in the
 /// past means "now").
-pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(Duration::from_secs(seconds));

@@ -12,7 +12,7 @@ use super::wire::estimated_usage;
 use super::{ActionSource, CompletionFuture, ModelObservation};
 
 /// Context ceiling reported by the scripted source.
-pub const SCRIPTED_CONTEXT_LIMIT: u64 = 128_000;
+pub(crate) const SCRIPTED_CONTEXT_LIMIT: u64 = 128_000;
 
 /// One scripted reply.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -100,7 +100,7 @@ impl ScriptedSource {
     }
 
     /// Parses a script: `[{"content": "...", "tool_calls": [{"name": ..., "arguments": {...}}]}, ...]`.
-    pub fn from_json(script: &str) -> Result<Self, ModelError> {
+    pub(crate) fn from_json(script: &str) -> Result<Self, ModelError> {
         let turns: Vec<ScriptedTurn> = serde_json::from_str(script).map_err(|e| {
             ModelError::Config(format!(
                 "the model script is not valid ({e}); it must be a JSON list of \
@@ -111,16 +111,12 @@ impl ScriptedSource {
     }
 
     /// A handle on the requests this source receives.
-    pub fn request_log(&self) -> RequestLog {
+    #[cfg(test)]
+    pub(crate) fn request_log(&self) -> RequestLog {
         self.log.clone()
     }
 
-    /// Scripted replies not yet given.
-    pub fn remaining(&self) -> usize {
-        self.turns.len()
-    }
-
-    pub fn model_id() -> ModelId {
+    pub(crate) fn model_id() -> ModelId {
         ModelId {
             provider: "scripted".to_string(),
             model: "demo".to_string(),

@@ -6,7 +6,7 @@ use super::provider::{ProviderEndpoint, ProviderKind, ProviderStatus, resolve_pr
 use super::types::ModelId;
 
 /// The default chain, tried in this order.
-pub const DEFAULT_CHAIN: [ProviderKind; 3] = [
+pub(crate) const DEFAULT_CHAIN: [ProviderKind; 3] = [
     ProviderKind::Gemini,
     ProviderKind::Qwen,
     ProviderKind::Deepseek,
@@ -24,7 +24,7 @@ pub struct ModelSelection {
 
 /// The providers a chain will use, resolved from the environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResolvedProviders {
+pub(crate) struct ResolvedProviders {
     pub endpoints: Vec<ProviderEndpoint>,
     pub fallback: bool,
     /// Providers left out because a key or endpoint is missing, with the reason.
@@ -42,7 +42,7 @@ fn free_tier_refusal(what: &str) -> ModelError {
 /// Resolves the chain for `selection`. Errors: a malformed setting or a missing
 /// free-tier confirmation ([`ModelError::Config`]); no usable provider
 /// ([`ModelError::Unavailable`]).
-pub fn resolve_providers(
+pub(crate) fn resolve_providers(
     env: &Env,
     selection: &ModelSelection,
 ) -> Result<ResolvedProviders, ModelError> {

@@ -96,7 +96,8 @@ impl ChatMessage {
 
     /// This message without its provider state, for anything shareable
     /// (artifacts, reports): hidden reasoning and signatures stay private.
-    pub fn shareable(&self) -> Self {
+    #[cfg(test)]
+    pub(crate) fn shareable(&self) -> Self {
         Self {
             provider: ProviderState::default(),
             tool_calls: self
@@ -113,7 +114,7 @@ impl ChatMessage {
 
     /// Characters this message contributes to the context (for estimates),
     /// provider state included: it is sent back too.
-    pub fn char_len(&self) -> usize {
+    pub(crate) fn char_len(&self) -> usize {
         self.content.as_deref().map_or(0, str::len)
             + self.provider.char_len()
             + self
@@ -152,6 +153,6 @@ pub struct ModelReply {
 }
 
 /// Estimated tokens of a text: a conservative four characters a token.
-pub fn estimate_tokens(chars: usize) -> u64 {
+pub(crate) fn estimate_tokens(chars: usize) -> u64 {
     chars.div_ceil(4) as u64
 }

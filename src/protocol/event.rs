@@ -222,7 +222,8 @@ pub struct ToolCallSummary {
 
 impl RunEvent {
     /// The dotted type name, as written in `events.jsonl`.
-    pub fn type_name(&self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn type_name(&self) -> &'static str {
         match self {
             RunEvent::RunStarted { .. } => "run.started",
             RunEvent::BootstrapStarted { .. } => "bootstrap.started",
@@ -254,7 +255,7 @@ impl RunEvent {
 
     /// Whether the event belongs in `events.jsonl` (streamed deltas do not:
     /// the complete text is in `model.response`).
-    pub fn is_persisted(&self) -> bool {
+    pub(crate) fn is_persisted(&self) -> bool {
         !matches!(self, RunEvent::ModelDelta { .. })
     }
 }

@@ -29,7 +29,7 @@ pub(crate) struct BaselineJob {
 }
 
 impl BaselineJob {
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.done.is_some() || self.handle.as_ref().is_none_or(JoinHandle::is_finished)
     }
 
@@ -65,7 +65,7 @@ impl BaselineJob {
     }
 
     /// Stops it (its containers are removed) and waits for that.
-    pub async fn cancel(self) {
+    pub(crate) async fn cancel(self) {
         self.cancel.cancel();
         let _ = self.join().await;
     }

@@ -33,8 +33,4 @@ impl EventBus {
         // A subscriber that went away (a closed TUI) must not stop the run.
         self.subscribers.retain(|s| s.send(event.clone()).is_ok());
     }
-
-    pub fn write_error(&self) -> Option<&TraceError> {
-        self.write_error.as_ref()
-    }
 }

@@ -13,13 +13,11 @@ mod check_output;
 mod driver;
 mod finish;
 mod instructions;
-pub mod options;
+pub(crate) mod options;
 mod parts;
 mod setup;
 mod steering;
 mod tool_exec;
-
-use std::time::Duration;
 
 pub use bus::EventBus;
 pub use options::{ApprovalMode, Limits, RunOptions};
@@ -87,6 +85,3 @@ pub async fn run(
     let prepared = setup::prepare(options, source, channels).await?;
     Ok(driver::drive(prepared).await)
 }
-
-/// The teardown budget: containers are force-removed, never stopped gracefully.
-pub const TEARDOWN_LIMIT: Duration = Duration::from_secs(5);

@@ -66,7 +66,7 @@ impl Limits {
         Duration::from_millis(self.timeout_ms)
     }
 
-    pub fn command_timeout(&self) -> Duration {
+    pub(crate) fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms)
     }
 }

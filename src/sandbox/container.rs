@@ -25,10 +25,10 @@ use super::spec::{ContainerSpec, WORKSPACE_MOUNT};
 
 /// The supervisor program, passed on the command line so any image with
 /// python3 works and the supervisor always matches this binary.
-pub const SUPERVISOR: &str = include_str!("../../sandbox/supervisor.py");
+pub(crate) const SUPERVISOR: &str = include_str!("../../sandbox/supervisor.py");
 
 /// The per-command timeout of SPEC §3.
-pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the host waits past a command's timeout before it gives up on the
 /// supervisor and replaces the container.
 const SUPERVISOR_GRACE: Duration = Duration::from_secs(10);

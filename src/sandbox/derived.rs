@@ -19,10 +19,10 @@ use super::image::{self, BuildLock, BuildProgress, forward_build};
 use super::{SandboxError, labels};
 
 /// The project's own recipe directory and file, at the repository root.
-pub const RECIPE_DIR: &str = ".minicoder";
-pub const RECIPE_FILE: &str = "Dockerfile";
+pub(crate) const RECIPE_DIR: &str = ".minicoder";
+pub(crate) const RECIPE_FILE: &str = "Dockerfile";
 /// The build argument naming the sandbox image a recipe builds on.
-pub const BASE_ARG: &str = "MINICODER_SANDBOX_IMAGE";
+pub(crate) const BASE_ARG: &str = "MINICODER_SANDBOX_IMAGE";
 /// Bounds of a recipe directory: it is the repository's, so it is hostile.
 const MAX_RECIPE_FILES: usize = 1000;
 const MAX_RECIPE_BYTES: u64 = 64 << 20;
@@ -32,7 +32,7 @@ const RECIPE_REPO: &str = "minicoder-project";
 
 /// What a project asks of its image.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ImageRequest {
+pub(crate) struct ImageRequest {
     /// `"image"`: the image to start from.
     pub image: Option<String>,
     /// `"packages"`: Debian packages to add.
@@ -40,7 +40,7 @@ pub struct ImageRequest {
 }
 
 /// The image a run of `repo` uses, built first where needed (with progress).
-pub async fn resolve(
+pub(crate) async fn resolve(
     docker: &Docker,
     repo: &Path,
     request: &ImageRequest,
@@ -75,7 +75,7 @@ pub fn packages_tag(base_id: &str, packages: &[String]) -> String {
 }
 
 /// The generated recipe that adds `packages` to `base`.
-pub fn packages_dockerfile(base: &str, packages: &[String]) -> String {
+pub(crate) fn packages_dockerfile(base: &str, packages: &[String]) -> String {
     format!(
         "FROM {base}\n\
          USER 0:0\n\

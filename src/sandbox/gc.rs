@@ -15,7 +15,7 @@ use crate::state::StateDir;
 
 /// What one collection removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct GcReport {
+pub(crate) struct GcReport {
     pub containers: Vec<String>,
     pub volumes: Vec<String>,
     pub workspaces: Vec<PathBuf>,
@@ -43,7 +43,10 @@ fn managed_filter() -> HashMap<String, Vec<String>> {
 }
 
 /// Removes containers and volumes of dead runs.
-pub async fn collect_docker(docker: &Docker, report: &mut GcReport) -> Result<(), SandboxError> {
+pub(crate) async fn collect_docker(
+    docker: &Docker,
+    report: &mut GcReport,
+) -> Result<(), SandboxError> {
     let containers = docker
         .list_containers(Some(ListContainersOptions {
             all: true,
@@ -90,13 +93,16 @@ pub async fn collect_docker(docker: &Docker, report: &mut GcReport) -> Result<()
 
 /// Removes every container owned by `owner` (used on cancellation: whatever
 /// the dropped work left running goes, without waiting for a stop timeout).
-pub async fn remove_owned(docker: &Docker, owner: &ProcessIdentity) -> Result<usize, SandboxError> {
+pub(crate) async fn remove_owned(
+    docker: &Docker,
+    owner: &ProcessIdentity,
+) -> Result<usize, SandboxError> {
     remove_labelled(docker, labels::OWNER, &owner.to_label()).await
 }
 
 /// Removes every container of `run_id`: the last step of a run's teardown,
 /// catching any container whose removal was left to a dropped future.
-pub async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, SandboxError> {
+pub(crate) async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, SandboxError> {
     remove_labelled(docker, labels::RUN, run_id).await
 }
 
@@ -118,7 +124,7 @@ async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usiz
 
 /// Removes private workspaces whose owner file names a dead process (or is
 /// missing: the owner file is written before the workspace is created).
-pub fn collect_workspaces(state: &StateDir, report: &mut GcReport) {
+pub(crate) fn collect_workspaces(state: &StateDir, report: &mut GcReport) {
     let Ok(entries) = std::fs::read_dir(state.workspaces_dir()) else {
         return;
     };
@@ -137,7 +143,7 @@ pub fn collect_workspaces(state: &StateDir, report: &mut GcReport) {
 }
 
 /// The owner file of a run's workspace.
-pub fn workspace_owner_file(state: &StateDir, run_id: &str) -> PathBuf {
+pub(crate) fn workspace_owner_file(state: &StateDir, run_id: &str) -> PathBuf {
     state.workspace_dir(run_id).with_extension("owner")
 }
 

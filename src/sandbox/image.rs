@@ -21,12 +21,12 @@ pub(crate) use super::build::{BuildLock, forward_build, pack_context};
 use super::spec::DEFAULT_IMAGE;
 use super::{SandboxError, labels};
 
-pub const DOCKERFILE: &str = include_str!("../../sandbox/Dockerfile");
-pub const ROOTFS_SCRIPT: &str = include_str!("../../sandbox/rootfs.sh");
+pub(crate) const DOCKERFILE: &str = include_str!("../../sandbox/Dockerfile");
+pub(crate) const ROOTFS_SCRIPT: &str = include_str!("../../sandbox/rootfs.sh");
 /// Fills the image's Go build cache (both build paths run it).
-pub const GO_WARM_SCRIPT: &str = include_str!("../../sandbox/go-warm.sh");
+pub(crate) const GO_WARM_SCRIPT: &str = include_str!("../../sandbox/go-warm.sh");
 /// `/usr/local/bin/go`: Go with the warm cache unless another one is set.
-pub const GO_WRAPPER: &str = include_str!("../../sandbox/go-wrapper.sh");
+pub(crate) const GO_WRAPPER: &str = include_str!("../../sandbox/go-wrapper.sh");
 /// The files of the definition, by the name both build paths give them.
 const DEFINITION_FILES: [(&str, &str); 4] = [
     ("Dockerfile", DOCKERFILE),
@@ -61,7 +61,7 @@ pub enum ImageStatus {
 }
 
 /// Hash of the built-in sandbox definition (Dockerfile and root-filesystem script).
-pub fn definition_hash() -> String {
+pub(crate) fn definition_hash() -> String {
     let mut h = Sha256::new();
     for (name, text) in DEFINITION_FILES {
         h.update(name.as_bytes());
@@ -75,7 +75,7 @@ pub fn definition_hash() -> String {
 
 /// The definition hash an existing image was built from, or `None` if the
 /// image is missing (`Some("")` if it has no such label).
-pub async fn installed_definition(
+pub(crate) async fn installed_definition(
     docker: &Docker,
     image: &str,
 ) -> Result<Option<String>, SandboxError> {
@@ -99,7 +99,7 @@ pub async fn installed_definition(
 /// carries a definition label), so `minicoder sandbox build` under
 /// `MINICODER_SANDBOX_IMAGE` keeps it current too. `installed` is what
 /// [`installed_definition`] found.
-pub fn is_builtin(image: &str, installed: Option<&str>) -> bool {
+pub(crate) fn is_builtin(image: &str, installed: Option<&str>) -> bool {
     image == DEFAULT_IMAGE || installed.is_some_and(|label| !label.is_empty())
 }
 
@@ -133,7 +133,7 @@ pub async fn ensure_image(
 }
 
 /// Builds `image` from the built-in definition, whatever is installed.
-pub async fn build_image(
+pub(crate) async fn build_image(
     docker: &Docker,
     image: &str,
     progress: &mut (dyn FnMut(BuildProgress) + Send),

@@ -42,12 +42,12 @@ pub mod labels {
     /// `pid:start_ticks` of the owning process (see [`crate::owner`]).
     pub const OWNER: &str = "org.minicoder.owner";
     /// What the container is for: `command`, `verify`, `bootstrap`, `probe`.
-    pub const ROLE: &str = "org.minicoder.role";
+    pub(crate) const ROLE: &str = "org.minicoder.role";
     /// On the image: hash of the sandbox definition it was built from.
-    pub const DEFINITION: &str = "org.minicoder.definition";
+    pub(crate) const DEFINITION: &str = "org.minicoder.definition";
     /// On a project image: hash of what it was derived from.
-    pub const DERIVED: &str = "org.minicoder.derived";
+    pub(crate) const DERIVED: &str = "org.minicoder.derived";
     /// On a cache volume: the repository it caches for. (Cache volumes carry
     /// no [`MANAGED`] label: they outlive runs.)
-    pub const CACHE: &str = "org.minicoder.cache";
+    pub(crate) const CACHE: &str = "org.minicoder.cache";
 }

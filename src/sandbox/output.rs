@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::SandboxError;
 
 /// In-memory cap of each stream (SPEC §3: 1 MB).
-pub const STREAM_CAP: usize = 1 << 20;
+pub(crate) const STREAM_CAP: usize = 1 << 20;
 
 /// One stream of a finished command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -35,7 +35,7 @@ impl CapturedStream {
 
 /// Accumulates one stream while the command runs.
 #[derive(Debug)]
-pub struct StreamCapture {
+pub(crate) struct StreamCapture {
     cap: usize,
     bytes: Vec<u8>,
     received: u64,

@@ -12,11 +12,11 @@ use crate::state::StateDir;
 
 /// Set by the CLI in its own environment before the runtime starts, so the
 /// probe can prove the container does not see it.
-pub const HOST_SENTINEL_VAR: &str = "MINICODER_PROBE_SENTINEL";
+pub(crate) const HOST_SENTINEL_VAR: &str = "MINICODER_PROBE_SENTINEL";
 
 /// One line of the probe's report.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeCheck {
+pub(crate) struct ProbeCheck {
     pub name: &'static str,
     pub passed: bool,
     pub detail: String,
@@ -38,7 +38,7 @@ fn check(name: &'static str, passed: bool, detail: impl Into<String>) -> ProbeCh
 }
 
 /// Runs every check; `report` is called as each one finishes.
-pub async fn run_probe(
+pub(crate) async fn run_probe(
     docker: &Docker,
     image: &str,
     state: &StateDir,

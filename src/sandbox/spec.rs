@@ -9,15 +9,15 @@ use super::{SANDBOX_GID, SANDBOX_UID, labels};
 use crate::owner::ProcessIdentity;
 
 /// Where the private workspace appears inside the container.
-pub const WORKSPACE_MOUNT: &str = "/workspace";
+pub(crate) const WORKSPACE_MOUNT: &str = "/workspace";
 /// The sandbox user's home: a private tmpfs, emptied after every command.
-pub const HOME_DIR: &str = "/home/sandbox";
+pub(crate) const HOME_DIR: &str = "/home/sandbox";
 /// The default image, overridable with `MINICODER_SANDBOX_IMAGE`.
-pub const DEFAULT_IMAGE: &str = "minicoder-sandbox:v1";
+pub(crate) const DEFAULT_IMAGE: &str = "minicoder-sandbox:v1";
 /// Where a project's dependency caches appear (see [`CacheMount`]).
-pub const CACHE_DIR: &str = "/cache";
+pub(crate) const CACHE_DIR: &str = "/cache";
 /// Where the host's certificate authorities appear in containers with network.
-pub const CA_BUNDLE_MOUNT: &str = "/etc/ssl/minicoder-host-ca.pem";
+pub(crate) const CA_BUNDLE_MOUNT: &str = "/etc/ssl/minicoder-host-ca.pem";
 /// The host's CA bundle, in the order distributions keep it.
 const HOST_CA_BUNDLES: [&str; 4] = [
     "/etc/ssl/certs/ca-certificates.crt",
@@ -104,7 +104,7 @@ pub struct ContainerSpec {
 }
 
 /// The host's CA bundle: the file `SSL_CERT_FILE` names, else the system's.
-pub fn host_ca_bundle() -> Option<PathBuf> {
+pub(crate) fn host_ca_bundle() -> Option<PathBuf> {
     let named = std::env::var_os("SSL_CERT_FILE").map(PathBuf::from);
     named
         .into_iter()
@@ -147,7 +147,7 @@ impl ContainerSpec {
     }
 
     /// The environment of commands: fixed, nothing from the host.
-    pub fn command_env() -> HashMap<String, String> {
+    pub(crate) fn command_env() -> HashMap<String, String> {
         [
             (
                 "PATH",

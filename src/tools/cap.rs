@@ -42,7 +42,7 @@ fn byte_offset(text: &str, chars: usize) -> usize {
 }
 
 /// `12345` → `12,345`.
-pub fn group_thousands(n: usize) -> String {
+pub(crate) fn group_thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {

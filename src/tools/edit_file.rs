@@ -24,12 +24,9 @@ pub struct PreparedEdit {
 }
 
 impl PreparedEdit {
-    pub fn is_creation(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_creation(&self) -> bool {
         self.before.is_none()
-    }
-
-    pub fn is_deletion(&self) -> bool {
-        self.after.is_none()
     }
 }
 

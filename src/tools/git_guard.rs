@@ -22,7 +22,7 @@ const MAX_GIT_ENTRIES: usize = 200_000;
 const REFUSED_CONFIG: [&str; 4] = ["[include", "excludesfile", "attributesfile", "[includeif"];
 
 /// Opens the workspace's repository with the checks above.
-pub fn open_workspace_repo(root: &WorkspaceRoot) -> Result<Repository, ToolError> {
+pub(crate) fn open_workspace_repo(root: &WorkspaceRoot) -> Result<Repository, ToolError> {
     // Set once in `main` before anything runs; this only makes sure of it
     // for embedders that did not.
     isolate_libgit2().map_err(ToolError::refused)?;

@@ -8,7 +8,7 @@ use super::walk::{ConfinedWalk, Visit};
 use super::{ListTreeArgs, ToolError, ToolOutput};
 use crate::workspace::{EntryKind, WorkspaceRoot};
 
-pub const MAX_TREE_ENTRIES: usize = 400;
+pub(crate) const MAX_TREE_ENTRIES: usize = 400;
 const MAX_DEPTH: usize = 12;
 
 pub fn list_tree(args: &ListTreeArgs, root: &WorkspaceRoot) -> Result<ToolOutput, ToolError> {
@@ -66,7 +66,7 @@ pub fn list_tree(args: &ListTreeArgs, root: &WorkspaceRoot) -> Result<ToolOutput
 }
 
 /// Refuses a start path that is not a directory reached without symlinks.
-pub fn ensure_walkable_dir(root: &WorkspaceRoot, rel: &Path) -> Result<(), ToolError> {
+pub(crate) fn ensure_walkable_dir(root: &WorkspaceRoot, rel: &Path) -> Result<(), ToolError> {
     let meta = paths::metadata(root, rel)?;
     match meta.kind {
         EntryKind::Dir => Ok(()),
@@ -82,7 +82,7 @@ pub fn ensure_walkable_dir(root: &WorkspaceRoot, rel: &Path) -> Result<(), ToolE
     }
 }
 
-pub fn symlink_start(root: &WorkspaceRoot, rel: &Path) -> ToolError {
+pub(crate) fn symlink_start(root: &WorkspaceRoot, rel: &Path) -> ToolError {
     let target = root
         .read_link(rel)
         .map(|t| t.to_string_lossy().into_owned())

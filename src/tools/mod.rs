@@ -6,7 +6,7 @@
 //! Every host-side file access goes through [`WorkspaceRoot`], which the
 //! kernel confines to the workspace; commands run only in the sandbox.
 
-pub mod cap;
+pub(crate) mod cap;
 mod edit_file;
 mod error;
 mod git;
@@ -41,7 +41,7 @@ pub use symbols::{Symbol, extract_symbols};
 pub use unified_diff::{FilePatch, Hunk, HunkLine, parse_unified_diff};
 
 /// The longest a `run_shell` command may run, whatever it asks for.
-pub const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
+pub(crate) const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// What an executor needs from the run.
 pub struct ToolContext<'a> {
@@ -117,7 +117,7 @@ pub async fn execute(call: &ParsedCall, ctx: &mut ToolContext<'_>) -> ToolOutput
 /// Runs one workspace tool; `Err` only when the sandbox itself broke, which
 /// should end the run. `update_plan` and `request_completion` are the
 /// agent's to carry out: passed here they give a failed output saying so.
-pub async fn execute_checked(
+pub(crate) async fn execute_checked(
     call: &ParsedCall,
     ctx: &mut ToolContext<'_>,
 ) -> Result<ToolOutput, SandboxError> {

@@ -21,7 +21,7 @@ pub enum ToolName {
 }
 
 impl ToolName {
-    pub const ALL: [ToolName; 9] = [
+    pub(crate) const ALL: [ToolName; 9] = [
         Self::ListTree,
         Self::ReadFile,
         Self::Ripgrep,
@@ -47,7 +47,7 @@ impl ToolName {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
@@ -71,7 +71,7 @@ impl ToolName {
     }
 
     /// Whether the tool changes the workspace (the policy gates these).
-    pub fn mutates_workspace(self) -> bool {
+    pub(crate) fn mutates_workspace(self) -> bool {
         matches!(self, Self::EditFile | Self::RunShell)
     }
 }

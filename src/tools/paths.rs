@@ -8,7 +8,7 @@ use super::ToolError;
 use crate::workspace::{EntryKind, EntryMetadata, WorkspaceError, WorkspaceRoot};
 
 /// Generated and tool folders that the walkers skip.
-pub const SKIPPED_DIRS: [&str; 8] = [
+pub(crate) const SKIPPED_DIRS: [&str; 8] = [
     ".git",
     "node_modules",
     "target",
@@ -20,7 +20,7 @@ pub const SKIPPED_DIRS: [&str; 8] = [
 ];
 
 /// A workspace-relative path without `.` components; empty for the root.
-pub fn relative(path: &str) -> Result<PathBuf, ToolError> {
+pub(crate) fn relative(path: &str) -> Result<PathBuf, ToolError> {
     let trimmed = path.trim();
     let as_path = Path::new(trimmed);
     if as_path.is_absolute() {
@@ -68,13 +68,13 @@ pub fn metadata(root: &WorkspaceRoot, rel: &Path) -> Result<EntryMetadata, ToolE
 }
 
 /// Whether a path lies inside the workspace's `.git` directory.
-pub fn is_in_git_dir(rel: &Path) -> bool {
+pub(crate) fn is_in_git_dir(rel: &Path) -> bool {
     rel.components().next() == Some(Component::Normal(".git".as_ref()))
 }
 
 /// Facts about `rel` after following a symlink at its final component, as
 /// long as the target stays inside; refuses one that leads outside.
-pub fn resolved_kind(root: &WorkspaceRoot, rel: &Path) -> Result<EntryKind, ToolError> {
+pub(crate) fn resolved_kind(root: &WorkspaceRoot, rel: &Path) -> Result<EntryKind, ToolError> {
     let meta = metadata(root, rel)?;
     if meta.kind != EntryKind::Symlink {
         return Ok(meta.kind);

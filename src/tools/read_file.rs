@@ -8,9 +8,9 @@ use super::{ReadFileArgs, ToolError, ToolOutput};
 use crate::workspace::{EntryKind, WorkspaceRoot};
 
 /// Files larger than this are refused.
-pub const MAX_READ_BYTES: u64 = 2 << 20;
+pub(crate) const MAX_READ_BYTES: u64 = 2 << 20;
 /// A NUL byte within this prefix marks a file binary.
-pub const BINARY_PROBE_BYTES: usize = 8 << 10;
+pub(crate) const BINARY_PROBE_BYTES: usize = 8 << 10;
 /// Longer lines are cut (with a marker) so one line cannot fill the result.
 const MAX_LINE_CHARS: usize = 2_000;
 /// Room left for the header and the continuation notice.
@@ -85,7 +85,10 @@ pub fn read_file(args: &ReadFileArgs, root: &WorkspaceRoot) -> Result<ToolOutput
 /// The bytes of a workspace text file: refuses directories, special files,
 /// files over [`MAX_READ_BYTES`] and binary files. A symlink is followed
 /// only while it stays inside the workspace.
-pub fn read_text_bytes(root: &WorkspaceRoot, rel: &std::path::Path) -> Result<Vec<u8>, ToolError> {
+pub(crate) fn read_text_bytes(
+    root: &WorkspaceRoot,
+    rel: &std::path::Path,
+) -> Result<Vec<u8>, ToolError> {
     let shown = display(rel);
     let kind = paths::resolved_kind(root, rel)?;
     match kind {
@@ -122,7 +125,7 @@ pub fn read_text_bytes(root: &WorkspaceRoot, rel: &std::path::Path) -> Result<Ve
     Ok(bytes)
 }
 
-pub fn is_binary(bytes: &[u8]) -> bool {
+pub(crate) fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(BINARY_PROBE_BYTES)].contains(&0)
 }
 

@@ -18,7 +18,7 @@ use super::walk::{ConfinedWalk, Visit};
 use super::{RipgrepArgs, ToolError, ToolOutput};
 use crate::workspace::{EntryKind, WorkspaceRoot};
 
-pub const MAX_MATCHES: usize = 200;
+pub(crate) const MAX_MATCHES: usize = 200;
 /// Files larger than this are not searched (and are reported).
 const MAX_SEARCH_BYTES: u64 = 8 << 20;
 const MAX_MATCH_LINE_CHARS: usize = 300;

@@ -26,7 +26,7 @@ pub enum SourceLanguage {
 }
 
 impl SourceLanguage {
-    pub fn from_path(path: &Path) -> Option<Self> {
+    pub(crate) fn from_path(path: &Path) -> Option<Self> {
         let ext = path.extension()?.to_str()?.to_ascii_lowercase();
         Some(match ext.as_str() {
             "rs" => Self::Rust,
@@ -62,7 +62,10 @@ pub struct Symbol {
     pub depth: usize,
 }
 
-pub fn symbols_tool(args: &SymbolsArgs, root: &WorkspaceRoot) -> Result<ToolOutput, ToolError> {
+pub(crate) fn symbols_tool(
+    args: &SymbolsArgs,
+    root: &WorkspaceRoot,
+) -> Result<ToolOutput, ToolError> {
     let rel = paths::relative(&args.path)?;
     let shown = display(&rel);
     let language = SourceLanguage::from_path(&rel).ok_or_else(|| ToolError::BadPath {

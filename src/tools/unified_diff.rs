@@ -27,7 +27,7 @@ pub struct Hunk {
 }
 
 impl Hunk {
-    pub fn old_lines(&self) -> Vec<&str> {
+    pub(crate) fn old_lines(&self) -> Vec<&str> {
         self.lines
             .iter()
             .filter_map(|l| match l {
@@ -37,7 +37,8 @@ impl Hunk {
             .collect()
     }
 
-    pub fn new_lines(&self) -> Vec<&str> {
+    #[cfg(test)]
+    pub(crate) fn new_lines(&self) -> Vec<&str> {
         self.lines
             .iter()
             .filter_map(|l| match l {
@@ -209,7 +210,7 @@ fn parse_old_start(header: &str) -> Result<usize, String> {
 
 /// A file's text as lines, remembering its line ending and final newline.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextLines {
+pub(crate) struct TextLines {
     pub lines: Vec<String>,
     pub final_newline: bool,
     pub crlf: bool,
@@ -248,13 +249,13 @@ impl TextLines {
 
 /// Why a hunk did not apply, with the lines to show the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HunkMismatch {
+pub(crate) struct HunkMismatch {
     pub hunk_number: usize,
     pub message: String,
 }
 
 /// Applies every hunk to `file`, or none: returns the new text lines.
-pub fn apply_hunks(file: &TextLines, hunks: &[Hunk]) -> Result<TextLines, HunkMismatch> {
+pub(crate) fn apply_hunks(file: &TextLines, hunks: &[Hunk]) -> Result<TextLines, HunkMismatch> {
     let mut result: Vec<String> = Vec::with_capacity(file.lines.len());
     let mut final_newline = file.final_newline || file.lines.is_empty();
     let mut cursor = 0usize; // next unconsumed line of the old file

@@ -17,7 +17,7 @@ const MAX_VISITED: usize = 200_000;
 
 /// One entry met by the walk.
 #[derive(Debug, Clone)]
-pub struct WalkEntry {
+pub(crate) struct WalkEntry {
     pub rel: PathBuf,
     pub name: String,
     pub kind: EntryKind,
@@ -27,20 +27,20 @@ pub struct WalkEntry {
 
 /// What the visitor wants next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Visit {
+pub(crate) enum Visit {
     Continue,
     Stop,
 }
 
 #[derive(Debug, Default, Clone, Copy)]
-pub struct WalkStats {
+pub(crate) struct WalkStats {
     /// Directories that could not be listed.
     pub unreadable: usize,
     /// The walk stopped at [`MAX_VISITED`] entries.
     pub exhausted: bool,
 }
 
-pub struct ConfinedWalk<'a> {
+pub(crate) struct ConfinedWalk<'a> {
     root: &'a WorkspaceRoot,
     max_depth: usize,
     visited: usize,

@@ -15,14 +15,14 @@ use super::receipt::Receipt;
 use super::{Redactor, TraceError};
 use crate::protocol::RunReport;
 
-pub const MANIFEST_FILE: &str = "manifest.json";
-pub const STATE_FILE: &str = "state.json";
-pub const EVENTS_FILE: &str = "events.jsonl";
-pub const OUTPUTS_DIR: &str = "outputs";
-pub const PATCHES_DIR: &str = "patches";
-pub const FINAL_PATCH_FILE: &str = "final.patch";
-pub const REPORT_FILE: &str = "report.json";
-pub const RECEIPT_FILE: &str = "receipt.json";
+pub(crate) const MANIFEST_FILE: &str = "manifest.json";
+pub(crate) const STATE_FILE: &str = "state.json";
+pub(crate) const EVENTS_FILE: &str = "events.jsonl";
+pub(crate) const OUTPUTS_DIR: &str = "outputs";
+pub(crate) const PATCHES_DIR: &str = "patches";
+pub(crate) const FINAL_PATCH_FILE: &str = "final.patch";
+pub(crate) const REPORT_FILE: &str = "report.json";
+pub(crate) const RECEIPT_FILE: &str = "receipt.json";
 
 /// Longest file name an output or patch gets.
 const MAX_NAME_LEN: usize = 120;
@@ -157,7 +157,7 @@ impl ArtifactDir {
     }
 
     /// Like [`Self::write_state`], and forces it to disk: for the final state.
-    pub fn write_state_durable(&self, state: &impl Serialize) -> Result<(), TraceError> {
+    pub(crate) fn write_state_durable(&self, state: &impl Serialize) -> Result<(), TraceError> {
         let text = self.redacted_json("the run state", state)?;
         self.write_atomic(STATE_FILE, text.as_bytes(), Durability::Sync)
     }
@@ -200,7 +200,7 @@ impl ArtifactDir {
     }
 
     /// Writes (or replaces) `report.json`, atomically.
-    pub fn write_report(&self, report: &RunReport) -> Result<(), TraceError> {
+    pub(crate) fn write_report(&self, report: &RunReport) -> Result<(), TraceError> {
         let text = self.redacted_json("the report", report)?;
         self.write_atomic(REPORT_FILE, text.as_bytes(), Durability::Sync)
     }

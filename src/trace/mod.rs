@@ -4,11 +4,11 @@
 
 pub mod artifacts;
 mod error;
-pub mod event_log;
+pub(crate) mod event_log;
 pub mod manifest;
 pub mod receipt;
-pub mod receipt_key;
-pub mod redact;
+pub(crate) mod receipt_key;
+pub(crate) mod redact;
 
 pub use artifacts::{ArtifactDir, StoredFile};
 pub use error::TraceError;

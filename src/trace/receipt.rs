@@ -71,7 +71,7 @@ impl From<&CheckReport> for ReceiptCheck {
 impl ReceiptVerification {
     /// What the latest verification of a run vouches for (nothing passed
     /// when there was none).
-    pub fn from_result(result: Option<&crate::verify::VerificationResult>) -> Self {
+    pub(crate) fn from_result(result: Option<&crate::verify::VerificationResult>) -> Self {
         Self {
             passed: result.is_some_and(|v| v.passed),
             fingerprint: result
@@ -141,7 +141,7 @@ impl Receipt {
     }
 
     /// Reads `receipt.json` (without verifying it).
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+    pub(crate) fn load(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(TraceError::io("read the receipt", path))?;
         serde_json::from_slice(&bytes).map_err(|source| TraceError::Parse {
@@ -152,7 +152,7 @@ impl Receipt {
     }
 
     /// The canonical JSON of every field but `hmac`: keys sorted, no spaces.
-    pub fn signed_text(&self) -> Result<String, TraceError> {
+    pub(crate) fn signed_text(&self) -> Result<String, TraceError> {
         let mut value = serde_json::to_value(self).map_err(TraceError::serialize("the receipt"))?;
         if let Some(object) = value.as_object_mut() {
             object.remove("hmac");

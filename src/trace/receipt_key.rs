@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use super::TraceError;
 use crate::state::StateDir;
 
-pub const RECEIPT_KEY_FILE: &str = "receipt.key";
-pub const RECEIPT_KEY_LEN: usize = 32;
+pub(crate) const RECEIPT_KEY_FILE: &str = "receipt.key";
+pub(crate) const RECEIPT_KEY_LEN: usize = 32;
 
 /// The receipt signing key. Its `Debug` never shows the bytes.
 #[derive(Clone, PartialEq, Eq)]
@@ -35,12 +35,12 @@ impl ReceiptKey {
     }
 
     /// Where the key of a state directory lives.
-    pub fn path_in(state: &StateDir) -> PathBuf {
+    pub(crate) fn path_in(state: &StateDir) -> PathBuf {
         state.root().join(RECEIPT_KEY_FILE)
     }
 
     /// The state directory's key, created if missing.
-    pub fn load_or_create(state: &StateDir) -> Result<Self, TraceError> {
+    pub(crate) fn load_or_create(state: &StateDir) -> Result<Self, TraceError> {
         state
             .ensure()
             .map_err(TraceError::io("create the state directory", state.root()))?;
@@ -62,7 +62,7 @@ impl ReceiptKey {
 
     /// The existing key at `path`: a regular file (not a symlink) of 32 bytes,
     /// owned by this user, with no permissions for group or others.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, TraceError> {
+    pub(crate) fn load(path: impl AsRef<Path>) -> Result<Self, TraceError> {
         let path = path.as_ref();
         let invalid = |reason: String| TraceError::KeyInvalid {
             path: path.to_path_buf(),

@@ -16,7 +16,7 @@ pub const REDACTED: &str = "[REDACTED]";
 
 /// Environment values shorter than this are not treated as secrets (they would
 /// redact ordinary words).
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 
 /// Names of variables whose values are always secrets (when long enough).
 const ALWAYS_SECRET: &[&str] = &["GEMINI_API_KEY", "OPENAI_API_KEY", "FREELLMAPI_API_KEY"];
@@ -135,7 +135,7 @@ impl Redactor {
 
     /// `text` with every credential replaced by `[REDACTED]`; borrowed when
     /// nothing had to change.
-    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+    pub(crate) fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
         let hits = self.inner.any.matches(text);
         if !hits.matched_any() && !self.inner.any.is_empty() {
             return Cow::Borrowed(text);
@@ -161,13 +161,13 @@ impl Redactor {
 
     /// Bytes that may not be UTF-8: redacted as text (invalid sequences become
     /// U+FFFD, since an artifact is for reading).
-    pub fn redact_bytes(&self, bytes: &[u8]) -> String {
+    pub(crate) fn redact_bytes(&self, bytes: &[u8]) -> String {
         let text = String::from_utf8_lossy(bytes);
         self.redact(&text).into_owned()
     }
 
     /// Whether `text` holds anything this redactor would hide.
-    pub fn finds_credentials(&self, text: &str) -> bool {
+    pub(crate) fn finds_credentials(&self, text: &str) -> bool {
         matches!(self.redact(text), Cow::Owned(_))
     }
 
@@ -175,7 +175,7 @@ impl Redactor {
     /// (context and removed lines do not count), each once, in order of first
     /// appearance. Environment secrets are named by their variable, never by
     /// their value. A patch with any is to be refused.
-    pub fn added_credentials(&self, patch: &str) -> Vec<String> {
+    pub(crate) fn added_credentials(&self, patch: &str) -> Vec<String> {
         let mut kinds: Vec<String> = Vec::new();
         for line in added_lines(patch) {
             for pattern in &self.inner.patterns {
@@ -268,7 +268,7 @@ impl CompiledPattern {
 }
 
 /// Whether a variable of this name holds a secret.
-pub fn is_secret_variable(name: &str) -> bool {
+pub(crate) fn is_secret_variable(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     ALWAYS_SECRET.contains(&upper.as_str())
         || SECRET_SUFFIXES.iter().any(|suffix| upper.ends_with(suffix))

@@ -78,7 +78,7 @@ pub enum Pane {
 }
 
 impl Pane {
-    pub const ORDER: [Pane; 5] = [
+    pub(crate) const ORDER: [Pane; 5] = [
         Pane::Stream,
         Pane::Diff,
         Pane::Matrix,
@@ -516,11 +516,11 @@ impl App {
     }
 
     /// Whether something changed since the last frame; clears the flag.
-    pub fn take_dirty(&mut self) -> bool {
+    pub(crate) fn take_dirty(&mut self) -> bool {
         std::mem::replace(&mut self.dirty, false)
     }
 
-    pub fn is_dirty(&self) -> bool {
+    pub(crate) fn is_dirty(&self) -> bool {
         self.dirty
     }
 
@@ -529,7 +529,7 @@ impl App {
     }
 
     /// The elapsed clock only needs ticks while a run is going.
-    pub fn wants_ticks(&self) -> bool {
+    pub(crate) fn wants_ticks(&self) -> bool {
         self.view.is_running() && matches!(self.clock, Clock::Real)
     }
 

@@ -112,7 +112,7 @@ fn body_of(areas: &Areas, full: Rect) -> Rect {
 }
 
 /// A pane's frame: rounded border, bold title, focused border in the accent colour.
-pub fn pane_block<'a>(app: &App, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
+pub(crate) fn pane_block<'a>(app: &App, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
     let border = if focused {
         Meaning::BorderFocused
     } else {
@@ -261,7 +261,7 @@ pub fn clock(ms: u64) -> String {
 }
 
 /// A `width`×`height` rectangle centred in `area`, clamped to it.
-pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let width = width.min(area.width);
     let height = height.min(area.height);
     Rect {

@@ -35,7 +35,7 @@ pub use action::{Action, Context};
 pub use key::{Key, KeyParseError, parse_key_event};
 
 /// The action name that removes a binding in a keymap file.
-pub const UNBIND: &str = "none";
+pub(crate) const UNBIND: &str = "none";
 
 #[derive(Debug, thiserror::Error)]
 pub enum KeymapError {
@@ -103,7 +103,7 @@ impl Keymap {
     }
 
     /// The defaults with the overrides in `path` merged over them; no path, the defaults.
-    pub fn load(path: Option<&Path>) -> Result<Keymap, KeymapError> {
+    pub(crate) fn load(path: Option<&Path>) -> Result<Keymap, KeymapError> {
         let Some(path) = path else {
             return Ok(Keymap::defaults());
         };
@@ -148,7 +148,7 @@ impl Keymap {
 
     /// The action a key press means in `context`: the context's binding, else the global one.
     /// Key releases mean nothing.
-    pub fn lookup(&self, context: Context, event: &KeyEvent) -> Option<Action> {
+    pub(crate) fn lookup(&self, context: Context, event: &KeyEvent) -> Option<Action> {
         if event.kind == KeyEventKind::Release {
             return None;
         }
@@ -162,7 +162,7 @@ impl Keymap {
 
     /// A context's own bindings as (key text, action, description), for the help overlay;
     /// [`Context::Global`] gives the keys that work everywhere.
-    pub fn bindings(&self, context: Context) -> Vec<(String, Action, &'static str)> {
+    pub(crate) fn bindings(&self, context: Context) -> Vec<(String, Action, &'static str)> {
         self.bindings
             .get(&context)
             .map(|list| {

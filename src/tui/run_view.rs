@@ -167,7 +167,7 @@ impl RunView {
         self.revision = generation;
     }
 
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         matches!(self.phase, Phase::Starting | Phase::Running)
     }
 
@@ -180,7 +180,7 @@ impl RunView {
     }
 
     /// The plan item being worked on, if any.
-    pub fn current_plan_item(&self) -> Option<usize> {
+    pub(crate) fn current_plan_item(&self) -> Option<usize> {
         self.plan
             .iter()
             .position(|item| item.status == PlanStatus::InProgress)

@@ -22,7 +22,7 @@ use crate::protocol::{Command, RunReport};
 use crate::runtime::RunChannels;
 
 /// Streamed tokens and bursts of events are coalesced into one frame per interval.
-pub const FRAME_INTERVAL: Duration = Duration::from_millis(16);
+pub(crate) const FRAME_INTERVAL: Duration = Duration::from_millis(16);
 
 /// Starts a run for the session; the future resolves when it has ended.
 pub trait Launcher: Send + Sync {

@@ -13,10 +13,10 @@ use crossterm::terminal::{
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
-pub type Tui = Terminal<CrosstermBackend<Stdout>>;
+pub(crate) type Tui = Terminal<CrosstermBackend<Stdout>>;
 
 /// Owns the full-screen terminal; dropping it restores the terminal.
-pub struct TerminalGuard {
+pub(crate) struct TerminalGuard {
     pub terminal: Tui,
 }
 

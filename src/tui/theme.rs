@@ -30,7 +30,7 @@ const BUILT_IN_THEMES: [(&str, &str); 3] = [
 ];
 
 /// The name of the theme used when none is chosen.
-pub const DEFAULT_THEME: &str = "default";
+pub(crate) const DEFAULT_THEME: &str = "default";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ThemeError {
@@ -96,7 +96,7 @@ struct ThemeFile {
 impl Theme {
     /// Loads the theme `name`, looking in `user_dir` (files `<name>.toml`) before the
     /// built-in themes. When `NO_COLOR` is set and non-empty, colours are removed.
-    pub fn load(name: &str, user_dir: Option<&Path>) -> Result<Theme, ThemeError> {
+    pub(crate) fn load(name: &str, user_dir: Option<&Path>) -> Result<Theme, ThemeError> {
         let theme = Theme::load_coloured(name, user_dir)?;
         let no_color = std::env::var("NO_COLOR").ok();
         if colour_disabled(no_color.as_deref()) {
@@ -179,7 +179,7 @@ impl Theme {
 }
 
 /// Whether a `NO_COLOR` value asks for no colours (any non-empty value does).
-pub fn colour_disabled(no_color: Option<&str>) -> bool {
+pub(crate) fn colour_disabled(no_color: Option<&str>) -> bool {
     no_color.is_some_and(|value| !value.is_empty())
 }
 

@@ -26,7 +26,7 @@ pub const CONFIG_FILE: &str = ".minicoder.json";
 /// At most this many checks: a longer list is refused, not cut.
 pub const MAX_CHECKS: usize = 16;
 /// At most this many `"packages"`.
-pub const MAX_PACKAGES: usize = 64;
+pub(crate) const MAX_PACKAGES: usize = 64;
 
 /// One check of the verification matrix.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,7 +64,7 @@ pub struct ProjectConfig {
 
 impl ProjectConfig {
     /// What the project asks of its sandbox image.
-    pub fn image_request(&self) -> crate::sandbox::derived::ImageRequest {
+    pub(crate) fn image_request(&self) -> crate::sandbox::derived::ImageRequest {
         crate::sandbox::derived::ImageRequest {
             image: self.image.clone(),
             packages: self.packages.clone(),
@@ -105,7 +105,7 @@ pub fn load_config(repo: &Path) -> Result<Option<ProjectConfig>, VerifyError> {
 }
 
 /// Parses and validates the text of a configuration file read from `path`.
-pub fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, VerifyError> {
+pub(crate) fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, VerifyError> {
     let raw: RawConfig = serde_json::from_str(text).map_err(|e| VerifyError::ConfigSyntax {
         path: path.to_path_buf(),
         line: e.line(),
@@ -190,7 +190,7 @@ pub fn secret_paths(
 
 /// A Debian package name (`jq`, `libssl-dev`, `g++`), optionally pinned
 /// (`jq=1.7.1-3`): nothing a shell or a Dockerfile could read as more.
-pub fn valid_package_name(name: &str) -> bool {
+pub(crate) fn valid_package_name(name: &str) -> bool {
     let (package, version) = match name.split_once('=') {
         Some((p, v)) => (p, Some(v)),
         None => (name, None),
@@ -212,7 +212,7 @@ pub fn valid_package_name(name: &str) -> bool {
 }
 
 /// A Docker image reference: `name[:tag][@digest]` in Docker's characters.
-pub fn valid_image_name(name: &str) -> bool {
+pub(crate) fn valid_image_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && name
@@ -311,7 +311,7 @@ fn strip_position(message: &str) -> String {
 }
 
 /// The path of the configuration file of `repo`.
-pub fn config_path(repo: &Path) -> PathBuf {
+pub(crate) fn config_path(repo: &Path) -> PathBuf {
     repo.join(CONFIG_FILE)
 }
 

@@ -10,7 +10,7 @@ use std::io;
 use std::path::Path;
 
 /// The folders shared: installed dependencies, not build output or caches.
-pub const SHARED_DIRS: [&str; 2] = ["node_modules", ".venv"];
+pub(crate) const SHARED_DIRS: [&str; 2] = ["node_modules", ".venv"];
 /// How deep the workspace is searched for them (monorepos nest them).
 const SEARCH_DEPTH: usize = 4;
 /// At most this many entries are shared in all.
@@ -20,7 +20,7 @@ const MAX_ENTRIES: usize = 500_000;
 /// deep, `.git` skipped) into the same place under `to`; new directories and
 /// copies are given to `owner` when set. Returns how many entries were
 /// shared. Stops quietly at [`MAX_ENTRIES`].
-pub fn share(from: &Path, to: &Path, owner: Option<(u32, u32)>) -> io::Result<usize> {
+pub(crate) fn share(from: &Path, to: &Path, owner: Option<(u32, u32)>) -> io::Result<usize> {
     let mut count = 0;
     search(from, to, 0, owner, &mut count)?;
     Ok(count)

@@ -72,7 +72,7 @@ pub fn detect_checks(repo: &Path) -> Result<Vec<CheckSpec>, VerifyError> {
 
 /// The Node package manager a project uses, told by its lockfile.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PackageManager {
+pub(crate) enum PackageManager {
     Npm,
     Yarn,
     Pnpm,

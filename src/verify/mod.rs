@@ -10,15 +10,15 @@
 
 pub mod bootstrap;
 pub mod config;
-pub mod dependencies;
-pub mod detect;
+pub(crate) mod dependencies;
+pub(crate) mod detect;
 mod detect_python;
 mod error;
 pub mod first_error;
 pub mod matrix;
 mod names;
 mod outcome;
-pub mod preflight;
+pub(crate) mod preflight;
 mod shell_words;
 pub mod zero_tests;
 

@@ -24,7 +24,7 @@ const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a command needs from the image.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Need {
+pub(crate) enum Need {
     /// A program found on `PATH`.
     Program(String),
     /// An absolute path (a script's interpreter).
@@ -68,14 +68,18 @@ impl Need {
 
 /// One need and what has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requirement {
+pub(crate) struct Requirement {
     pub need: Need,
     /// "the check `test` (`npm test`)" or "bootstrap command 1 (`npm ci`)".
     pub by: String,
 }
 
 /// What the checks and the bootstrap of the project at `repo` need.
-pub fn requirements(repo: &Path, checks: &[CheckSpec], bootstrap: &[String]) -> Vec<Requirement> {
+pub(crate) fn requirements(
+    repo: &Path,
+    checks: &[CheckSpec],
+    bootstrap: &[String],
+) -> Vec<Requirement> {
     let mut out: Vec<Requirement> = Vec::new();
     let mut add = |needs: Vec<Need>, by: String| {
         for need in needs {
@@ -103,7 +107,7 @@ pub fn requirements(repo: &Path, checks: &[CheckSpec], bootstrap: &[String]) -> 
 }
 
 /// The first program `command` runs, if the reading can tell.
-pub fn first_program(command: &str) -> Option<String> {
+pub(crate) fn first_program(command: &str) -> Option<String> {
     simple_commands(command)
         .iter()
         .find_map(|words| program_of(words).map(|(p, _)| p.to_string()))
@@ -133,7 +137,7 @@ pub async fn check(
 }
 
 /// The requirements the container does not meet.
-pub async fn find_missing<'a>(
+pub(crate) async fn find_missing<'a>(
     container: &mut CommandContainer,
     requirements: &'a [Requirement],
 ) -> Result<Vec<&'a Requirement>, VerifyError> {
@@ -163,7 +167,7 @@ pub async fn find_missing<'a>(
 }
 
 /// "the check `x` (`cargo test`) needs `cargo`, … not in IMAGE; add …".
-pub fn describe_missing(missing: &[&Requirement], image: &str) -> String {
+pub(crate) fn describe_missing(missing: &[&Requirement], image: &str) -> String {
     let mut parts = Vec::new();
     let mut packages = Vec::new();
     for r in missing {

@@ -5,13 +5,13 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-pub const PYTEST_ZERO: &str = "pytest collected no tests";
-pub const UNITTEST_ZERO: &str = "unittest ran 0 tests";
-pub const CARGO_ZERO: &str = "cargo test ran 0 tests";
-pub const GO_ZERO: &str = "go test found no test files";
+pub(crate) const PYTEST_ZERO: &str = "pytest collected no tests";
+pub(crate) const UNITTEST_ZERO: &str = "unittest ran 0 tests";
+pub(crate) const CARGO_ZERO: &str = "cargo test ran 0 tests";
+pub(crate) const GO_ZERO: &str = "go test found no test files";
 
 /// pytest's exit code when it collected nothing.
-pub const PYTEST_NO_TESTS_EXIT: i32 = 5;
+pub(crate) const PYTEST_NO_TESTS_EXIT: i32 = 5;
 
 static PYTEST_NONE: LazyLock<Option<Regex>> = LazyLock::new(|| {
     Regex::new(r"(?m)\bcollected 0 items\b|^=* ?no tests ran\b|\bno tests ran in [0-9.]+s\b").ok()

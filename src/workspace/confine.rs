@@ -91,7 +91,7 @@ impl WorkspaceRoot {
 
     /// Makes every file, directory and symlink created through this root
     /// belong to `owner` (uid, gid), e.g. the sandbox user.
-    pub fn with_owner(mut self, owner: Option<(u32, u32)>) -> Self {
+    pub(crate) fn with_owner(mut self, owner: Option<(u32, u32)>) -> Self {
         self.owner = owner;
         self
     }
@@ -123,7 +123,11 @@ impl WorkspaceRoot {
     /// At most `limit` bytes from the start of a regular file (symlinks
     /// inside are followed), and the file's size: the file is never read
     /// whole, and a fifo or device is refused without blocking.
-    pub fn read_prefix(&self, rel: &Path, limit: usize) -> Result<(Vec<u8>, u64), WorkspaceError> {
+    pub(crate) fn read_prefix(
+        &self,
+        rel: &Path,
+        limit: usize,
+    ) -> Result<(Vec<u8>, u64), WorkspaceError> {
         let rel = clean(rel)?;
         let fd = self.open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC)?;
         let st = rustix::fs::fstat(&fd).map_err(|e| self.err(&rel, e))?;
@@ -156,7 +160,7 @@ impl WorkspaceRoot {
     /// permission bits: the bytes go to a new temporary file in the same
     /// directory, which is then renamed over the final name. A symlink at the
     /// final name is replaced, never followed.
-    pub fn write_with_mode(
+    pub(crate) fn write_with_mode(
         &self,
         rel: &Path,
         bytes: &[u8],
@@ -232,7 +236,7 @@ impl WorkspaceRoot {
     }
 
     /// Removes an empty directory.
-    pub fn remove_dir(&self, rel: &Path) -> Result<(), WorkspaceError> {
+    pub(crate) fn remove_dir(&self, rel: &Path) -> Result<(), WorkspaceError> {
         self.unlink(rel, AtFlags::REMOVEDIR)
     }
 

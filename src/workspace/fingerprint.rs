@@ -99,7 +99,7 @@ impl ExcludeSet {
     }
 
     /// Whether a directory called `name` is left out.
-    pub fn excludes_dir(&self, name: &OsStr) -> bool {
+    pub(crate) fn excludes_dir(&self, name: &OsStr) -> bool {
         name == ".git" || self.names.contains(name)
     }
 }
@@ -206,10 +206,6 @@ impl Fingerprinter {
 
     pub fn workspace(&self) -> &Path {
         &self.workspace
-    }
-
-    pub fn excludes(&self) -> &ExcludeSet {
-        &self.excludes
     }
 
     pub fn cache(&self) -> &StatCache {

@@ -8,7 +8,7 @@ mod error;
 mod fingerprint;
 mod git_path;
 mod secrets;
-pub mod stat_cache;
+pub(crate) mod stat_cache;
 mod tree;
 mod walk;
 

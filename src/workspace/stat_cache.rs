@@ -26,7 +26,7 @@ use super::WorkspaceError;
 /// How close to the recording time a file time must be to count as racy.
 /// Generous on purpose: it covers filesystems with one- or two-second
 /// timestamps, and costs only a re-read of recently changed files.
-pub const RACY_WINDOW_NS: i64 = 2_000_000_000;
+pub(crate) const RACY_WINDOW_NS: i64 = 2_000_000_000;
 
 const MAGIC: &[u8; 8] = b"MCSTAT2\n";
 /// Payload bytes of a record before the path.
@@ -58,7 +58,7 @@ pub struct CachedHash {
 
 impl CachedHash {
     /// Whether this entry may stand for a file whose facts are `key`.
-    pub fn is_valid_for(&self, key: &StatKey) -> bool {
+    pub(crate) fn is_valid_for(&self, key: &StatKey) -> bool {
         let limit = self.recorded_ns.saturating_sub(RACY_WINDOW_NS);
         self.key == *key && key.mtime_ns < limit && key.ctime_ns < limit
     }
@@ -161,7 +161,7 @@ impl StatCache {
 
     /// Loads a cache file; records after the first damaged one (and a file
     /// in another format) are ignored.
-    pub fn load(path: &Path) -> Self {
+    pub(crate) fn load(path: &Path) -> Self {
         let (entries, records_on_disk) = std::fs::read(path)
             .ok()
             .map(|bytes| decode(&bytes))

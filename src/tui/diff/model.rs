@@ -20,7 +20,7 @@ pub enum FileStatus {
 
 impl FileStatus {
     /// The one-letter code `git status --short` uses.
-    pub fn letter(self) -> char {
+    pub(crate) fn letter(self) -> char {
         match self {
             FileStatus::Added => 'A',
             FileStatus::Deleted => 'D',
@@ -53,7 +53,7 @@ pub struct FileDiff {
 impl FileDiff {
     /// Whether the file can only be taken or left as a whole in a review: additions,
     /// deletions, binary files and changes without hunks (modes, pure renames).
-    pub fn is_whole_unit(&self) -> bool {
+    pub(crate) fn is_whole_unit(&self) -> bool {
         matches!(self.status, FileStatus::Added | FileStatus::Deleted)
             || self.binary
             || self.hunks.is_empty()
@@ -148,7 +148,7 @@ impl DiffModel {
     }
 
     /// Lines added and removed over all files.
-    pub fn totals(&self) -> (usize, usize) {
+    pub(crate) fn totals(&self) -> (usize, usize) {
         self.files.iter().fold((0, 0), |(added, removed), file| {
             (added + file.added, removed + file.removed)
         })

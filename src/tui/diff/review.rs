@@ -38,7 +38,7 @@ impl ReviewSelection {
     }
 
     /// Chooses every hunk if any is left out, else leaves every hunk out.
-    pub fn toggle_all(&mut self) {
+    pub(crate) fn toggle_all(&mut self) {
         let all = self.files.iter().flatten().all(|flag| *flag);
         for flag in self.files.iter_mut().flatten() {
             *flag = !all;
@@ -46,7 +46,7 @@ impl ReviewSelection {
     }
 
     /// Whether hunk `hunk` of file `file` is chosen (false for indices out of range).
-    pub fn is_included(&self, file: usize, hunk: usize) -> bool {
+    pub(crate) fn is_included(&self, file: usize, hunk: usize) -> bool {
         let Some(flags) = self.files.get(file) else {
             return false;
         };
@@ -55,7 +55,7 @@ impl ReviewSelection {
     }
 
     /// Whether any choice of file `file` is chosen.
-    pub fn file_included(&self, file: usize) -> bool {
+    pub(crate) fn file_included(&self, file: usize) -> bool {
         self.files
             .get(file)
             .is_some_and(|flags| flags.iter().any(|flag| *flag))
@@ -71,7 +71,7 @@ impl ReviewSelection {
     /// A unified diff of only the chosen hunks that `git apply` accepts: file headers
     /// kept, files with nothing chosen dropped, and the new-side start of each hunk
     /// moved by the lines that left-out hunks before it would have added or removed.
-    pub fn selected_patch(&self, model: &DiffModel) -> String {
+    pub(crate) fn selected_patch(&self, model: &DiffModel) -> String {
         let mut patch = String::new();
         for (index, file) in model.files.iter().enumerate() {
             let whole = file.is_whole_unit();

@@ -29,11 +29,11 @@ pub struct DiffViewState {
 }
 
 impl DiffViewState {
-    pub fn selected_file(&self) -> usize {
+    pub(crate) fn selected_file(&self) -> usize {
         self.file
     }
 
-    pub fn selected_hunk(&self) -> usize {
+    pub(crate) fn selected_hunk(&self) -> usize {
         self.hunk
     }
 
@@ -43,7 +43,7 @@ impl DiffViewState {
     }
 
     /// Scrolls line text sideways by `delta` columns (never before the first).
-    pub fn scroll_horizontally(&mut self, delta: isize) {
+    pub(crate) fn scroll_horizontally(&mut self, delta: isize) {
         self.column = self.column.saturating_add_signed(delta).min(MAX_COLUMN);
     }
 
@@ -53,34 +53,35 @@ impl DiffViewState {
     }
 
     /// The selected file's path, if the model has it.
-    pub fn selected_path<'m>(&self, model: &'m DiffModel) -> Option<&'m str> {
+    pub(crate) fn selected_path<'m>(&self, model: &'m DiffModel) -> Option<&'m str> {
         model.files.get(self.file).map(|file| file.path.as_str())
     }
 
-    pub fn file_list_shown(&self) -> bool {
+    pub(crate) fn file_list_shown(&self) -> bool {
         !self.hide_file_list
     }
 
     /// Shows or hides the file list (the hunks then take the whole pane).
-    pub fn toggle_file_list(&mut self) {
+    #[cfg(test)]
+    pub(crate) fn toggle_file_list(&mut self) {
         self.hide_file_list = !self.hide_file_list;
     }
 
-    pub fn next_file(&mut self, model: &DiffModel) {
+    pub(crate) fn next_file(&mut self, model: &DiffModel) {
         self.clamp(model);
         if self.file + 1 < model.files.len() {
             self.select(model, self.file + 1, 0);
         }
     }
 
-    pub fn prev_file(&mut self, model: &DiffModel) {
+    pub(crate) fn prev_file(&mut self, model: &DiffModel) {
         self.clamp(model);
         if self.file > 0 {
             self.select(model, self.file - 1, 0);
         }
     }
 
-    pub fn next_hunk(&mut self, model: &DiffModel) {
+    pub(crate) fn next_hunk(&mut self, model: &DiffModel) {
         self.clamp(model);
         let hunks = model
             .files
@@ -93,7 +94,7 @@ impl DiffViewState {
         }
     }
 
-    pub fn prev_hunk(&mut self, model: &DiffModel) {
+    pub(crate) fn prev_hunk(&mut self, model: &DiffModel) {
         self.clamp(model);
         if self.hunk > 0 {
             self.select(model, self.file, self.hunk - 1);
@@ -105,7 +106,7 @@ impl DiffViewState {
     }
 
     /// Scrolls the hunk view by `delta` rows.
-    pub fn scroll_by(&mut self, model: &DiffModel, delta: isize) {
+    pub(crate) fn scroll_by(&mut self, model: &DiffModel, delta: isize) {
         self.clamp(model);
         let target = self.scroll.saturating_add_signed(delta);
         self.scroll = target.min(self.max_scroll(model));
@@ -120,7 +121,7 @@ impl DiffViewState {
     }
 
     /// The selected file's first row and first hunk.
-    pub fn top(&mut self, model: &DiffModel) {
+    pub(crate) fn top(&mut self, model: &DiffModel) {
         self.clamp(model);
         self.scroll = 0;
         self.hunk = 0;
@@ -140,7 +141,7 @@ impl DiffViewState {
     /// Carries the position over to a replaced model: the same file (by path), the hunk
     /// nearest to the selected one and the same offset into it; indices are clamped when
     /// the file is gone.
-    pub fn follow_model(&mut self, old: &DiffModel, new: &DiffModel) {
+    pub(crate) fn follow_model(&mut self, old: &DiffModel, new: &DiffModel) {
         let Some(old_file) = old.files.get(self.file) else {
             self.clamp(new);
             return;

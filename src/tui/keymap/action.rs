@@ -115,7 +115,7 @@ impl Action {
     }
 
     /// The action a keymap file names, if any.
-    pub fn from_name(name: &str) -> Option<Action> {
+    pub(crate) fn from_name(name: &str) -> Option<Action> {
         ACTIONS
             .iter()
             .find(|(_, known, _)| *known == name)
@@ -143,7 +143,7 @@ pub enum Context {
 }
 
 impl Context {
-    pub const ALL: [Context; 9] = [
+    pub(crate) const ALL: [Context; 9] = [
         Context::Global,
         Context::Input,
         Context::Stream,
@@ -185,14 +185,14 @@ impl Context {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Context> {
+    pub(crate) fn from_name(name: &str) -> Option<Context> {
         Context::ALL
             .into_iter()
             .find(|context| context.name() == name)
     }
 
     /// Whether typing goes into text here, so plain characters must not trigger global keys.
-    pub fn is_text_entry(self) -> bool {
+    pub(crate) fn is_text_entry(self) -> bool {
         self == Context::Input
     }
 }

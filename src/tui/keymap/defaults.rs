@@ -5,7 +5,7 @@ use crossterm::event::KeyCode;
 use super::{Action, Context, Key};
 
 /// Every default binding, in the order the help overlay lists them.
-pub fn default_bindings() -> Vec<(Context, Key, Action)> {
+pub(crate) fn default_bindings() -> Vec<(Context, Key, Action)> {
     use Action::*;
     use Context::*;
     let scrolling = [

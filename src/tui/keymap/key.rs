@@ -88,7 +88,7 @@ impl Key {
     }
 
     /// The key a terminal event stands for.
-    pub fn from_event(event: &KeyEvent) -> Key {
+    pub(crate) fn from_event(event: &KeyEvent) -> Key {
         Key::new(event.code, event.modifiers)
     }
 
@@ -124,7 +124,7 @@ impl Key {
     }
 
     /// The crossterm event a terminal sends for this key (a key press).
-    pub fn to_key_event(self) -> KeyEvent {
+    pub(crate) fn to_key_event(self) -> KeyEvent {
         KeyEvent::new(self.code, self.modifiers)
     }
 }

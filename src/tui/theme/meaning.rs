@@ -29,7 +29,7 @@ pub enum Meaning {
 
 impl Meaning {
     /// Every meaning, in the order themes list them.
-    pub const ALL: [Meaning; 22] = [
+    pub(crate) const ALL: [Meaning; 22] = [
         Meaning::Text,
         Meaning::Border,
         Meaning::BorderFocused,
@@ -83,7 +83,7 @@ impl Meaning {
     }
 
     /// The meaning a dotted key names, if any.
-    pub fn from_key(key: &str) -> Option<Meaning> {
+    pub(crate) fn from_key(key: &str) -> Option<Meaning> {
         Meaning::ALL
             .into_iter()
             .find(|meaning| meaning.key() == key)

@@ -82,7 +82,7 @@ fn modifier(name: &str) -> Option<Modifier> {
 }
 
 /// Where a value sits, for error messages: the theme's name and the key.
-pub struct Location<'a> {
+pub(crate) struct Location<'a> {
     pub theme: &'a str,
     pub key: &'a str,
 }
@@ -107,7 +107,7 @@ impl Location<'_> {
 }
 
 /// A palette entry must be one of the ANSI colour names.
-pub fn palette_colour(value: &toml::Value, at: &Location<'_>) -> Result<Color, ThemeError> {
+pub(crate) fn palette_colour(value: &toml::Value, at: &Location<'_>) -> Result<Color, ThemeError> {
     let name = value
         .as_str()
         .ok_or_else(|| at.invalid("a palette entry must be a colour name string"))?;
@@ -179,7 +179,7 @@ pub fn style(
 }
 
 /// Whether a TOML table is a style (rather than a table of nested dotted keys).
-pub fn is_style_table(table: &toml::Table) -> bool {
+pub(crate) fn is_style_table(table: &toml::Table) -> bool {
     ["fg", "bg", "modifiers"]
         .iter()
         .any(|field| table.contains_key(*field))
