@@ -7,12 +7,7 @@ use std::process::ExitCode;
 use crate::sandbox::{self, image, spec};
 use crate::state::StateDir;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Level {
-    Ok,
-    Warn,
-    Fail,
-}
+use super::doctor_project::Level;
 
 fn line(level: Level, what: &str, detail: impl std::fmt::Display) {
     let mark = match level {

@@ -7,10 +7,17 @@ use std::path::{Path, PathBuf};
 
 use bollard::Docker;
 
-use super::doctor::Level;
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{CommandContainer, derived, spec};
 use crate::verify::{self, preflight};
+
+/// How a doctor line judges what it found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Level {
+    Ok,
+    Warn,
+    Fail,
+}
 
 /// The repository around the current directory, if any.
 fn current_repo() -> Option<PathBuf> {

@@ -4,7 +4,15 @@
 use futures_util::StreamExt;
 
 use super::SandboxError;
-use super::image::BuildProgress;
+
+/// What a build reports while it works.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BuildProgress {
+    /// A new step: `step` of `total`.
+    Step { step: u8, total: u8, what: String },
+    /// A line of the builder's own output.
+    Line(String),
+}
 
 /// An exclusive machine-wide lock (the image is machine-wide, whatever state
 /// directory a process uses), held while building.

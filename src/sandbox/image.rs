@@ -17,6 +17,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncBufReadExt;
 
+pub use super::build::BuildProgress;
 pub(crate) use super::build::{BuildLock, forward_build, pack_context};
 use super::spec::DEFAULT_IMAGE;
 use super::{SandboxError, labels};
@@ -43,15 +44,6 @@ const IMPORT_CHANGES: [&str; 4] = [
     "ENV HOME=/home/sandbox LANG=C.UTF-8 PYTHONDONTWRITEBYTECODE=1",
     "CMD [\"/bin/sh\"]",
 ];
-
-/// What a build reports while it works.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BuildProgress {
-    /// A new step: `step` of `total`.
-    Step { step: u8, total: u8, what: String },
-    /// A line of the builder's own output.
-    Line(String),
-}
 
 /// What [`ensure_image`] found or did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
