@@ -63,6 +63,16 @@ impl StateDir {
         self.checkpoints_dir().join(format!("{run_id}.git"))
     }
 
+    /// The fingerprint stat caches of one run's verifiers (pure caches,
+    /// beside its checkpoint store).
+    pub fn stat_cache_paths(&self, run_id: &str) -> [PathBuf; 2] {
+        let store = self.checkpoint_store_dir(run_id);
+        [
+            store.with_extension("verify-cache"),
+            store.with_extension("baseline-cache"),
+        ]
+    }
+
     /// Creates the root (mode 0700) if it is missing.
     pub fn ensure(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;

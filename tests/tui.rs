@@ -133,6 +133,8 @@ impl Harness {
             patch: patch.display().to_string(),
             duration_ms: 48_200,
             durations: PhaseDurations::default(),
+            source: Default::default(),
+            summary: None,
         })
     }
 }
