@@ -186,6 +186,10 @@ fn summary(app: &App) -> ExitCode {
     if let Some(path) = &app.reviewed_patch {
         out!("reviewed patch: {path}");
     }
+    out!(
+        "next: {}",
+        crate::headless::next_step(&report.run_id, report.outcome)
+    );
     ExitCode::from(super::options::exit_code(report.outcome))
 }
 
@@ -198,6 +202,9 @@ fn print_report(report: &RunReport) {
     out!("run {}: {outcome} — {}", report.run_id, report.reason);
     out!("patch: {}", report.patch);
     out!("artifacts: {}", report.artifact_dir);
+    if let Some(notice) = report.source.dirty_notice() {
+        out!("note: {notice}");
+    }
 }
 
 struct CliLauncher {

@@ -71,8 +71,13 @@ impl SourceState {
         if self.untracked > 0 {
             parts.push(format!("{} untracked", self.untracked));
         }
-        let total = self.modified + self.untracked;
-        let noun = if total == 1 { "file" } else { "files" };
+        // "1 modified and 1 untracked file", "2 untracked files".
+        let last = if self.untracked > 0 {
+            self.untracked
+        } else {
+            self.modified
+        };
+        let noun = if last == 1 { "file" } else { "files" };
         let base = if self.head.is_some() {
             "not in HEAD"
         } else {
