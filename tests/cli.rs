@@ -63,11 +63,8 @@ fn the_full_screen_session_needs_a_terminal_and_a_repository() {
 
     let missing = minicoder(&["run", "/nonexistent/repo", "task"], &[]);
     let (_, err) = text(&missing);
-    assert_eq!(missing.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("/nonexistent/repo is not a Git repository"),
-        "{err}"
-    );
+    assert_eq!(missing.status.code(), Some(2), "{err}");
+    assert!(err.contains("/nonexistent/repo does not exist"), "{err}");
 
     let theme = minicoder(&["run", ".", "task", "--theme", "nope"], &[]);
     let (_, err) = text(&theme);

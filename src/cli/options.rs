@@ -2,6 +2,7 @@
 //! environment, and the exit code of an outcome.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use super::{Approval, Network, RunArgs};
 use crate::protocol::Outcome;
@@ -51,4 +52,107 @@ pub fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptio
             .map(String::as_str),
     );
     Ok(opts)
+}
+
+/// Checks what can be checked of a run's flags before anything starts, and
+/// resolves the repository: a path inside a repository names the
+/// repository around it. `Err` is a usage error (exit 2), and says what to
+/// change. `non_interactive` says which mode the flags are for.
+pub fn validate(args: &RunArgs, non_interactive: bool) -> Result<PathBuf, String> {
+    if args.events && !non_interactive {
+        return Err(
+            "--events streams JSON lines on stdout instead of the full-screen session: add --non-interactive"
+                .into(),
+        );
+    }
+    if args.theme.is_some() && non_interactive {
+        return Err(
+            "--theme styles the full-screen session, which --non-interactive does not open: drop one of them"
+                .into(),
+        );
+    }
+    let repo = repository(&args.repo)?;
+    if args.task.trim().is_empty() {
+        return Err("the task is empty: say what to do".into());
+    }
+    if let Some(dir) = &args.artifact_dir {
+        let resolved = resolve_maybe_missing(dir);
+        if resolved.starts_with(&repo) {
+            return Err(format!(
+                "--artifact-dir {} is inside the repository {}: choose a directory outside it (a run never writes to its source)",
+                dir.display(),
+                repo.display()
+            ));
+        }
+    }
+    if !args.check.is_empty() {
+        let checks: Vec<(String, String)> = args
+            .check
+            .chunks(2)
+            .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+            .collect();
+        crate::verify::resolve_checks(&repo, None, &checks).map_err(|e| e.to_string())?;
+    }
+    Ok(repo)
+}
+
+/// The work tree root of the repository at or around `path`.
+pub fn repository(path: &Path) -> Result<PathBuf, String> {
+    if !path.exists() {
+        return Err(format!("{} does not exist", path.display()));
+    }
+    let repo = git2::Repository::discover(path).map_err(|_| {
+        format!(
+            "{} is not in a Git repository; run minicoder on one (git init creates one)",
+            path.display()
+        )
+    })?;
+    let root = repo.workdir().ok_or_else(|| {
+        format!(
+            "{} is a bare Git repository; run minicoder on a work tree",
+            path.display()
+        )
+    })?;
+    root.canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))
+}
+
+/// `path` made absolute with its existing part resolved (symlinks
+/// followed), so a directory not yet created is compared as it will be.
+fn resolve_maybe_missing(path: &Path) -> PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => break,
+        }
+    }
+    let mut resolved = existing
+        .canonicalize()
+        .unwrap_or_else(|_| existing.to_path_buf());
+    for name in rest.into_iter().rev() {
+        if name == ".." {
+            resolved.pop();
+        } else if name != "." {
+            resolved.push(name);
+        }
+    }
+    resolved
+}
+
+/// Whether a model configuration error is the person's to fix on the
+/// command line or in the environment (a usage error), not a failure.
+pub fn is_usage_error(e: &crate::model::ModelError) -> bool {
+    matches!(e, crate::model::ModelError::Config(_))
 }

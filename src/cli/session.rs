@@ -60,7 +60,11 @@ pub async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `minicoder run REPO TASK` without `--non-interactive`.
-pub async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run_task(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    match super::options::validate(&args, false) {
+        Ok(repo) => args.repo = repo,
+        Err(e) => return usage(&e),
+    }
     let task = args.task.clone();
     interactive(args, Some(task)).await
 }
@@ -125,11 +129,10 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     let has_work_tree =
         git2::Repository::open(&template.repo).is_ok_and(|repo| repo.workdir().is_some());
     if !has_work_tree {
-        err!(
-            "minicoder: {} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
+        return usage(&format!(
+            "{} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
             template.repo.display()
-        );
-        return Ok(ExitCode::from(super::EXIT_FAILURE));
+        ));
     }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return usage(
@@ -142,7 +145,12 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     };
     if let Err(e) = ModelChain::from_env(&Env::from_pairs(env.clone()), &selection) {
         err!("minicoder: {e}");
-        return Ok(ExitCode::from(super::EXIT_FAILURE));
+        let code = if super::options::is_usage_error(&e) {
+            super::EXIT_USAGE
+        } else {
+            super::EXIT_FAILURE
+        };
+        return Ok(ExitCode::from(code));
     }
     // The image is built (with progress) and leftovers collected before the screen is taken.
     let (docker, _) = super::sandbox::docker_with_project_image(&template.repo).await?;
