@@ -133,12 +133,12 @@ pub async fn run() -> anyhow::Result<ExitCode> {
             format!("{var} is {}", if present { "set" } else { "not set" }),
         );
     }
-    let usable = usable_providers();
+    let (usable, unusable) = usable_providers();
     if usable.is_empty() {
         record(
             Level::Fail,
             "providers",
-            "no provider is usable: set GEMINI_API_KEY (with MINICODER_FREE_TIER_CONFIRMED=true) or OPENAI_API_KEY (with --model openai)".to_string(),
+            format!("no provider is usable: {}", unusable.join("; ")),
         );
     } else {
         record(
@@ -202,19 +202,22 @@ fn check_state_dir(state: &StateDir) -> Result<String, String> {
 
 /// The providers a run could use as the environment stands (each one
 /// pinned with `--model`; nothing is asked over the network).
-fn usable_providers() -> Vec<&'static str> {
+/// Returns the usable providers' names, and why each other one is not.
+fn usable_providers() -> (Vec<&'static str>, Vec<String>) {
     let env = crate::model::Env::from_pairs(std::env::vars());
-    crate::model::provider::ProviderKind::ALL
-        .into_iter()
-        .filter(|kind| {
-            let selection = crate::model::ModelSelection {
-                pinned: Some(kind.name().to_string()),
-                benchmark: false,
-            };
-            crate::model::ModelChain::from_env(&env, &selection).is_ok()
-        })
-        .map(|kind| kind.name())
-        .collect()
+    let mut usable = Vec::new();
+    let mut unusable = Vec::new();
+    for kind in crate::model::provider::ProviderKind::ALL {
+        let selection = crate::model::ModelSelection {
+            pinned: Some(kind.name().to_string()),
+            benchmark: false,
+        };
+        match crate::model::ModelChain::from_env(&env, &selection) {
+            Ok(_) => usable.push(kind.name()),
+            Err(e) => unusable.push(format!("{}: {e}", kind.name())),
+        }
+    }
+    (usable, unusable)
 }
 
 /// `uses 213 MiB (runs 12 MiB, checkpoints 190 MiB, workspaces 0 MiB, other 11 MiB)`.

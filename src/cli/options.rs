@@ -72,6 +72,7 @@ pub fn validate(args: &RunArgs, non_interactive: bool) -> Result<PathBuf, String
         );
     }
     let repo = repository(&args.repo)?;
+    check_model_flag(args.model.as_deref())?;
     if args.task.trim().is_empty() {
         return Err("the task is empty: say what to do".into());
     }
@@ -151,8 +152,15 @@ fn resolve_maybe_missing(path: &Path) -> PathBuf {
     resolved
 }
 
-/// Whether a model configuration error is the person's to fix on the
-/// command line or in the environment (a usage error), not a failure.
-pub fn is_usage_error(e: &crate::model::ModelError) -> bool {
-    matches!(e, crate::model::ModelError::Config(_))
+/// A `--model` value that names no provider. (A known provider without
+/// its key is a setup failure, found when the chain is built.)
+pub fn check_model_flag(model: Option<&str>) -> Result<(), String> {
+    let Some(pin) = model else { return Ok(()) };
+    let provider = pin.split_once(':').map_or(pin, |(p, _)| p);
+    match crate::model::provider::ProviderKind::parse(provider) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "unknown provider {provider:?} in --model {pin:?}; use gemini, qwen, deepseek or openai, optionally as PROVIDER:MODEL"
+        )),
+    }
 }

@@ -65,9 +65,6 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let source: Box<dyn ActionSource> =
         match ModelChain::from_env(&crate::model::Env::from_pairs(env.clone()), &selection) {
             Ok(chain) => Box::new(chain),
-            Err(e) if super::options::is_usage_error(&e) => {
-                return Ok(usage(&args, &e.to_string()));
-            }
             Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
         };
     let repo = args.repo.display().to_string();

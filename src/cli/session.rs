@@ -113,6 +113,9 @@ fn load_keymap(config: Option<&Path>) -> Result<Keymap, String> {
 }
 
 async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<ExitCode> {
+    if let Err(e) = super::options::check_model_flag(template.model.as_deref()) {
+        return usage(&e);
+    }
     let env: HashMap<String, String> = std::env::vars().collect();
     let config = config_dir(&env);
     let theme = match load_theme(template.theme.as_deref(), config.as_deref()) {
@@ -145,12 +148,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     };
     if let Err(e) = ModelChain::from_env(&Env::from_pairs(env.clone()), &selection) {
         err!("minicoder: {e}");
-        let code = if super::options::is_usage_error(&e) {
-            super::EXIT_USAGE
-        } else {
-            super::EXIT_FAILURE
-        };
-        return Ok(ExitCode::from(code));
+        return Ok(ExitCode::from(super::EXIT_FAILURE));
     }
     // The image is built (with progress) and leftovers collected before the screen is taken.
     let (docker, _) = super::sandbox::docker_with_project_image(&template.repo).await?;
