@@ -765,3 +765,105 @@ fn doctor_fails_when_no_provider_is_usable_and_reports_the_state_size() {
         stdout(&out)
     );
 }
+
+/// A real run (mock model, real sandbox and verifier) on a source with a
+/// modified and an untracked file: the report names HEAD and the dirty
+/// tree, keeps the agent's summary, stderr says both and the next step,
+/// the successful run's checkpoint store is gone, and `runs`/`show` find it.
+#[tokio::test]
+async fn a_real_run_records_its_source_summary_and_next_step() {
+    use serde_json::json;
+    use support::mock_openai::{MockOpenAi, MockResponse};
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let f = Fixture::new();
+    let source = tempfile::tempdir().unwrap();
+    minicoder::cli::demo::write_fixture(source.path()).unwrap();
+    let head = git2::Repository::open(source.path())
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_commit()
+        .unwrap()
+        .id()
+        .to_string();
+    std::fs::write(source.path().join("README.md"), "changed, not committed\n").unwrap();
+    std::fs::write(source.path().join("notes.txt"), "untracked\n").unwrap();
+    let fix = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+    let plan = |s: &str| json!({"items": [{"id": "1", "content": "fix it", "status": s}]});
+    let mock = MockOpenAi::start().await;
+    mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("in_progress")),
+        ("edit_file", json!({"path": "pagination.py", "patch": fix})),
+    ]));
+    mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("done")),
+        (
+            "request_completion",
+            json!({"summary": "page_count rounds up"}),
+        ),
+    ]));
+    let out = tokio::process::Command::new(support::bin())
+        .arg("run")
+        .arg(source.path())
+        .args([
+            "Fix the pagination bug",
+            "--non-interactive",
+            "--model",
+            "openai",
+        ])
+        .env("MINICODER_STATE_DIR", f.state.root())
+        .env("OPENAI_BASE_URL", mock.base_url())
+        .env("OPENAI_API_KEY", "sk-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0")
+        .env("OPENAI_MODEL", "mock-model")
+        .output()
+        .await
+        .unwrap();
+    let err = stderr(&out);
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{err}", stdout(&out)));
+    assert_eq!(result["outcome"], "success", "{result:#}\n{err}");
+    let id = result["run_id"].as_str().unwrap().to_string();
+    assert_eq!(result["source"]["head"], head.as_str());
+    assert_eq!(result["source"]["dirty"], true);
+    assert_eq!(result["source"]["modified"], 1);
+    assert_eq!(result["source"]["untracked"], 1);
+    assert_eq!(result["summary"], "page_count rounds up");
+    assert!(
+        err.contains("note: baseline includes 1 modified and 1 untracked file not in HEAD"),
+        "{err}"
+    );
+    assert!(
+        err.trim_end()
+            .ends_with(&format!("next: minicoder apply {id}")),
+        "the summary ends with the next step: {err}"
+    );
+    // Retention: nothing a resume would need is kept for a success.
+    assert!(!f.state.checkpoint_store_dir(&id).exists());
+    for cache in f.state.stat_cache_paths(&id) {
+        assert!(!cache.exists(), "{}", cache.display());
+    }
+    assert!(!f.state.workspace_dir(&id).exists());
+
+    let out = f.minicoder(&["runs", "--json"]);
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0]["id"], id.as_str());
+    assert_eq!(rows[0]["outcome"], "success");
+    assert_eq!(rows[0]["verified"], true);
+    assert_eq!(rows[0]["changed_files"], json!(["pagination.py"]));
+    let out = f.minicoder(&["show", &id, "--verify"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for part in [
+        "page_count rounds up",
+        "[x] fix it",
+        "pagination.py  +1 -1",
+        "[ OK ] receipt",
+        "[ OK ] patch hash",
+        &format!("next: minicoder apply {id}"),
+    ] {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+}
