@@ -294,6 +294,12 @@ async fn the_demo_fixes_the_fixture_in_the_real_sandbox() {
                 .and_then(|r| r.split_whitespace().next())
         })
         .expect("the run id is printed");
+    assert!(
+        stdout
+            .trim_end()
+            .ends_with(&format!("next: minicoder apply {run_id}")),
+        "the summary ends with the next step: {stdout}"
+    );
     let left = support::containers_of_run(&docker, run_id).await;
     assert!(left.is_empty(), "containers left: {left:?}");
 }
