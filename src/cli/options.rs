@@ -77,7 +77,8 @@ pub fn validate(args: &RunArgs, non_interactive: bool) -> Result<PathBuf, String
         return Err("the task is empty: say what to do".into());
     }
     if let Some(dir) = &args.artifact_dir {
-        let resolved = resolve_maybe_missing(dir);
+        let resolved = crate::trace::artifacts::resolve_maybe_missing(dir)
+            .map_err(|e| format!("--artifact-dir {}: {e}", dir.display()))?;
         if resolved.starts_with(&repo) {
             return Err(format!(
                 "--artifact-dir {} is inside the repository {}: choose a directory outside it (a run never writes to its source)",
@@ -116,40 +117,6 @@ pub fn repository(path: &Path) -> Result<PathBuf, String> {
     })?;
     root.canonicalize()
         .map_err(|e| format!("cannot resolve {}: {e}", root.display()))
-}
-
-/// `path` made absolute with its existing part resolved (symlinks
-/// followed), so a directory not yet created is compared as it will be.
-fn resolve_maybe_missing(path: &Path) -> PathBuf {
-    let absolute = if path.is_absolute() {
-        path.to_path_buf()
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
-    };
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        match (existing.parent(), existing.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                existing = parent;
-            }
-            _ => break,
-        }
-    }
-    let mut resolved = existing
-        .canonicalize()
-        .unwrap_or_else(|_| existing.to_path_buf());
-    for name in rest.into_iter().rev() {
-        if name == ".." {
-            resolved.pop();
-        } else if name != "." {
-            resolved.push(name);
-        }
-    }
-    resolved
 }
 
 /// A `--model` value that names no provider. (A known provider without

@@ -262,11 +262,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
         if flags.diff {
             out!();
             match &details.patch {
-                Some(patch) if !patch.is_empty() => {
-                    for line in patch.lines() {
-                        out!("{line}");
-                    }
-                }
+                Some(patch) if !patch.is_empty() => print_patch(patch),
                 _ => out!("(no patch)"),
             }
         }
@@ -487,6 +483,17 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
     if let Some(r) = &run.report {
         out!();
         out!("next: {}", crate::headless::next_step(&run.id, r.outcome));
+    }
+}
+
+/// The patch line by line, each escaped, tabs kept (indentation in
+/// Makefiles and Go code is tabs; a tab moves the cursor, nothing more).
+fn print_patch(patch: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for line in patch.lines() {
+        let shown: Vec<String> = line.split('\t').map(escaped).collect();
+        let _ = writeln!(out, "{}", shown.join("\t"));
     }
 }
 
