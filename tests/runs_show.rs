@@ -355,7 +355,7 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
         "[x] round the page count up",
         "page_count rounds up now; the partial page counts",
         "pass   tests  exit 0  812ms  `python3 -m pytest -q`",
-        "patch: 1 files, +1 -1",
+        "patch: 1 file, +1 -1",
         "pagination.py  +1 -1",
         "next: minicoder show 20261130-100000-bbbbbb",
     ] {

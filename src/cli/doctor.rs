@@ -207,7 +207,13 @@ fn usable_providers() -> (Vec<&'static str>, Vec<String>) {
     let env = crate::model::Env::from_pairs(std::env::vars());
     let mut usable = Vec::new();
     let mut unusable = Vec::new();
+    let confirmed = env.flag("MINICODER_FREE_TIER_CONFIRMED");
+    let mut unconfirmed = Vec::new();
     for kind in crate::model::provider::ProviderKind::ALL {
+        if kind.is_free_tier() && !confirmed {
+            unconfirmed.push(kind.name());
+            continue;
+        }
         let selection = crate::model::ModelSelection {
             pinned: Some(kind.name().to_string()),
             benchmark: false,
@@ -216,6 +222,15 @@ fn usable_providers() -> (Vec<&'static str>, Vec<String>) {
             Ok(_) => usable.push(kind.name()),
             Err(e) => unusable.push(format!("{}: {e}", kind.name())),
         }
+    }
+    if !unconfirmed.is_empty() {
+        unusable.insert(
+            0,
+            format!(
+                "{}: free-tier APIs, off until MINICODER_FREE_TIER_CONFIRMED=true",
+                unconfirmed.join(", ")
+            ),
+        );
     }
     (usable, unusable)
 }

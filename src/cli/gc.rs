@@ -25,8 +25,17 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
         let cutoff =
             chrono::Utc::now() - chrono::Duration::from_std(age).unwrap_or(chrono::Duration::MAX);
         for run in crate::runs::older_than(&state, cutoff) {
-            let removed = crate::runs::remove_run(&state, &run);
-            removed_runs.push((run.id, removed.len()));
+            let bytes: u64 = [
+                run.dir.clone(),
+                state.checkpoint_store_dir(&run.id),
+                state.workspace_dir(&run.id),
+            ]
+            .iter()
+            .map(|p| crate::runs::disk_usage(p))
+            .sum();
+            if !crate::runs::remove_run(&state, &run).is_empty() {
+                removed_runs.push((run.id, bytes));
+            }
         }
     }
     // Workspaces and stores can be collected without Docker; containers cannot.
@@ -41,8 +50,8 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
                 .extend(sandbox::caches::collect(docker, true).await?);
         }
     }
-    for (id, paths) in &removed_runs {
-        out!("removed run {id} ({paths} paths: artifacts, workspace, checkpoints)");
+    for (id, bytes) in &removed_runs {
+        out!("removed run {id} ({} KiB)", bytes.div_ceil(1024));
     }
     for c in &report.containers {
         out!("removed container {c}");

@@ -469,8 +469,13 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
         .iter()
         .fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
     out!(
-        "patch: {} files, +{added} -{removed} ({})",
+        "patch: {} {}, +{added} -{removed} ({})",
         details.stat.len(),
+        if details.stat.len() == 1 {
+            "file"
+        } else {
+            "files"
+        },
         run.dir.join(FINAL_PATCH_FILE).display()
     );
     for f in &details.stat {
