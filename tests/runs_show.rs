@@ -16,7 +16,7 @@ use minicoder::protocol::{
 use minicoder::state::StateDir;
 use minicoder::trace::{ArtifactDir, Manifest, ManifestLimits, Receipt, ReceiptKey};
 
-const PATCH: &str = "diff --git a/pagination.py b/pagination.py\n--- a/pagination.py\n+++ b/pagination.py\n@@ -1,2 +1,2 @@\n def page_count(total, size):\n-    return total // size\n+    return -(-total // size)\n";
+const PATCH: &str = "diff --git a/pagination.py b/pagination.py\n--- a/pagination.py\n+++ b/pagination.py\n@@ -1,2 +1,2 @@\n def page_count(total, size):\n-    return total // size\n+    return -(-total // size)\n+\t# \u{1b}[2J\u{202e}hostile\n";
 
 struct Fixture {
     _tmp: tempfile::TempDir,
@@ -355,8 +355,8 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
         "[x] round the page count up",
         "page_count rounds up now; the partial page counts",
         "pass   tests  exit 0  812ms  `python3 -m pytest -q`",
-        "patch: 1 file, +1 -1",
-        "pagination.py  +1 -1",
+        "patch: 1 file, +2 -1",
+        "pagination.py  +2 -1",
         "next: minicoder show 20261130-100000-bbbbbb",
     ] {
         assert!(text.contains(part), "{part:?} missing from:\n{text}");
@@ -369,6 +369,12 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
     let out = f.minicoder(&["show", "20261130", "--diff", "--events"]);
     let text = stdout(&out);
     assert!(text.contains("+    return -(-total // size)"), "{text}");
+    // The patch's text is escaped, its tabs kept.
+    assert!(text.contains("+\t# \\x1b[2J\\u{202e}hostile"), "{text}");
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\u{202e}'),
+        "{text:?}"
+    );
     let events: Vec<serde_json::Value> = text
         .lines()
         .filter(|l| l.starts_with("{\"seq\""))
@@ -387,7 +393,7 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
     );
     assert_eq!(value["report"]["source"]["modified"], 1);
     assert_eq!(value["plan"][0]["content"], "round the page count up");
-    assert_eq!(value["patch_stat"][0]["added"], 1);
+    assert_eq!(value["patch_stat"][0]["added"], 2);
 
     // `last` is the newest run of the repository around the directory.
     let out = f.minicoder_in(&["show", "last"], &f.repo_a.join("sub"));
@@ -412,7 +418,7 @@ fn an_unfinished_run_is_shown_as_interrupted_with_what_is_known() {
         "[x] round the page count up",
         // The matrix comes from the events when there is no report.
         "pass   tests  exit 0",
-        "pagination.py  +1 -1",
+        "pagination.py  +2 -1",
     ] {
         assert!(text.contains(part), "{part:?} missing from:\n{text}");
     }
