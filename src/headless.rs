@@ -32,7 +32,11 @@ pub(crate) async fn consume(
     // Which verification each attempt is, so a check line says whose it is
     // (a baseline's checks can end while a completion's run).
     let mut reasons = std::collections::HashMap::new();
+    let mut run_id = None;
     while let Some(event) = events.recv().await {
+        if let RunEvent::RunStarted { run_id: id, .. } = &event {
+            run_id = Some(id.clone());
+        }
         if let RunEvent::VerificationStarted {
             attempt, reason, ..
         } = &event
@@ -56,6 +60,26 @@ pub(crate) async fn consume(
         if progress && let Some(line) = line {
             write_line(&mut std::io::stderr().lock(), &line);
         }
+        let extra = match &event {
+            RunEvent::RunStarted { source, .. } => {
+                source.dirty_notice().map(|n| format!("  note: {n}"))
+            }
+            RunEvent::RunFinished { outcome, .. } => run_id
+                .as_deref()
+                .map(|id| format!("next: {}", next_step(id, *outcome))),
+            _ => None,
+        };
+        if progress && let Some(line) = extra {
+            write_line(&mut std::io::stderr().lock(), &line);
+        }
+    }
+}
+
+/// What to do after a run: apply a success, look into anything else.
+pub fn next_step(run_id: &str, outcome: crate::protocol::Outcome) -> String {
+    match outcome {
+        crate::protocol::Outcome::Success => format!("minicoder apply {run_id}"),
+        _ => format!("minicoder show {run_id}"),
     }
 }
 

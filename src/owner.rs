@@ -47,10 +47,7 @@ impl ProcessIdentity {
 
 /// Records `owner` as the owner of a resource in a small JSON file, written
 /// atomically (write, then rename).
-pub(crate) fn write_owner_file(
-    path: &std::path::Path,
-    owner: &ProcessIdentity,
-) -> std::io::Result<()> {
+pub fn write_owner_file(path: &std::path::Path, owner: &ProcessIdentity) -> std::io::Result<()> {
     let tmp = path.with_extension("owner.tmp");
     std::fs::write(
         &tmp,

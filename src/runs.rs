@@ -2,16 +2,57 @@
 //! directory, one run by its id, a unique prefix of it, or `last` (the newest
 //! run of the repository around a directory). Used by `apply`, `undo`,
 //! `resume`, `runs` and `show`.
+//!
+//! Also what a run leaves and how long it is kept (retention):
+//!
+//! - the artifact directory stays until `gc --older-than` removes it;
+//! - the private workspace goes at the end of the run (`gc` removes one
+//!   whose process died);
+//! - the verifiers' stat caches go at the end of the run;
+//! - the checkpoint store stays only while `resume` can use it: a run that
+//!   did not succeed (failed, cancelled, interrupted) keeps it; a successful
+//!   run's store is removed when it ends (its patch, receipt and trace are
+//!   in the artifact directory, and `apply` and `undo` need nothing else).
+//!   `gc` removes stores and caches that outlived this: of successful runs,
+//!   and of runs whose artifact directory is gone.
 
 use std::path::{Path, PathBuf};
 
-use crate::protocol::RunReport;
+use crate::owner::read_owner_file;
+use crate::protocol::{Outcome, RunReport};
 use crate::state::StateDir;
 use crate::trace::artifacts::{MANIFEST_FILE, REPORT_FILE};
 use crate::trace::manifest::Manifest;
 
 /// The word that names the newest run of the current repository.
 pub const LAST: &str = "last";
+
+/// The journal `apply` writes in the artifact directory: present = applied.
+pub const APPLY_JOURNAL_FILE: &str = "apply.json";
+
+/// Where a run is, as far as its files tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunStatus {
+    /// It wrote its report.
+    Finished(Outcome),
+    /// No report yet, and the process that owns its workspace is alive.
+    Running,
+    /// No report, and nothing is running it: killed, or its machine stopped.
+    Interrupted,
+}
+
+impl RunStatus {
+    /// `success`, `failure`, `cancelled`, `running`, `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Finished(Outcome::Success) => "success",
+            RunStatus::Finished(Outcome::Failure) => "failure",
+            RunStatus::Finished(Outcome::Cancelled) => "cancelled",
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
 
 /// One run as its artifact directory holds it.
 #[derive(Debug, Clone)]
@@ -53,6 +94,153 @@ impl RunRecord {
     /// Whether the run ended (it wrote its report).
     pub fn finished(&self) -> bool {
         self.report.is_some()
+    }
+
+    /// Whether the run's patch was applied to its source: the one place
+    /// that decides it (`apply` writes its journal in the artifact directory).
+    pub fn applied(&self) -> bool {
+        self.dir.join(APPLY_JOURNAL_FILE).is_file()
+    }
+
+    /// Finished (with its outcome), running, or interrupted.
+    pub fn status(&self, state: &StateDir) -> RunStatus {
+        match &self.report {
+            Some(report) => RunStatus::Finished(report.outcome),
+            None if is_live(state, &self.id) => RunStatus::Running,
+            None => RunStatus::Interrupted,
+        }
+    }
+
+    /// When the run started (the manifest's creation time).
+    pub fn created(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        chrono::DateTime::parse_from_rfc3339(&self.manifest.created)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
+}
+
+/// Whether a live process owns the workspace of `run_id` (the run goes on).
+pub fn is_live(state: &StateDir, run_id: &str) -> bool {
+    read_owner_file(&crate::sandbox::gc::workspace_owner_file(state, run_id))
+        .is_some_and(|o| o.is_alive())
+}
+
+/// Whether a run's checkpoint store is still of use: only `resume` reads
+/// it, and only a run that did not succeed is resumed from it.
+pub fn keeps_checkpoints(outcome: Option<Outcome>) -> bool {
+    outcome != Some(Outcome::Success)
+}
+
+/// Removes what a run no longer needs once it ended with `outcome`: its
+/// stat caches always, its checkpoint store unless [`keeps_checkpoints`].
+/// Returns what it removed.
+pub fn release_stores(state: &StateDir, run_id: &str, outcome: Option<Outcome>) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for cache in state.stat_cache_paths(run_id) {
+        if remove_path(&cache) {
+            removed.push(cache);
+        }
+    }
+    if !keeps_checkpoints(outcome) {
+        let store = state.checkpoint_store_dir(run_id);
+        if remove_path(&store) {
+            removed.push(store);
+        }
+    }
+    removed
+}
+
+/// Removes everything of a run that has ended: its artifact directory,
+/// workspace, checkpoint store and caches. Returns what it removed.
+pub fn remove_run(state: &StateDir, run: &RunRecord) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    let workspace = state.workspace_dir(&run.id);
+    let baseline_copy = state.workspace_dir(&format!("{}-baseline", run.id));
+    for path in [
+        state.checkpoint_store_dir(&run.id),
+        workspace.clone(),
+        baseline_copy.clone(),
+    ]
+    .into_iter()
+    .chain(state.stat_cache_paths(&run.id))
+    {
+        if remove_path(&path) {
+            removed.push(path);
+        }
+    }
+    for owner in [&workspace, &baseline_copy] {
+        let _ = std::fs::remove_file(owner.with_extension("owner"));
+    }
+    if remove_path(&run.dir) {
+        removed.push(run.dir.clone());
+    }
+    removed
+}
+
+/// The ended runs (finished or interrupted, never running) that started
+/// before `cutoff`, oldest last.
+pub fn older_than(state: &StateDir, cutoff: chrono::DateTime<chrono::Utc>) -> Vec<RunRecord> {
+    list(state)
+        .into_iter()
+        .filter(|r| r.created().is_some_and(|t| t < cutoff))
+        .filter(|r| r.status(state) != RunStatus::Running)
+        .collect()
+}
+
+/// Removes the checkpoint stores and stat caches no run can use any more:
+/// those of successful runs, and those whose run has no artifact directory
+/// in the state directory, unless a live process owns the run. Returns what
+/// it removed.
+pub fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(state.checkpoints_dir()) else {
+        return Vec::new();
+    };
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (id, _) = name.rsplit_once('.')?;
+            Some(id.to_string())
+        })
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut removed = Vec::new();
+    for id in ids {
+        if is_live(state, &id) {
+            continue;
+        }
+        let dir = state.runs_dir().join(&id);
+        let outcome = match RunRecord::read(&dir) {
+            Ok(run) => run.report.map(|r| r.outcome),
+            // Nothing left to resume from: treat it as done with.
+            Err(_) if !dir.exists() => Some(Outcome::Success),
+            Err(_) => None,
+        };
+        removed.extend(release_stores(state, &id, outcome));
+    }
+    removed
+}
+
+/// Bytes of every file under `path` (symlinks not followed).
+pub fn disk_usage(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|entries| entries.flatten().map(|e| disk_usage(&e.path())).sum())
+        .unwrap_or(0)
+}
+
+/// Removes a file or a directory tree; whether something was there and went.
+fn remove_path(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path).is_ok(),
+        Ok(_) => std::fs::remove_file(path).is_ok(),
+        Err(_) => false,
     }
 }
 

@@ -38,7 +38,7 @@ impl StateDir {
     }
 
     /// `<root>/.agent/runs`: one folder of artifacts per run.
-    pub(crate) fn runs_dir(&self) -> PathBuf {
+    pub fn runs_dir(&self) -> PathBuf {
         self.root.join(".agent").join("runs")
     }
 
@@ -48,7 +48,7 @@ impl StateDir {
     }
 
     /// The private workspace of one run.
-    pub(crate) fn workspace_dir(&self, run_id: &str) -> PathBuf {
+    pub fn workspace_dir(&self, run_id: &str) -> PathBuf {
         self.workspaces_dir().join(run_id)
     }
 
@@ -59,12 +59,22 @@ impl StateDir {
     }
 
     /// The checkpoint store of one run.
-    pub(crate) fn checkpoint_store_dir(&self, run_id: &str) -> PathBuf {
+    pub fn checkpoint_store_dir(&self, run_id: &str) -> PathBuf {
         self.checkpoints_dir().join(format!("{run_id}.git"))
     }
 
+    /// The fingerprint stat caches of one run's verifiers (pure caches,
+    /// beside its checkpoint store).
+    pub fn stat_cache_paths(&self, run_id: &str) -> [PathBuf; 2] {
+        let store = self.checkpoint_store_dir(run_id);
+        [
+            store.with_extension("verify-cache"),
+            store.with_extension("baseline-cache"),
+        ]
+    }
+
     /// Creates the root (mode 0700) if it is missing.
-    pub(crate) fn ensure(&self) -> std::io::Result<()> {
+    pub fn ensure(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new()
             .recursive(true)

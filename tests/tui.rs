@@ -133,6 +133,8 @@ impl Harness {
             patch: patch.display().to_string(),
             duration_ms: 48_200,
             durations: PhaseDurations::default(),
+            source: Default::default(),
+            summary: None,
         })
     }
 }
@@ -350,6 +352,33 @@ fn project_instructions_are_noted_as_they_load() {
     let screen = h.screen();
     assert!(
         screen.contains("instructions AGENTS.md (1.0 MiB, cut)"),
+        "{screen}"
+    );
+}
+
+#[test]
+fn a_dirty_source_is_noted_when_the_run_starts() {
+    let dirty = || {
+        let mut event = ev::started();
+        if let RunEvent::RunStarted { source, .. } = &mut event {
+            source.head = Some("9f1c2b7d4e5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c".into());
+            source.dirty = true;
+            source.modified = 1;
+            source.untracked = 1;
+        }
+        event
+    };
+    both_sizes("dirty_source", ApprovalMode::Final, |h| {
+        h.app
+            .start("page_count drops the last partial page; fix it");
+        h.feed(vec![dirty()]);
+    });
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    h.app.start("t");
+    h.feed(vec![dirty()]);
+    let screen = h.screen();
+    assert!(
+        screen.contains("! baseline includes 1 modified and 1 untracked file not"),
         "{screen}"
     );
 }

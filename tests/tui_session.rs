@@ -52,6 +52,8 @@ fn report(outcome: Outcome) -> RunReport {
         patch: "/nonexistent/final.patch".into(),
         duration_ms: 5,
         durations: PhaseDurations::default(),
+        source: Default::default(),
+        summary: None,
     }
 }
 

@@ -193,6 +193,10 @@ async fn approving_and_refusing_edits_in_a_real_terminal() {
             screen.contains("patch: "),
             "the summary is printed after the session:\n{screen}"
         );
+        assert!(
+            screen.contains("next: minicoder apply "),
+            "the summary ends with the next step:\n{screen}"
+        );
         assert!(!tmux.alternate_screen(), "the alternate screen was left");
     });
 

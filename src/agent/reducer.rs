@@ -80,6 +80,9 @@ pub struct Agent {
     /// Set when a person chose "approve the rest of the run".
     approve_all: bool,
     approvals_asked: u32,
+    /// The summary of the latest completion request, bounded.
+    #[serde(default)]
+    completion_summary: Option<String>,
 }
 
 impl Agent {
@@ -113,6 +116,7 @@ impl Agent {
             last_verdict: None,
             approve_all: false,
             approvals_asked: 0,
+            completion_summary: None,
         }
     }
 
@@ -141,6 +145,11 @@ impl Agent {
     /// The project instructions in the context (root first), each as kept.
     pub fn instructions(&self) -> &[InstructionDoc] {
         self.instructions.docs()
+    }
+
+    /// What the agent said it did in its latest completion request.
+    pub fn completion_summary(&self) -> Option<&str> {
+        self.completion_summary.as_deref()
     }
 
     /// What every request carries besides the conversation.
@@ -444,6 +453,9 @@ impl Agent {
             match ToolName::from_name(&call.name) {
                 Some(ToolName::UpdatePlan) => self.update_plan(&call, fx),
                 Some(ToolName::RequestCompletion) => {
+                    if let Some(summary) = completion_summary(&call.arguments) {
+                        self.completion_summary = Some(summary);
+                    }
                     self.stats.verifications += 1;
                     fx.push(Effect::Verify {
                         reason: VerificationReason::Completion,
@@ -492,6 +504,24 @@ impl Agent {
             .history
             .push(ChatMessage::tool_result(call.id.clone(), content));
     }
+}
+
+/// Longest completion summary kept, in characters.
+pub const MAX_SUMMARY_CHARS: usize = 4000;
+
+/// The `summary` argument of a completion request, trimmed and bounded;
+/// `None` when there is none.
+fn completion_summary(arguments: &str) -> Option<String> {
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    let text = args.get("summary")?.as_str()?.trim();
+    if text.is_empty() {
+        return None;
+    }
+    let mut kept: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
+    if kept.len() < text.len() {
+        kept.push('…');
+    }
+    Some(kept)
 }
 
 #[cfg(test)]

@@ -221,6 +221,31 @@ fn completion_with_open_items_is_refused() {
     )]));
     assert!(!has(&fx, |e| matches!(e, Effect::Verify { .. })));
     assert!(last_tool_result(&a).contains("every plan item must be done"));
+    assert_eq!(
+        a.completion_summary(),
+        None,
+        "a refused request says nothing"
+    );
+}
+
+#[test]
+fn the_latest_completion_summary_is_kept_bounded() {
+    let (mut a, _) = started(false);
+    complete(&mut a, "c1");
+    assert_eq!(a.completion_summary(), Some("done"));
+    let long = "x".repeat(super::MAX_SUMMARY_CHARS + 10);
+    let (mut b, _) = started(false);
+    b.handle(reply(vec![
+        call("p", "update_plan", PLAN_DONE),
+        call(
+            "c",
+            "request_completion",
+            &serde_json::json!({ "summary": long }).to_string(),
+        ),
+    ]));
+    let kept = b.completion_summary().unwrap();
+    assert_eq!(kept.chars().count(), super::MAX_SUMMARY_CHARS + 1);
+    assert!(kept.ends_with('…'));
 }
 
 pub(super) fn complete(a: &mut Agent, id: &str) -> Vec<Effect> {

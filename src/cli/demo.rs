@@ -130,6 +130,10 @@ fn summary_lines(report: &crate::protocol::RunReport, unchanged: bool) -> Vec<St
         format!("  source:    {source}"),
         format!("  patch:     {}", report.patch),
         format!("  artifacts: {}", report.artifact_dir),
+        format!(
+            "next: {}",
+            crate::headless::next_step(&report.run_id, report.outcome)
+        ),
     ]
 }
 

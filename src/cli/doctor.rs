@@ -128,6 +128,20 @@ pub async fn run() -> anyhow::Result<ExitCode> {
             format!("{var} is {}", if present { "set" } else { "not set" }),
         );
     }
+    let (usable, unusable) = usable_providers();
+    if usable.is_empty() {
+        record(
+            Level::Fail,
+            "providers",
+            format!("no provider is usable: {}", unusable.join("; ")),
+        );
+    } else {
+        record(
+            Level::Ok,
+            "providers",
+            format!("usable: {}", usable.join(", ")),
+        );
+    }
     let confirmed = std::env::var("MINICODER_FREE_TIER_CONFIRMED").is_ok_and(|v| v == "true");
     record(
         if confirmed { Level::Ok } else { Level::Warn },
@@ -174,8 +188,62 @@ fn check_state_dir(state: &StateDir) -> Result<String, String> {
         ));
     }
     Ok(format!(
-        "{} is writable, {} GiB free",
+        "{} is writable, {} GiB free; {}",
         root.display(),
-        free / 1024
+        free / 1024,
+        state_usage(state)
     ))
+}
+
+/// The providers a run could use as the environment stands (each one
+/// pinned with `--model`; nothing is asked over the network).
+/// Returns the usable providers' names, and why each other one is not.
+fn usable_providers() -> (Vec<&'static str>, Vec<String>) {
+    let env = crate::model::Env::from_pairs(std::env::vars());
+    let mut usable = Vec::new();
+    let mut unusable = Vec::new();
+    let confirmed = env.flag("MINICODER_FREE_TIER_CONFIRMED");
+    let mut unconfirmed = Vec::new();
+    for kind in crate::model::provider::ProviderKind::ALL {
+        if kind.is_free_tier() && !confirmed {
+            unconfirmed.push(kind.name());
+            continue;
+        }
+        let selection = crate::model::ModelSelection {
+            pinned: Some(kind.name().to_string()),
+            benchmark: false,
+        };
+        match crate::model::ModelChain::from_env(&env, &selection) {
+            Ok(_) => usable.push(kind.name()),
+            Err(e) => unusable.push(format!("{}: {e}", kind.name())),
+        }
+    }
+    if !unconfirmed.is_empty() {
+        unusable.insert(
+            0,
+            format!(
+                "{}: free-tier APIs, off until MINICODER_FREE_TIER_CONFIRMED=true",
+                unconfirmed.join(", ")
+            ),
+        );
+    }
+    (usable, unusable)
+}
+
+/// `uses 213 MiB (runs 12 MiB, checkpoints 190 MiB, workspaces 0 MiB, other 11 MiB)`.
+fn state_usage(state: &StateDir) -> String {
+    let mib = |bytes: u64| bytes.div_ceil(1 << 20);
+    let total = crate::runs::disk_usage(state.root());
+    let runs = crate::runs::disk_usage(&state.runs_dir());
+    let checkpoints = crate::runs::disk_usage(&state.checkpoints_dir());
+    let workspaces = crate::runs::disk_usage(&state.workspaces_dir());
+    let other = total.saturating_sub(runs + checkpoints + workspaces);
+    format!(
+        "uses {} MiB (runs {} MiB, checkpoints {} MiB, workspaces {} MiB, other {} MiB); `minicoder gc --older-than 7d` frees old runs",
+        mib(total),
+        mib(runs),
+        mib(checkpoints),
+        mib(workspaces),
+        mib(other)
+    )
 }

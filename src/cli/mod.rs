@@ -31,6 +31,7 @@ mod gc;
 mod options;
 mod progress;
 mod run;
+mod runs;
 mod sandbox;
 mod session;
 
@@ -92,13 +93,31 @@ pub enum Command {
     },
     /// Continue an interrupted run from its persisted state
     Resume { run: String },
-    /// List runs
-    Runs,
+    /// List runs, newest first
+    Runs {
+        /// Only the runs of the repository at PATH
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
+        /// Print a JSON array instead of the table
+        #[arg(long)]
+        json: bool,
+    },
     /// Show a run's report, plan, verification and patch
     Show {
+        /// A run id, a unique prefix of one, or `last`
         run: String,
+        /// Print the patch
         #[arg(long)]
         diff: bool,
+        /// Print the event log (JSON lines)
+        #[arg(long)]
+        events: bool,
+        /// Re-check the event chain, the receipt and the patch hash (exit 1 on a mismatch)
+        #[arg(long)]
+        verify: bool,
+        /// Print one JSON object
+        #[arg(long)]
+        json: bool,
     },
     /// Build the sandbox image, or prove its isolation boundaries
     Sandbox {
@@ -113,6 +132,10 @@ pub enum Command {
         /// project fetches its dependencies again)
         #[arg(long)]
         caches: bool,
+        /// Also remove every ended run older than DURATION (`7d`, `12h`,
+        /// `30m`): its artifacts, workspace and checkpoint store
+        #[arg(long, value_name = "DURATION")]
+        older_than: Option<String>,
     },
 }
 
@@ -198,10 +221,10 @@ pub fn main() -> ExitCode {
         Some(Command::Apply { .. }) => "apply",
         Some(Command::Undo { .. }) => "undo",
         Some(Command::Resume { .. }) => "resume",
-        Some(Command::Runs) => "runs",
-        Some(Command::Show { .. }) => "show",
         Some(
-            Command::Sandbox { .. }
+            Command::Runs { .. }
+            | Command::Show { .. }
+            | Command::Sandbox { .. }
             | Command::Doctor
             | Command::Gc { .. }
             | Command::Run(_)
@@ -242,7 +265,23 @@ pub fn main() -> ExitCode {
             Some(Command::Doctor) => doctor::run().await,
             Some(Command::Run(args)) => run::run(args).await,
             Some(Command::Demo) => demo::run().await,
-            Some(Command::Gc { caches }) => gc::run(caches).await,
+            Some(Command::Gc { caches, older_than }) => gc::run(caches, older_than).await,
+            Some(Command::Runs { repo, json }) => runs::list(repo.as_deref(), json),
+            Some(Command::Show {
+                run,
+                diff,
+                events,
+                verify,
+                json,
+            }) => runs::show(
+                &run,
+                runs::ShowFlags {
+                    diff,
+                    events,
+                    verify,
+                    json,
+                },
+            ),
             None => session::run_here(cli.session).await,
             _ => Ok(ExitCode::from(EXIT_USAGE)),
         }

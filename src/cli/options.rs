@@ -2,6 +2,7 @@
 //! environment, and the exit code of an outcome.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use super::{Approval, Network, RunArgs};
 use crate::protocol::Outcome;
@@ -51,4 +52,82 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
             .map(String::as_str),
     );
     Ok(opts)
+}
+
+/// Checks what can be checked of a run's flags before anything starts, and
+/// resolves the repository: a path inside a repository names the
+/// repository around it. `Err` is a usage error (exit 2), and says what to
+/// change. `non_interactive` says which mode the flags are for.
+pub fn validate(args: &RunArgs, non_interactive: bool) -> Result<PathBuf, String> {
+    if args.events && !non_interactive {
+        return Err(
+            "--events streams JSON lines on stdout instead of the full-screen session: add --non-interactive"
+                .into(),
+        );
+    }
+    if args.theme.is_some() && non_interactive {
+        return Err(
+            "--theme styles the full-screen session, which --non-interactive does not open: drop one of them"
+                .into(),
+        );
+    }
+    let repo = repository(&args.repo)?;
+    check_model_flag(args.model.as_deref())?;
+    if args.task.trim().is_empty() {
+        return Err("the task is empty: say what to do".into());
+    }
+    if let Some(dir) = &args.artifact_dir {
+        let resolved = crate::trace::artifacts::resolve_maybe_missing(dir)
+            .map_err(|e| format!("--artifact-dir {}: {e}", dir.display()))?;
+        if resolved.starts_with(&repo) {
+            return Err(format!(
+                "--artifact-dir {} is inside the repository {}: choose a directory outside it (a run never writes to its source)",
+                dir.display(),
+                repo.display()
+            ));
+        }
+    }
+    if !args.check.is_empty() {
+        let checks: Vec<(String, String)> = args
+            .check
+            .chunks(2)
+            .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
+            .collect();
+        crate::verify::resolve_checks(&repo, None, &checks).map_err(|e| e.to_string())?;
+    }
+    Ok(repo)
+}
+
+/// The work tree root of the repository at or around `path`.
+pub fn repository(path: &Path) -> Result<PathBuf, String> {
+    if !path.exists() {
+        return Err(format!("{} does not exist", path.display()));
+    }
+    let repo = git2::Repository::discover(path).map_err(|_| {
+        format!(
+            "{} is not in a Git repository; run minicoder on one (git init creates one)",
+            path.display()
+        )
+    })?;
+    let root = repo.workdir().ok_or_else(|| {
+        format!(
+            "{} is a bare Git repository; run minicoder on a work tree",
+            path.display()
+        )
+    })?;
+    root.canonicalize()
+        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))
+}
+
+/// A `--model` value that names no provider. (A known provider without
+/// its key is a setup failure, found when the chain is built.)
+pub fn check_model_flag(model: Option<&str>) -> Result<(), String> {
+    let Some(pin) = model else { return Ok(()) };
+    let provider = pin.split_once(':').map_or(pin, |(p, _)| p);
+    match crate::model::provider::ProviderKind::parse(provider) {
+        Some(_) => Ok(()),
+        None => Err(format!(
+            "unknown provider {provider:?} in --model {pin:?}; use gemini, qwen, deepseek or openai, optionally as PROVIDER:MODEL"
+        )),
+    }
 }

@@ -23,28 +23,40 @@ pub(crate) fn cancel_on_signals(commands: UnboundedSender<Command>) {
     });
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     if !args.non_interactive {
         return super::session::run_task(args).await;
     }
-    if args.approval == Approval::Each {
-        err!(
-            "minicoder: --approval each needs the interactive session; use final or never with --non-interactive"
-        );
-        return Ok(ExitCode::from(super::EXIT_USAGE));
-    }
-    let env: HashMap<String, String> = std::env::vars().collect();
-    let opts = match options(&args, &env) {
-        Ok(o) => o,
-        Err(e) => {
-            err!("minicoder: {e}");
-            return Ok(ExitCode::from(super::EXIT_USAGE));
-        }
-    };
     let mode = if args.events {
         StdoutMode::Events
     } else {
         StdoutMode::Result
+    };
+    let usage = |args: &RunArgs, e: &str| {
+        failure_object(
+            &args.repo.display().to_string(),
+            &args.task,
+            e,
+            mode,
+            super::EXIT_USAGE,
+        )
+    };
+    if args.approval == Approval::Each {
+        return Ok(usage(
+            &args,
+            "--approval each needs the interactive session; use final or never with --non-interactive",
+        ));
+    }
+    // The path, the task and the flags first: a usage error is reported
+    // before any provider or Docker is asked.
+    match super::options::validate(&args, true) {
+        Ok(repo) => args.repo = repo,
+        Err(e) => return Ok(usage(&args, &e)),
+    }
+    let env: HashMap<String, String> = std::env::vars().collect();
+    let opts = match options(&args, &env) {
+        Ok(o) => o,
+        Err(e) => return Ok(usage(&args, &e)),
     };
     let selection = ModelSelection {
         pinned: args.model.clone(),
@@ -77,7 +89,12 @@ pub(crate) async fn run_with(
 ) -> (ExitCode, Option<RunReport>) {
     match super::sandbox::docker_with_project_image(&opts.repo).await {
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
-        Err(e) => return (failure_object(repo, task, &format!("{e:#}"), mode), None),
+        Err(e) => {
+            return (
+                failure_object(repo, task, &format!("{e:#}"), mode, super::EXIT_FAILURE),
+                None,
+            );
+        }
     }
     let (channels, commands, events) = RunChannels::pair();
     let consumer = tokio::spawn(headless::consume(events, mode, true));
@@ -86,26 +103,35 @@ pub(crate) async fn run_with(
     let _ = consumer.await;
     match result {
         Ok(report) => (ExitCode::from(exit_code(report.outcome)), Some(report)),
-        Err(e) => (failure_object(repo, task, &e.to_string(), mode), None),
+        Err(e) => (
+            failure_object(repo, task, &e.to_string(), mode, super::EXIT_FAILURE),
+            None,
+        ),
     }
 }
 
 fn setup_failure(args: &RunArgs, reason: &str, mode: StdoutMode) -> ExitCode {
-    failure_object(&args.repo.display().to_string(), &args.task, reason, mode)
+    failure_object(
+        &args.repo.display().to_string(),
+        &args.task,
+        reason,
+        mode,
+        super::EXIT_FAILURE,
+    )
 }
 
 /// A run that could not start still answers with one JSON object.
-fn failure_object(repo: &str, task: &str, reason: &str, mode: StdoutMode) -> ExitCode {
+fn failure_object(repo: &str, task: &str, reason: &str, mode: StdoutMode, code: u8) -> ExitCode {
     err!("minicoder: {reason}");
     if mode == StdoutMode::Result {
         headless::print_result(&serde_json::json!({
             "run_id": null,
             "outcome": "failure",
             "reason": reason,
-            "exit_code": super::EXIT_FAILURE,
+            "exit_code": code,
             "repo": repo,
             "task": task,
         }));
     }
-    ExitCode::from(super::EXIT_FAILURE)
+    ExitCode::from(code)
 }

@@ -60,7 +60,11 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `minicoder run REPO TASK` without `--non-interactive`.
-pub(crate) async fn run_task(args: RunArgs) -> anyhow::Result<ExitCode> {
+pub async fn run_task(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    match super::options::validate(&args, false) {
+        Ok(repo) => args.repo = repo,
+        Err(e) => return usage(&e),
+    }
     let task = args.task.clone();
     interactive(args, Some(task)).await
 }
@@ -109,6 +113,9 @@ fn load_keymap(config: Option<&Path>) -> Result<Keymap, String> {
 }
 
 async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<ExitCode> {
+    if let Err(e) = super::options::check_model_flag(template.model.as_deref()) {
+        return usage(&e);
+    }
     let env: HashMap<String, String> = std::env::vars().collect();
     let config = config_dir(&env);
     let theme = match load_theme(template.theme.as_deref(), config.as_deref()) {
@@ -125,11 +132,10 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
     let has_work_tree =
         git2::Repository::open(&template.repo).is_ok_and(|repo| repo.workdir().is_some());
     if !has_work_tree {
-        err!(
-            "minicoder: {} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
+        return usage(&format!(
+            "{} is not a Git repository with a working tree; run minicoder on one (git init creates one)",
             template.repo.display()
-        );
-        return Ok(ExitCode::from(super::EXIT_FAILURE));
+        ));
     }
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return usage(
@@ -186,6 +192,10 @@ fn summary(app: &App) -> ExitCode {
     if let Some(path) = &app.reviewed_patch {
         out!("reviewed patch: {path}");
     }
+    out!(
+        "next: {}",
+        crate::headless::next_step(&report.run_id, report.outcome)
+    );
     ExitCode::from(super::options::exit_code(report.outcome))
 }
 
@@ -198,6 +208,9 @@ fn print_report(report: &RunReport) {
     out!("run {}: {outcome} — {}", report.run_id, report.reason);
     out!("patch: {}", report.patch);
     out!("artifacts: {}", report.artifact_dir);
+    if let Some(notice) = report.source.dirty_notice() {
+        out!("note: {notice}");
+    }
 }
 
 struct CliLauncher {

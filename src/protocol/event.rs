@@ -64,6 +64,9 @@ pub enum RunEvent {
         max_turns: u32,
         timeout_ms: u64,
         checks: Vec<String>,
+        /// The source's HEAD and what of its working tree is not in HEAD.
+        #[serde(default)]
+        source: super::report::SourceState,
     },
     #[serde(rename = "bootstrap.started")]
     BootstrapStarted {

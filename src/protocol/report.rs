@@ -26,6 +26,68 @@ pub struct RunReport {
     pub patch: String,
     pub duration_ms: u64,
     pub durations: PhaseDurations,
+    /// The source repository as the run found it: its HEAD commit and the
+    /// changes of its working tree that the baseline includes.
+    #[serde(default)]
+    pub source: SourceState,
+    /// What the agent said it did when it asked for completion (its last
+    /// request), if it asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+}
+
+/// The source repository at the start of a run. The baseline is the working
+/// tree as it was (tracked files as modified, untracked files not ignored),
+/// which can differ from HEAD: `modified` and `untracked` count the files
+/// where it does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceState {
+    /// The commit HEAD named; `None` for a repository without commits (or a
+    /// report written before this was recorded).
+    #[serde(default)]
+    pub head: Option<String>,
+    /// Whether the working tree differed from HEAD.
+    #[serde(default)]
+    pub dirty: bool,
+    /// Tracked files changed, added to the index, deleted or renamed.
+    #[serde(default)]
+    pub modified: u32,
+    /// Untracked files that are not ignored.
+    #[serde(default)]
+    pub untracked: u32,
+}
+
+impl SourceState {
+    /// `baseline includes 1 modified and 1 untracked file not in HEAD`, or
+    /// `None` for a clean working tree.
+    pub fn dirty_notice(&self) -> Option<String> {
+        if !self.dirty {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.modified > 0 {
+            parts.push(format!("{} modified", self.modified));
+        }
+        if self.untracked > 0 {
+            parts.push(format!("{} untracked", self.untracked));
+        }
+        // "1 modified and 1 untracked file", "2 untracked files".
+        let last = if self.untracked > 0 {
+            self.untracked
+        } else {
+            self.modified
+        };
+        let noun = if last == 1 { "file" } else { "files" };
+        let base = if self.head.is_some() {
+            "not in HEAD"
+        } else {
+            "in a repository without commits"
+        };
+        Some(format!(
+            "baseline includes {} {noun} {base}",
+            parts.join(" and ")
+        ))
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,7 +169,42 @@ mod tests {
             patch: "/state/runs/r1/final.patch".into(),
             duration_ms: 4000,
             durations: PhaseDurations::default(),
+            source: SourceState {
+                head: Some("ab12".into()),
+                dirty: true,
+                modified: 1,
+                untracked: 1,
+            },
+            summary: Some("fixed the off-by-one".into()),
         }
+    }
+
+    #[test]
+    fn a_report_written_before_source_and_summary_still_parses() {
+        let mut json = serde_json::to_value(sample()).expect("json");
+        let object = json.as_object_mut().expect("object");
+        object.remove("source");
+        object.remove("summary");
+        let old: RunReport = serde_json::from_value(json).expect("old report parses");
+        assert_eq!(old.source, SourceState::default());
+        assert_eq!(old.summary, None);
+    }
+
+    #[test]
+    fn a_dirty_source_is_described_and_a_clean_one_is_not() {
+        let mut s = sample().source;
+        assert_eq!(
+            s.dirty_notice().as_deref(),
+            Some("baseline includes 1 modified and 1 untracked file not in HEAD")
+        );
+        s.modified = 3;
+        s.untracked = 0;
+        assert_eq!(
+            s.dirty_notice().as_deref(),
+            Some("baseline includes 3 modified files not in HEAD")
+        );
+        s.dirty = false;
+        assert_eq!(s.dirty_notice(), None);
     }
 
     #[test]

@@ -96,10 +96,7 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
         run.id.run_id.clone(),
         run.sandbox.checks.clone(),
         run.outputs_dir(),
-        run.id
-            .state
-            .checkpoint_store_dir(&run.id.run_id)
-            .with_extension("baseline-cache"),
+        run.id.state.stat_cache_paths(&run.id.run_id)[1].clone(),
     );
     settings.allow_zero_tests = run.id.options.allow_zero_tests;
     settings.check_timeout = run.id.options.limits.command_timeout();

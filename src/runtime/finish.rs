@@ -187,6 +187,8 @@ pub(crate) async fn finish(
         patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,
         durations: counters.durations,
+        source: ws.source.clone(),
+        summary: agent.completion_summary().map(str::to_string),
     };
     if let Err(e) = artifacts.write_report(&report) {
         tracing::error!("writing report.json: {e}");
@@ -218,5 +220,8 @@ pub(crate) async fn finish(
     if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
         tracing::error!("writing receipt.json: {e}");
     }
+    // Retention: what only a resume could use goes with a success.
+    drop(ws);
+    crate::runs::release_stores(&id.state, &id.run_id, Some(outcome));
     report
 }

@@ -48,6 +48,8 @@ pub(crate) struct RunWorkspace {
     pub checkpoints: CheckpointStore,
     pub baseline: git2::Oid,
     pub baseline_fingerprint: String,
+    /// The source's HEAD and what of its working tree is not in HEAD.
+    pub source: crate::protocol::SourceState,
 }
 
 /// What the driver counts and keeps between effects.

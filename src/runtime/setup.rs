@@ -69,9 +69,7 @@ pub(crate) async fn prepare(
         run_id.clone(),
         inputs.checks.clone(),
         artifacts.path().join("outputs"),
-        state
-            .checkpoint_store_dir(&run_id)
-            .with_extension("verify-cache"),
+        state.stat_cache_paths(&run_id)[0].clone(),
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
@@ -279,6 +277,7 @@ async fn copy_workspace(
         inputs.secrets.clone(),
     );
     tokio::task::spawn_blocking(move || -> Result<RunWorkspace, RunError> {
+        let source = crate::workspace::source_state(&repo);
         let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, workspace_owner(), &secrets)?;
         let root = workspace.root()?;
         let mut checkpoints =
@@ -291,6 +290,7 @@ async fn copy_workspace(
             checkpoints,
             baseline: baseline.id,
             baseline_fingerprint: baseline.fingerprint.to_string(),
+            source,
         })
     })
     .await
@@ -371,5 +371,6 @@ pub(crate) fn started_event(run: &Run) -> RunEvent {
         max_turns: run.id.options.limits.max_turns,
         timeout_ms: run.id.options.limits.timeout_ms,
         checks: run.sandbox.checks.iter().map(|c| c.name.clone()).collect(),
+        source: run.ws.source.clone(),
     }
 }

@@ -143,7 +143,7 @@ pub(crate) fn collect_workspaces(state: &StateDir, report: &mut GcReport) {
 }
 
 /// The owner file of a run's workspace.
-pub(crate) fn workspace_owner_file(state: &StateDir, run_id: &str) -> PathBuf {
+pub fn workspace_owner_file(state: &StateDir, run_id: &str) -> PathBuf {
     state.workspace_dir(run_id).with_extension("owner")
 }
 

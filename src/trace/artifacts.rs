@@ -200,7 +200,7 @@ impl ArtifactDir {
     }
 
     /// Writes (or replaces) `report.json`, atomically.
-    pub(crate) fn write_report(&self, report: &RunReport) -> Result<(), TraceError> {
+    pub fn write_report(&self, report: &RunReport) -> Result<(), TraceError> {
         let text = self.redacted_json("the report", report)?;
         self.write_atomic(REPORT_FILE, text.as_bytes(), Durability::Sync)
     }
@@ -326,7 +326,7 @@ fn check_name(name: &str) -> Result<(), TraceError> {
 /// The absolute, symlink-free form of `path`, which may not exist yet: the
 /// nearest existing ancestor is canonicalized and the missing rest (which
 /// cannot hold symlinks) is applied lexically.
-fn resolve_maybe_missing(path: &Path) -> Result<PathBuf, TraceError> {
+pub(crate) fn resolve_maybe_missing(path: &Path) -> Result<PathBuf, TraceError> {
     let absolute = if path.is_absolute() {
         path.to_path_buf()
     } else {

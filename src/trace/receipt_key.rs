@@ -35,12 +35,12 @@ impl ReceiptKey {
     }
 
     /// Where the key of a state directory lives.
-    pub(crate) fn path_in(state: &StateDir) -> PathBuf {
+    pub fn path_in(state: &StateDir) -> PathBuf {
         state.root().join(RECEIPT_KEY_FILE)
     }
 
     /// The state directory's key, created if missing.
-    pub(crate) fn load_or_create(state: &StateDir) -> Result<Self, TraceError> {
+    pub fn load_or_create(state: &StateDir) -> Result<Self, TraceError> {
         state
             .ensure()
             .map_err(TraceError::io("create the state directory", state.root()))?;

@@ -198,8 +198,12 @@ impl RunView {
                 max_turns,
                 timeout_ms,
                 checks,
+                source,
                 ..
             } => {
+                if let Some(notice) = source.dirty_notice() {
+                    self.note(NoteKind::Warning, notice);
+                }
                 self.phase = Phase::Running;
                 self.run_id = Some(run_id.clone());
                 self.repo = repo.clone();

@@ -8,7 +8,8 @@ mod error;
 mod fingerprint;
 mod git_path;
 mod secrets;
-pub(crate) mod stat_cache;
+mod source_state;
+pub mod stat_cache;
 mod tree;
 mod walk;
 
@@ -24,4 +25,5 @@ pub use git_path::{quote as quote_path, unquote as unquote_path, verify_componen
 pub use secrets::{
     DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };
+pub use source_state::source_state;
 pub use stat_cache::StatCache;

@@ -82,6 +82,7 @@ pub fn started() -> RunEvent {
         max_turns: 30,
         timeout_ms: 1_800_000,
         checks: vec!["tests".into(), "lint".into()],
+        source: Default::default(),
     }
 }
 

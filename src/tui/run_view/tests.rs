@@ -21,6 +21,7 @@ fn started(view: &mut RunView) {
         max_turns: 10,
         timeout_ms: 1000,
         checks: vec!["tests".into(), "lint".into()],
+        source: Default::default(),
     });
 }
 

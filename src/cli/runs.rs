@@ -1,0 +1,695 @@
+//! `minicoder runs` (the table of runs) and `minicoder show RUN` (one run:
+//! report, task, plan, summary, verification matrix, patch stat; the patch,
+//! the events, JSON, and a re-check of the chain, receipt and patch hash).
+//! Everything read from a run is its text, printed escaped.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use serde::Serialize;
+
+use super::{EXIT_FAILURE, EXIT_USAGE};
+use crate::protocol::{CheckReport, PlanItem, PlanStatus, RunEvent};
+use crate::runs::{self, RunLookupError, RunRecord, RunStatus};
+use crate::state::StateDir;
+use crate::trace::artifacts::{EVENTS_FILE, FINAL_PATCH_FILE, STATE_FILE};
+use crate::trace::{Receipt, ReceiptKey, verify_chain};
+
+/// One row of `runs`, and the summary `show --json` starts with.
+#[derive(Debug, Serialize)]
+struct RunRow {
+    id: String,
+    created: String,
+    repo: String,
+    task: String,
+    /// `success`, `failure`, `cancelled`, `running` or `interrupted`.
+    outcome: &'static str,
+    reason: Option<String>,
+    /// Whether the final verification passed (`None`: the run has no report).
+    verified: Option<bool>,
+    applied: bool,
+    changed_files: Vec<String>,
+    duration_ms: Option<u64>,
+    artifact_dir: String,
+}
+
+impl RunRow {
+    fn of(run: &RunRecord, state: &StateDir) -> Self {
+        let report = run.report.as_ref();
+        Self {
+            id: run.id.clone(),
+            created: run.manifest.created.clone(),
+            repo: run.manifest.repo.clone(),
+            task: run.manifest.task.clone(),
+            outcome: run.status(state).as_str(),
+            reason: report.map(|r| r.reason.clone()),
+            verified: report.map(|r| r.verification.passed),
+            applied: run.applied(),
+            changed_files: report.map(|r| r.changed_files.clone()).unwrap_or_default(),
+            duration_ms: report.map(|r| r.duration_ms),
+            artifact_dir: run.dir.display().to_string(),
+        }
+    }
+}
+
+/// `minicoder runs [--repo PATH] [--json]`.
+pub fn list(repo: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
+    let state = StateDir::from_env()?;
+    let runs = match repo {
+        Some(path) => {
+            if !path.exists() {
+                err!("minicoder: {} does not exist", path.display());
+                return Ok(ExitCode::from(EXIT_USAGE));
+            }
+            let Some(root) = runs::repo_root(path) else {
+                err!(
+                    "minicoder: {} is not in a Git repository; --repo takes a repository's path",
+                    path.display()
+                );
+                return Ok(ExitCode::from(EXIT_USAGE));
+            };
+            runs::list_for_repo(&state, &root)
+        }
+        None => runs::list(&state),
+    };
+    let rows: Vec<RunRow> = runs.iter().map(|r| RunRow::of(r, &state)).collect();
+    if json {
+        crate::headless::print_result(&rows);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        out!("no runs yet; `minicoder run REPO \"TASK\"` starts one");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for line in table(&rows, chrono::Utc::now(), width()) {
+        out!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The terminal's width, else `COLUMNS`, else 120.
+fn width() -> usize {
+    if std::io::stdout().is_terminal()
+        && let Ok((w, _)) = crossterm::terminal::size()
+    {
+        return usize::from(w).max(60);
+    }
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .unwrap_or(120)
+        .max(60)
+}
+
+/// The table's lines, each at most `width` characters: the task takes what
+/// the other columns leave. Text from runs is escaped before it is measured.
+fn table(rows: &[RunRow], now: chrono::DateTime<chrono::Utc>, width: usize) -> Vec<String> {
+    let header = [
+        "ID",
+        "AGE",
+        "REPOSITORY",
+        "TASK",
+        "OUTCOME",
+        "VERIFIED",
+        "APPLIED",
+        "FILES",
+        "DURATION",
+    ];
+    let cells: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.id.clone(),
+                age(&r.created, now),
+                cut(&escaped(&repo_name(&r.repo)), 24),
+                escaped(&r.task.replace(['\n', '\r', '\t'], " ")),
+                r.outcome.to_string(),
+                match r.verified {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+                .to_string(),
+                if r.applied { "yes" } else { "no" }.to_string(),
+                r.changed_files.len().to_string(),
+                r.duration_ms.map_or("-".to_string(), duration),
+            ]
+        })
+        .collect();
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in &cells {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let others: usize = widths
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, w)| w + 2)
+        .sum();
+    widths[3] = widths[3].min(width.saturating_sub(others).max(8));
+    let line = |row: &[String]| {
+        let mut out = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            let cell = cut(cell, widths[i]);
+            if i + 1 == row.len() {
+                out.push_str(&cell);
+            } else {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                out.push_str(&cell);
+                out.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    let mut lines = vec![line(&header.map(String::from))];
+    lines.extend(cells.iter().map(|row| line(row)));
+    lines
+}
+
+fn escaped(text: &str) -> String {
+    crate::terminal_text::escape_line(text).into_owned()
+}
+
+/// At most `max` characters, the last one `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    kept.push('…');
+    kept
+}
+
+fn repo_name(repo: &str) -> String {
+    Path::new(repo)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| repo.to_string())
+}
+
+/// `45s`, `12m`, `3h`, `5d` since `created`; `?` if it does not parse.
+fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(created) else {
+        return "?".into();
+    };
+    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// `812ms`, `48.2s`, `3m 05s`.
+fn duration(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => format!("{}m {:02}s", ms / 60_000, (ms / 1000) % 60),
+    }
+}
+
+/// What `show` prints besides the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShowFlags {
+    pub diff: bool,
+    pub events: bool,
+    pub verify: bool,
+    pub json: bool,
+}
+
+/// `minicoder show RUN`.
+pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
+    let state = StateDir::from_env()?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let run = match runs::resolve(&state, arg, &cwd) {
+        Ok(run) => run,
+        Err(e @ RunLookupError::Unreadable { .. }) => {
+            err!("minicoder: {e}");
+            return Ok(ExitCode::from(EXIT_FAILURE));
+        }
+        Err(e) => {
+            err!("minicoder: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
+    let details = Details::read(&run);
+    let checks = if flags.verify {
+        Some(verify(&run, &state))
+    } else {
+        None
+    };
+    if flags.json {
+        let value = serde_json::json!({
+            "run": RunRow::of(&run, &state),
+            "manifest": run.manifest,
+            "report": run.report,
+            "plan": details.plan,
+            "checks": details.checks,
+            "patch_stat": details.stat,
+            "patch": flags.diff.then_some(&details.patch),
+            "verify": checks.as_ref().map(|c| c.iter().map(|c| serde_json::json!({
+                "what": c.what, "ok": c.ok, "detail": c.detail,
+            })).collect::<Vec<_>>()),
+        });
+        crate::headless::print_result(&value);
+    } else {
+        print_run(&run, &state, &details);
+        if flags.diff {
+            out!();
+            match &details.patch {
+                Some(patch) if !patch.is_empty() => print_patch(patch),
+                _ => out!("(no patch)"),
+            }
+        }
+        if flags.events {
+            out!();
+            print_events(&run.dir.join(EVENTS_FILE));
+        }
+        if let Some(checks) = &checks {
+            out!();
+            for c in checks {
+                let mark = if c.ok { "[ OK ]" } else { "[FAIL]" };
+                out!("{mark} {}: {}", c.what, c.detail);
+            }
+        }
+    }
+    let failed = checks.is_some_and(|c| c.iter().any(|c| !c.ok));
+    Ok(if failed {
+        if flags.json {
+            err!("minicoder: the run {} does not verify", run.id);
+        }
+        ExitCode::from(EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What `show` reads beyond the manifest and report.
+struct Details {
+    plan: Vec<PlanItem>,
+    /// The latest verification matrix: the report's, else the events'.
+    checks: Vec<CheckReport>,
+    patch: Option<String>,
+    stat: Vec<FileStat>,
+}
+
+impl Details {
+    fn read(run: &RunRecord) -> Self {
+        let plan = std::fs::read_to_string(run.dir.join(STATE_FILE))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v.get("plan").cloned())
+            .and_then(|p| serde_json::from_value::<Vec<PlanItem>>(p).ok())
+            .unwrap_or_default();
+        let checks = match &run.report {
+            Some(report) => report.verification.checks.clone(),
+            None => latest_checks(&run.dir.join(EVENTS_FILE)),
+        };
+        let patch = std::fs::read(run.dir.join(FINAL_PATCH_FILE))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned());
+        let stat = patch.as_deref().map(patch_stat).unwrap_or_default();
+        Self {
+            plan,
+            checks,
+            patch,
+            stat,
+        }
+    }
+}
+
+/// The checks of the latest verification in the event log.
+fn latest_checks(events: &Path) -> Vec<CheckReport> {
+    let Ok(text) = std::fs::read_to_string(events) else {
+        return Vec::new();
+    };
+    let mut checks = Vec::new();
+    for line in text.lines() {
+        match serde_json::from_str::<RunEvent>(line) {
+            Ok(RunEvent::VerificationStarted { .. }) => checks.clear(),
+            Ok(RunEvent::VerificationCheck { check, .. }) => checks.push(check),
+            _ => {}
+        }
+    }
+    checks
+}
+
+/// Lines added and removed in one file of a patch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct FileStat {
+    path: String,
+    added: u32,
+    removed: u32,
+    binary: bool,
+}
+
+/// Per-file counts of a unified Git diff.
+fn patch_stat(patch: &str) -> Vec<FileStat> {
+    let mut files: Vec<FileStat> = Vec::new();
+    let mut in_hunk = false;
+    for line in patch.lines() {
+        if let Some(rest) = line.strip_prefix("diff --git ") {
+            let path = rest.rsplit_once(" b/").map_or(rest, |(_, b)| b).to_string();
+            files.push(FileStat {
+                path,
+                added: 0,
+                removed: 0,
+                binary: false,
+            });
+            in_hunk = false;
+            continue;
+        }
+        let Some(file) = files.last_mut() else {
+            continue;
+        };
+        if line.starts_with("@@") {
+            in_hunk = true;
+        } else if line.starts_with("Binary files ") || line.starts_with("GIT binary patch") {
+            file.binary = true;
+        } else if in_hunk && line.starts_with('+') {
+            file.added += 1;
+        } else if in_hunk && line.starts_with('-') {
+            file.removed += 1;
+        }
+    }
+    files
+}
+
+fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
+    let status = run.status(state);
+    let m = &run.manifest;
+    out!("run {}", run.id);
+    out!("  repository: {}", m.repo);
+    out!("  started:    {}", m.created);
+    match &run.report {
+        Some(r) => {
+            out!("  outcome:    {} — {}", status.as_str(), r.reason);
+            out!(
+                "  model:      {}:{}; {} turns, {} tool calls, {} + {} tokens; {}",
+                r.model.provider,
+                r.model.model,
+                r.turns,
+                r.tool_calls,
+                r.tokens.input,
+                r.tokens.output,
+                duration(r.duration_ms)
+            );
+            match &r.source.head {
+                Some(head) => out!("  source:     HEAD {head}"),
+                None => out!("  source:     HEAD not recorded"),
+            }
+            if let Some(notice) = r.source.dirty_notice() {
+                out!("              {notice}");
+            }
+        }
+        None if status == RunStatus::Running => {
+            out!("  outcome:    running (no report yet)");
+        }
+        None => out!(
+            "  outcome:    interrupted — the run ended without a report; `minicoder resume {}` continues it",
+            run.id
+        ),
+    }
+    out!("  applied:    {}", if run.applied() { "yes" } else { "no" });
+    out!("  artifacts:  {}", run.dir.display());
+    out!();
+    out!("task:");
+    for line in m.task.lines() {
+        out!("  {line}");
+    }
+    out!();
+    out!("plan:");
+    if details.plan.is_empty() {
+        out!("  (none)");
+    }
+    for item in &details.plan {
+        let mark = match item.status {
+            PlanStatus::Done => "[x]",
+            PlanStatus::InProgress => "[~]",
+            PlanStatus::Pending => "[ ]",
+        };
+        out!("  {mark} {}", item.content);
+    }
+    if let Some(summary) = run.report.as_ref().and_then(|r| r.summary.as_deref()) {
+        out!();
+        out!("summary:");
+        for line in summary.lines() {
+            out!("  {line}");
+        }
+    }
+    out!();
+    out!("verification:");
+    if details.checks.is_empty() {
+        out!("  (no check ran)");
+    }
+    for c in &details.checks {
+        out!(
+            "  {:<6} {}  exit {}  {}  `{}`{}",
+            if c.passed { "pass" } else { "FAIL" },
+            c.name,
+            c.exit_code.map_or("-".into(), |e| e.to_string()),
+            duration(c.duration_ms),
+            c.command,
+            c.first_error
+                .as_ref()
+                .or(c.failure.as_ref())
+                .filter(|_| !c.passed)
+                .map(|w| format!(": {w}"))
+                .unwrap_or_default()
+        );
+    }
+    out!();
+    let (added, removed) = details
+        .stat
+        .iter()
+        .fold((0, 0), |(a, r), f| (a + f.added, r + f.removed));
+    out!(
+        "patch: {} {}, +{added} -{removed} ({})",
+        details.stat.len(),
+        if details.stat.len() == 1 {
+            "file"
+        } else {
+            "files"
+        },
+        run.dir.join(FINAL_PATCH_FILE).display()
+    );
+    for f in &details.stat {
+        if f.binary {
+            out!("  {} (binary)", f.path);
+        } else {
+            out!("  {}  +{} -{}", f.path, f.added, f.removed);
+        }
+    }
+    if let Some(r) = &run.report {
+        out!();
+        out!("next: {}", crate::headless::next_step(&run.id, r.outcome));
+    }
+}
+
+/// The patch line by line, each escaped, tabs kept (indentation in
+/// Makefiles and Go code is tabs; a tab moves the cursor, nothing more).
+fn print_patch(patch: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    for line in patch.lines() {
+        let shown: Vec<String> = line.split('\t').map(escaped).collect();
+        let _ = writeln!(out, "{}", shown.join("\t"));
+    }
+}
+
+fn print_events(path: &Path) {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let mut out = std::io::stdout().lock();
+            for line in text.lines() {
+                use std::io::Write as _;
+                // Each line is JSON: escaped as JSON, so it stays JSON.
+                let _ = writeln!(out, "{}", crate::terminal_text::escape_json(line));
+            }
+        }
+        Err(e) => err!("minicoder: cannot read {}: {e}", path.display()),
+    }
+}
+
+/// One re-check of `show --verify`.
+#[derive(Debug)]
+struct Check {
+    what: &'static str,
+    ok: bool,
+    detail: String,
+}
+
+/// Re-checks the event chain, the receipt's HMAC, and that the patch and the
+/// event log are the ones the receipt signed.
+fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
+    let events = run.dir.join(EVENTS_FILE);
+    let mut checks = vec![match verify_chain(&events) {
+        Ok(summary) => Check {
+            what: "events chain",
+            ok: true,
+            detail: format!("{} lines, each linked to the one before", summary.lines),
+        },
+        Err(e) => Check {
+            what: "events chain",
+            ok: false,
+            detail: e.to_string(),
+        },
+    }];
+    let receipt = match Receipt::load(run.dir.join(crate::trace::artifacts::RECEIPT_FILE)) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = if run.finished() {
+                e.to_string()
+            } else {
+                "none: the run has not finished, so nothing vouches for its patch".to_string()
+            };
+            checks.push(Check {
+                what: "receipt",
+                ok: false,
+                detail: why,
+            });
+            return checks;
+        }
+    };
+    let key = match ReceiptKey::load_or_create(state) {
+        Ok(k) => k,
+        Err(e) => {
+            checks.push(Check {
+                what: "receipt",
+                ok: false,
+                detail: e.to_string(),
+            });
+            return checks;
+        }
+    };
+    let signed = receipt.verify(&key);
+    checks.push(Check {
+        what: "receipt",
+        ok: signed.is_ok(),
+        detail: match &signed {
+            Ok(()) => "its HMAC verifies under this machine's key".into(),
+            Err(e) => e.to_string(),
+        },
+    });
+    let patch = std::fs::read(run.dir.join(FINAL_PATCH_FILE));
+    checks.push(match patch {
+        Ok(bytes) => {
+            let actual = crate::trace::event_log::sha256_hex(&bytes);
+            Check {
+                what: "patch hash",
+                ok: actual == receipt.patch_sha256,
+                detail: if actual == receipt.patch_sha256 {
+                    format!("final.patch is the patch the receipt signed ({actual})")
+                } else {
+                    format!(
+                        "final.patch changed since the receipt was signed: sha256 {actual}, signed {}",
+                        receipt.patch_sha256
+                    )
+                },
+            }
+        }
+        Err(e) => Check {
+            what: "patch hash",
+            ok: false,
+            detail: format!("cannot read final.patch: {e}"),
+        },
+    });
+    checks.push(match crate::trace::digest(&events) {
+        Ok(actual) if actual == receipt.events_sha256 => Check {
+            what: "events digest",
+            ok: true,
+            detail: "events.jsonl is the log the receipt signed".into(),
+        },
+        Ok(actual) => Check {
+            what: "events digest",
+            ok: false,
+            detail: format!(
+                "events.jsonl changed since the receipt was signed: sha256 {actual}, signed {}",
+                receipt.events_sha256
+            ),
+        },
+        Err(e) => Check {
+            what: "events digest",
+            ok: false,
+            detail: e.to_string(),
+        },
+    });
+    // The same verdict as `apply` reaches, in one call.
+    if checks.iter().all(|c| c.ok)
+        && let Err(e) = receipt.verify_against(
+            &key,
+            &std::fs::read(run.dir.join(FINAL_PATCH_FILE)).unwrap_or_default(),
+            &events,
+        )
+    {
+        checks.push(Check {
+            what: "receipt",
+            ok: false,
+            detail: e.to_string(),
+        });
+    }
+    checks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(task: &str) -> RunRow {
+        RunRow {
+            id: "20261201-120000-abcdef".into(),
+            created: "2026-12-01T12:00:00Z".into(),
+            repo: "/src/pagination".into(),
+            task: task.into(),
+            outcome: "success",
+            reason: Some("verified".into()),
+            verified: Some(true),
+            applied: false,
+            changed_files: vec!["a.py".into()],
+            duration_ms: Some(48_200),
+            artifact_dir: "/s/r".into(),
+        }
+    }
+
+    #[test]
+    fn the_task_is_cut_to_fit_and_escaped() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-01T15:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let long = format!("fix \u{1b}[2J the bug {}", "x".repeat(200));
+        let lines = table(&[row(&long)], now, 120);
+        assert!(lines.iter().all(|l| l.chars().count() <= 120), "{lines:?}");
+        assert!(lines[1].contains("fix \\x1b[2J the bug"), "{}", lines[1]);
+        assert!(lines[1].contains('…'));
+        assert!(lines[1].contains(" 3h "), "{}", lines[1]);
+        assert!(lines[1].contains("48.2s"));
+        assert!(!lines[1].contains('\u{1b}'));
+    }
+
+    #[test]
+    fn patch_stat_counts_each_file() {
+        let patch = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1,2 +1,2 @@\n-old\n+new\n+more\n ctx\ndiff --git a/img.png b/img.png\nBinary files a/img.png and b/img.png differ\n";
+        let stat = patch_stat(patch);
+        assert_eq!(stat.len(), 2);
+        assert_eq!((stat[0].added, stat[0].removed), (2, 1));
+        assert_eq!(stat[0].path, "a.py");
+        assert!(stat[1].binary);
+    }
+
+    #[test]
+    fn durations_and_ages_read_at_a_glance() {
+        assert_eq!(duration(812), "812ms");
+        assert_eq!(duration(185_000), "3m 05s");
+        let now = chrono::DateTime::parse_from_rfc3339("2026-12-08T12:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(age("2026-12-01T12:00:00Z", now), "7d");
+        assert_eq!(age("garbage", now), "?");
+    }
+}
