@@ -76,7 +76,7 @@ pub(crate) async fn consume(
 }
 
 /// What to do after a run: apply a success, look into anything else.
-pub fn next_step(run_id: &str, outcome: crate::protocol::Outcome) -> String {
+pub(crate) fn next_step(run_id: &str, outcome: crate::protocol::Outcome) -> String {
     match outcome {
         crate::protocol::Outcome::Success => format!("minicoder apply {run_id}"),
         _ => format!("minicoder show {run_id}"),

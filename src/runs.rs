@@ -28,7 +28,7 @@ use crate::trace::manifest::Manifest;
 pub const LAST: &str = "last";
 
 /// The journal `apply` writes in the artifact directory: present = applied.
-pub const APPLY_JOURNAL_FILE: &str = "apply.json";
+pub(crate) const APPLY_JOURNAL_FILE: &str = "apply.json";
 
 /// Where a run is, as far as its files tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,21 +120,21 @@ impl RunRecord {
 }
 
 /// Whether a live process owns the workspace of `run_id` (the run goes on).
-pub fn is_live(state: &StateDir, run_id: &str) -> bool {
+pub(crate) fn is_live(state: &StateDir, run_id: &str) -> bool {
     read_owner_file(&crate::sandbox::gc::workspace_owner_file(state, run_id))
         .is_some_and(|o| o.is_alive())
 }
 
 /// Whether a run's checkpoint store is still of use: only `resume` reads
 /// it, and only a run that did not succeed is resumed from it.
-pub fn keeps_checkpoints(outcome: Option<Outcome>) -> bool {
+pub(crate) fn keeps_checkpoints(outcome: Option<Outcome>) -> bool {
     outcome != Some(Outcome::Success)
 }
 
 /// Removes what a run no longer needs once it ended with `outcome`: its
 /// stat caches always, its checkpoint store unless [`keeps_checkpoints`].
 /// Returns what it removed.
-pub fn release_stores(state: &StateDir, run_id: &str, outcome: Option<Outcome>) -> Vec<PathBuf> {
+pub(crate) fn release_stores(state: &StateDir, run_id: &str, outcome: Option<Outcome>) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for cache in state.stat_cache_paths(run_id) {
         if remove_path(&cache) {
@@ -152,7 +152,7 @@ pub fn release_stores(state: &StateDir, run_id: &str, outcome: Option<Outcome>) 
 
 /// Removes everything of a run that has ended: its artifact directory,
 /// workspace, checkpoint store and caches. Returns what it removed.
-pub fn remove_run(state: &StateDir, run: &RunRecord) -> Vec<PathBuf> {
+pub(crate) fn remove_run(state: &StateDir, run: &RunRecord) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     let workspace = state.workspace_dir(&run.id);
     let baseline_copy = state.workspace_dir(&format!("{}-baseline", run.id));
@@ -179,7 +179,7 @@ pub fn remove_run(state: &StateDir, run: &RunRecord) -> Vec<PathBuf> {
 
 /// The ended runs (finished or interrupted, never running) that started
 /// before `cutoff`, oldest last.
-pub fn older_than(state: &StateDir, cutoff: chrono::DateTime<chrono::Utc>) -> Vec<RunRecord> {
+pub(crate) fn older_than(state: &StateDir, cutoff: chrono::DateTime<chrono::Utc>) -> Vec<RunRecord> {
     list(state)
         .into_iter()
         .filter(|r| r.created().is_some_and(|t| t < cutoff))
@@ -191,7 +191,7 @@ pub fn older_than(state: &StateDir, cutoff: chrono::DateTime<chrono::Utc>) -> Ve
 /// those of successful runs, and those whose run has no artifact directory
 /// in the state directory, unless a live process owns the run. Returns what
 /// it removed.
-pub fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
+pub(crate) fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(state.checkpoints_dir()) else {
         return Vec::new();
     };
@@ -223,7 +223,7 @@ pub fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
 }
 
 /// Bytes of every file under `path` (symlinks not followed).
-pub fn disk_usage(path: &Path) -> u64 {
+pub(crate) fn disk_usage(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;
     };

@@ -148,7 +148,7 @@ impl Agent {
     }
 
     /// What the agent said it did in its latest completion request.
-    pub fn completion_summary(&self) -> Option<&str> {
+    pub(crate) fn completion_summary(&self) -> Option<&str> {
         self.completion_summary.as_deref()
     }
 
@@ -507,7 +507,7 @@ impl Agent {
 }
 
 /// Longest completion summary kept, in characters.
-pub const MAX_SUMMARY_CHARS: usize = 4000;
+pub(crate) const MAX_SUMMARY_CHARS: usize = 4000;
 
 /// The `summary` argument of a completion request, trimmed and bounded;
 /// `None` when there is none.

@@ -75,7 +75,7 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
 }
 
 /// `7d`, `12h`, `30m`, `90s`, `2w`, or a sum of them (`1d12h`).
-pub fn parse_age(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_age(text: &str) -> Result<Duration, String> {
     let bad = || {
         format!(
             "{text:?} is not a duration; write it as a number and a unit: 7d, 12h, 30m, 90s, 2w, or 1d12h"

@@ -121,7 +121,7 @@ pub fn repository(path: &Path) -> Result<PathBuf, String> {
 
 /// A `--model` value that names no provider. (A known provider without
 /// its key is a setup failure, found when the chain is built.)
-pub fn check_model_flag(model: Option<&str>) -> Result<(), String> {
+pub(crate) fn check_model_flag(model: Option<&str>) -> Result<(), String> {
     let Some(pin) = model else { return Ok(()) };
     let provider = pin.split_once(':').map_or(pin, |(p, _)| p);
     match crate::model::provider::ProviderKind::parse(provider) {

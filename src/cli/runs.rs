@@ -215,7 +215,7 @@ fn duration(ms: u64) -> String {
 
 /// What `show` prints besides the run.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ShowFlags {
+pub(crate) struct ShowFlags {
     pub diff: bool,
     pub events: bool,
     pub verify: bool,

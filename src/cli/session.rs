@@ -60,7 +60,7 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `minicoder run REPO TASK` without `--non-interactive`.
-pub async fn run_task(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+pub(crate) async fn run_task(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     match super::options::validate(&args, false) {
         Ok(repo) => args.repo = repo,
         Err(e) => return usage(&e),

@@ -60,7 +60,7 @@ pub struct SourceState {
 impl SourceState {
     /// `baseline includes 1 modified and 1 untracked file not in HEAD`, or
     /// `None` for a clean working tree.
-    pub fn dirty_notice(&self) -> Option<String> {
+    pub(crate) fn dirty_notice(&self) -> Option<String> {
         if !self.dirty {
             return None;
         }

@@ -9,7 +9,7 @@ mod fingerprint;
 mod git_path;
 mod secrets;
 mod source_state;
-pub mod stat_cache;
+pub(crate) mod stat_cache;
 mod tree;
 mod walk;
 
