@@ -134,7 +134,11 @@ pub(crate) fn keeps_checkpoints(outcome: Option<Outcome>) -> bool {
 /// Removes what a run no longer needs once it ended with `outcome`: its
 /// stat caches always, its checkpoint store unless [`keeps_checkpoints`].
 /// Returns what it removed.
-pub(crate) fn release_stores(state: &StateDir, run_id: &str, outcome: Option<Outcome>) -> Vec<PathBuf> {
+pub(crate) fn release_stores(
+    state: &StateDir,
+    run_id: &str,
+    outcome: Option<Outcome>,
+) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for cache in state.stat_cache_paths(run_id) {
         if remove_path(&cache) {
@@ -179,7 +183,10 @@ pub(crate) fn remove_run(state: &StateDir, run: &RunRecord) -> Vec<PathBuf> {
 
 /// The ended runs (finished or interrupted, never running) that started
 /// before `cutoff`, oldest last.
-pub(crate) fn older_than(state: &StateDir, cutoff: chrono::DateTime<chrono::Utc>) -> Vec<RunRecord> {
+pub(crate) fn older_than(
+    state: &StateDir,
+    cutoff: chrono::DateTime<chrono::Utc>,
+) -> Vec<RunRecord> {
     list(state)
         .into_iter()
         .filter(|r| r.created().is_some_and(|t| t < cutoff))

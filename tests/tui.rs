@@ -395,6 +395,39 @@ fn the_verified_patch_is_reviewed_per_hunk() {
 }
 
 #[test]
+fn q_in_the_review_asks_before_it_drops_the_chosen_hunks() {
+    let reviewing = |h: &mut Harness| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report(Outcome::Success);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+    };
+    both_sizes("review_discard", ApprovalMode::Final, |h| {
+        reviewing(h);
+        h.keys(&["q"]);
+    });
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    reviewing(&mut h);
+    h.keys(&["q"]);
+    assert!(!h.app.should_quit(), "q alone must not drop the selection");
+    h.keys(&["n"]);
+    assert!(!h.app.should_quit());
+    assert!(h.app.review.is_some(), "n goes back to the review");
+    h.keys(&["q", "y"]);
+    assert!(h.app.should_quit());
+    // Nothing chosen: nothing to lose, q quits at once.
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    reviewing(&mut h);
+    h.keys(&["A"]);
+    assert_eq!(
+        h.app.review.as_ref().expect("review").selection.chosen().0,
+        0
+    );
+    h.keys(&["q"]);
+    assert!(h.app.should_quit());
+}
+
+#[test]
 fn a_failed_run_says_so_and_offers_a_new_task() {
     both_sizes("finished_failure", ApprovalMode::Never, |h| {
         mid_run(h);

@@ -117,6 +117,8 @@ pub enum Overlay {
     /// The keys of a context, scrolled by this many lines.
     Help(Context, usize),
     ConfirmCancel,
+    /// `q` in the review: leaving now drops the chosen hunks.
+    ConfirmDiscard,
     Pager(Pager),
 }
 

@@ -135,6 +135,11 @@ impl App {
                 KeyCode::Char('n') | KeyCode::Esc => {}
                 _ => self.overlay = Some(Overlay::ConfirmCancel),
             },
+            Overlay::ConfirmDiscard => match key.code {
+                KeyCode::Char('y') | KeyCode::Char('q') => self.quit = true,
+                KeyCode::Char('n') | KeyCode::Esc => {}
+                _ => self.overlay = Some(Overlay::ConfirmDiscard),
+            },
             Overlay::Help(context, mut offset) => match self.keymap.lookup(Context::Help, key) {
                 Some(Action::Dismiss) | None => {}
                 Some(action) => {
@@ -237,6 +242,10 @@ impl App {
                 self.focus = Pane::Input;
             }
             Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Review, 0)),
+            // A chosen selection not saved yet is asked about before it is lost.
+            Some(Action::Quit) if review.saved.is_none() && review.selection.chosen().0 > 0 => {
+                self.overlay = Some(Overlay::ConfirmDiscard)
+            }
             Some(Action::Quit) => self.quit = true,
             _ => self.dirty = false,
         }

@@ -21,6 +21,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         None => {}
         Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
         Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
+        Some(Overlay::ConfirmDiscard) => confirm_discard(app, frame, area),
         Some(Overlay::Pager(pager)) => {
             let rect = centered(
                 area,
@@ -164,4 +165,28 @@ fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
     ];
     let rect = centered(area, 62, 5);
     modal(app, frame, rect, " Cancel the run? ".into(), lines);
+}
+
+fn confirm_discard(app: &App, frame: &mut Frame, area: Rect) {
+    let key = app.theme.get(Meaning::HelpKey);
+    let text = app.theme.get(Meaning::Text);
+    let (chosen, total) = app.review.as_ref().map_or((0, 0), |r| r.selection.chosen());
+    let lines = vec![
+        Line::from(Span::styled(
+            format!(" {chosen} of {total} hunks are chosen and not saved."),
+            text,
+        )),
+        Line::from(Span::styled(
+            " final.patch stays in the run's folder.",
+            text,
+        )),
+        Line::from(vec![
+            Span::styled(" y", key),
+            Span::styled(" quit without saving   ", text),
+            Span::styled("n", key),
+            Span::styled(" back to the review", text),
+        ]),
+    ];
+    let rect = centered(area, 62, 5);
+    modal(app, frame, rect, " Discard the review? ".into(), lines);
 }
