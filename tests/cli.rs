@@ -29,9 +29,7 @@ fn text(out: &Output) -> (String, String) {
 #[test]
 fn commands_not_built_yet_say_so_with_exit_2() {
     for args in [
-        &["apply", "r1"][..],
-        &["undo", "r1"],
-        &["resume", "r1"],
+        &["resume", "r1"][..],
         &["runs"],
         &["show", "r1"],
     ] {
