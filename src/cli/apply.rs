@@ -46,7 +46,11 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
             record.id
         );
     }
-    let verb = if report.dry_run { "would apply" } else { "applied" };
+    let verb = if report.dry_run {
+        "would apply"
+    } else {
+        "applied"
+    };
     out!(
         "minicoder apply: {verb} run {} to {}",
         record.id,

@@ -23,8 +23,8 @@ macro_rules! err {
     }};
 }
 
-pub mod demo;
 mod apply;
+pub mod demo;
 mod doctor;
 mod doctor_instructions;
 mod doctor_project;
