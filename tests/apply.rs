@@ -409,9 +409,12 @@ fn merge_accepts_edits_on_other_lines_and_refuses_edits_on_the_same_lines() {
     );
 }
 
+/// A name, a change to the artifact directory, what the refusal must say.
+type TamperCase = (&'static str, fn(&Path), &'static str);
+
 #[test]
 fn tampered_artifacts_are_refused_naming_what_did_not_match() {
-    let cases: [(&str, fn(&Path), &str); 4] = [
+    let cases: [TamperCase; 4] = [
         (
             "receipt",
             |dir| {

@@ -116,7 +116,7 @@ pub fn undo(run: &str, options: UndoOptions) -> ExitCode {
         report.repo.display()
     );
     for path in &report.restored {
-        out!("  restored {path}");
+        out!("  {path}");
     }
     if let Some(id) = &report.commit {
         out!("committed the revert {id} (no hooks run)");

@@ -218,6 +218,7 @@ pub struct UndoOptions {
 #[derive(Debug, Clone, Default)]
 pub struct UndoReport {
     pub repo: PathBuf,
+    /// `restored PATH` or `removed PATH` (a file the apply created).
     pub restored: Vec<String>,
     /// Paths changed since the apply and left as they are.
     pub skipped: Vec<String>,
@@ -268,7 +269,13 @@ pub fn undo(
         })
         .collect();
     transaction::run(&source, &steps)?;
-    report.restored = restore.iter().map(|r| r.3.clone()).collect();
+    report.restored = restore
+        .iter()
+        .map(|(_, _, pre, path)| match pre {
+            Image::Absent => format!("removed {path}"),
+            _ => format!("restored {path}"),
+        })
+        .collect();
     if options.commit {
         let paths: Vec<(&[u8], &Image)> = restore
             .iter()
