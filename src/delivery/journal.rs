@@ -172,11 +172,25 @@ impl Journal {
         })?;
         let tmp = dir.join(format!("{JOURNAL_FILE}.tmp"));
         write_private(&tmp, &text)?;
+        // One sync of the file system makes the pre-images and the journal
+        // durable together (a sync per pre-image costs a disk flush each).
+        std::fs::File::open(&dir)
+            .and_then(|d| rustix::fs::syncfs(&d).map_err(std::io::Error::from))
+            .map_err(|e| DeliveryError::Io {
+                what: format!("sync {}", dir.display()),
+                source: e,
+            })?;
         let path = dir.join(JOURNAL_FILE);
         std::fs::rename(&tmp, &path).map_err(|e| DeliveryError::Io {
             what: format!("install {}", path.display()),
             source: e,
-        })
+        })?;
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| DeliveryError::Io {
+                what: format!("sync {}", dir.display()),
+                source: e,
+            })
     }
 
     /// The journal of the run in `artifact_dir`, if there is one, verified.
@@ -270,7 +284,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), DeliveryError> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .and_then(|mut f| f.write_all(bytes))
         .map_err(|e| DeliveryError::Io {
             what: format!("write {}", path.display()),
             source: e,

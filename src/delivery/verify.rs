@@ -81,7 +81,13 @@ pub fn verify_run(
         let outcome = run
             .report
             .as_ref()
-            .map(|r| format!("{:?}: {}", r.outcome, r.reason).to_lowercase())
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    format!("{:?}", r.outcome).to_lowercase(),
+                    r.reason
+                )
+            })
             .unwrap_or_else(|| "no report".into());
         return Err(refuse(format!(
             "the run did not succeed ({outcome}; signed verification passed: {}); --unverified applies its patch anyway",
