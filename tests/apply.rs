@@ -123,11 +123,12 @@ fn basic() -> Fixture {
         ("run.sh", b"#!/bin/sh\necho hi\n"),
         ("logo.bin", b"\x89PNG\0\0\x01\x02binary\xff\xfe"),
         ("unrelated.md", b"the user's file\n"),
+        ("kind.txt", b"a file that becomes a link\n"),
     ])
 }
 
 /// The agent's edit: a text change, a deletion, a file in new directories,
-/// a binary change, a mode change and a symlink.
+/// a binary change, a mode change, a new symlink and a file that becomes one.
 fn the_fix(ws: &Path) {
     std::fs::write(ws.join("greet.py"), "def greet():\n    return 'hello'\n").unwrap();
     std::fs::remove_file(ws.join("old.txt")).unwrap();
@@ -135,6 +136,8 @@ fn the_fix(ws: &Path) {
     std::fs::write(ws.join("logo.bin"), b"\x89PNG\0\0\x03\x04other\xff").unwrap();
     std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("greet.py", ws.join("link.py")).unwrap();
+    std::fs::remove_file(ws.join("kind.txt")).unwrap();
+    std::os::unix::fs::symlink("notes.txt", ws.join("kind.txt")).unwrap();
 }
 
 #[test]

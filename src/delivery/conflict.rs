@@ -135,7 +135,10 @@ pub fn overlaps(changes: &[FileChange], current: &BTreeMap<Vec<u8>, Image>) -> V
             let now = current.get(path).unwrap_or(&Image::Absent);
             let why = match now.git_mode() {
                 None => Some("deleted since the run's baseline"),
-                Some(m) if m != mode => Some("its type or mode changed since the run's baseline"),
+                // A mode of 0: the patch does not state it (a pure rename).
+                Some(m) if mode != 0 && m != mode => {
+                    Some("its type or mode changed since the run's baseline")
+                }
                 Some(_) if id.is_some_and(|id| now.blob_id() != Some(id)) => {
                     Some("changed since the run's baseline")
                 }
@@ -148,8 +151,16 @@ pub fn overlaps(changes: &[FileChange], current: &BTreeMap<Vec<u8>, Image>) -> V
                 });
             }
         }
+        // A path another change of the patch deletes first (a file that
+        // becomes a symlink is a deletion and an addition) is checked there.
+        let replaced = |path: &Vec<u8>| {
+            changes
+                .iter()
+                .any(|c| c.old_path.as_ref() == Some(path) && c.new_path.as_ref() != Some(path))
+        };
         if let Some(path) = &change.new_path
             && change.old_path.as_ref() != Some(path)
+            && !replaced(path)
             && current.get(path).is_some_and(|i| *i != Image::Absent)
         {
             found.push(Overlap {

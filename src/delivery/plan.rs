@@ -238,6 +238,13 @@ fn writes(
             });
         }
         if let Some(path) = &change.new_path {
+            // A path deleted by one change and added by another (a change
+            // of type) is one write: from what is there to the last image.
+            if let Some(earlier) = out.iter_mut().find(|w| &w.path == path) {
+                earlier.post = post;
+                earlier.merged |= merged;
+                continue;
+            }
             out.push(Write {
                 path: path.clone(),
                 pre: current.get(path).cloned().unwrap_or(Image::Absent),
@@ -344,6 +351,52 @@ fn check_link(path: &[u8], target: &[u8]) -> Result<(), DeliveryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn plan_for(files: &[(&str, &str)], patch: &str) -> (tempfile::TempDir, Plan) {
+        let tmp = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            std::fs::write(tmp.path().join(path), text).unwrap();
+        }
+        let source = Source::open(tmp.path()).unwrap();
+        let (diff, changes) = super::super::conflict::parse(patch.as_bytes()).unwrap();
+        let plan = plan(&source, &diff, changes, None).unwrap();
+        (tmp, plan)
+    }
+
+    #[test]
+    fn a_rename_deletes_the_old_path_and_writes_the_new_one() {
+        let patch = "diff --git a/a.txt b/b.txt\nsimilarity index 100%\nrename from a.txt\nrename to b.txt\n";
+        let (_t, plan) = plan_for(&[("a.txt", "one\n")], patch);
+        assert!(plan.overlaps.is_empty());
+        let writes: Vec<(&[u8], &Image)> = plan
+            .writes
+            .iter()
+            .map(|w| (w.path.as_slice(), &w.post))
+            .collect();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        assert_eq!(writes[0], (&b"a.txt"[..], &Image::Absent));
+        assert_eq!(writes[1].0, b"b.txt");
+        assert_eq!(writes[1].1.content(), Some(&b"one\n"[..]));
+    }
+
+    #[test]
+    fn a_result_other_than_the_blob_the_patch_names_is_refused() {
+        let one = Oid::hash_object(ObjectType::Blob, b"one\n").unwrap();
+        let patch = format!(
+            "diff --git a/a.txt b/a.txt\nindex {one}..{} 100644\n--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-one\n+two\n",
+            Oid::hash_object(ObjectType::Blob, b"not two\n").unwrap()
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::write(tmp.path().join("a.txt"), "one\n").unwrap();
+        let source = Source::open(tmp.path()).unwrap();
+        let (diff, changes) = super::super::conflict::parse(patch.as_bytes()).unwrap();
+        match plan(&source, &diff, changes, None) {
+            Err(DeliveryError::DoesNotApply(why)) => {
+                assert!(why.contains("does not come out as the run's file"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     #[test]
     fn links_must_stay_inside_the_repository() {
