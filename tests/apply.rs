@@ -404,6 +404,15 @@ fn undo_refuses_a_file_changed_since_the_apply_and_force_restores_it() {
     );
     assert_eq!(fx.read("greet.py"), "changed after the apply\n");
     assert!(stdout.contains("restored logo.bin"), "{stdout}");
+    // Again: only the changed file is named; the restored ones are done.
+    let out = fx.cmd(&["undo", "run-ok"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("changed since the apply: greet.py;"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains("logo.bin"), "{stdout}");
     let out = fx.cmd(&["undo", "--force", "run-ok"]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
     assert_eq!(tree_hash(&fx.repo, false), before);

@@ -250,6 +250,11 @@ pub fn undo(
             Err(DeliveryError::RefusedPath { .. }) => None,
             Err(e) => return Err(e),
         };
+        if now.as_ref().is_some_and(|n| entry.pre.matches(n)) {
+            // Already as it was before the apply (an earlier undo that
+            // skipped other files restored this one).
+            continue;
+        }
         let unchanged = now.as_ref().is_some_and(|n| entry.post.matches(n));
         if !unchanged && !options.force {
             report.skipped.push(entry.path.clone());
