@@ -572,3 +572,25 @@ async fn a_real_run_applies_end_to_end_and_the_source_tests_pass() {
     let after = tests(&demo);
     assert!(after.status.success(), "{:?}", text(&after));
 }
+
+#[test]
+fn an_apply_while_another_holds_the_repository_lock_is_refused() {
+    let fx = basic();
+    fx.run("run-ok", Outcome::Success, the_fix);
+    let lock =
+        minicoder::delivery::lock::RepoLock::take(&fx.state(), &fx.repo.canonicalize().unwrap())
+            .unwrap();
+    let before = tree_hash(&fx.repo, false);
+    for args in [&["apply", "run-ok"][..], &["undo", "run-ok"]] {
+        let out = fx.cmd(args);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("another apply or undo is running"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(tree_hash(&fx.repo, false), before);
+    drop(lock);
+    assert_eq!(fx.cmd(&["apply", "run-ok"]).status.code(), Some(0));
+}
