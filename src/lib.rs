@@ -18,6 +18,7 @@
 //! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
 //! tools/       the nine tools, their schemas and result caps
 //! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
+//! delivery/    apply and undo: receipt checks, conflicts, atomic writes, journal
 //! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
 //! verify/      frozen checks, the verification matrix, zero-test detection, bootstrap
 //! trace/       artifacts: manifest, state, hash-chained events, report, receipt, redaction
@@ -33,6 +34,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod delivery;
 pub mod headless;
 pub mod ids;
 pub mod model;

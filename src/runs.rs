@@ -27,8 +27,11 @@ use crate::trace::manifest::Manifest;
 /// The word that names the newest run of the current repository.
 pub const LAST: &str = "last";
 
-/// The journal `apply` writes in the artifact directory: present = applied.
-pub(crate) const APPLY_JOURNAL_FILE: &str = "apply.json";
+/// The folder of a run's artifact directory that holds `apply`'s journal.
+pub const APPLY_JOURNAL_DIR: &str = "apply";
+/// The apply journal in [`APPLY_JOURNAL_DIR`]: present while the run is applied
+/// (an undo sets it aside under another name).
+pub const APPLY_JOURNAL_FILE: &str = "journal.json";
 
 /// Where a run is, as far as its files tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +102,10 @@ impl RunRecord {
     /// Whether the run's patch was applied to its source: the one place
     /// that decides it (`apply` writes its journal in the artifact directory).
     pub fn applied(&self) -> bool {
-        self.dir.join(APPLY_JOURNAL_FILE).is_file()
+        self.dir
+            .join(APPLY_JOURNAL_DIR)
+            .join(APPLY_JOURNAL_FILE)
+            .is_file()
     }
 
     /// Finished (with its outcome), running, or interrupted.

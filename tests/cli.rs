@@ -28,7 +28,7 @@ fn text(out: &Output) -> (String, String) {
 
 #[test]
 fn commands_not_built_yet_say_so_with_exit_2() {
-    for args in [&["apply", "r1"][..], &["undo", "r1"], &["resume", "r1"]] {
+    for args in [&["resume", "r1"][..]] {
         let out = minicoder(args, &[]);
         let (_, err) = text(&out);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

@@ -231,7 +231,9 @@ impl Fixture {
             chrono::Duration::days(10),
             Some(Outcome::Success),
         );
-        std::fs::write(self.dir("20261120-100000-aaaaaa").join("apply.json"), "{}").unwrap();
+        let journal = self.dir("20261120-100000-aaaaaa").join("apply");
+        std::fs::create_dir_all(&journal).unwrap();
+        std::fs::write(journal.join("journal.json"), "{}").unwrap();
         self.write_run(
             "20261130-100000-bbbbbb",
             &self.repo_b,

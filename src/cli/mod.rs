@@ -23,6 +23,7 @@ macro_rules! err {
     }};
 }
 
+mod apply;
 pub mod demo;
 mod doctor;
 mod doctor_instructions;
@@ -84,12 +85,30 @@ pub enum Command {
     /// Fix the bundled buggy fixture end to end (scripted model, real Docker and verifier)
     Demo,
     /// Apply a run's verified patch to its source repository (conflict- and receipt-checked)
-    Apply { run: String },
+    Apply {
+        run: String,
+        /// Print what would change and any conflict; write nothing
+        #[arg(long)]
+        dry_run: bool,
+        /// Merge files you changed since the run started three ways (only when all merge cleanly)
+        #[arg(long)]
+        merge: bool,
+        /// Commit the change in the source (no hooks run)
+        #[arg(long)]
+        commit: bool,
+        /// Apply the patch of a run that did not succeed (recorded in the journal)
+        #[arg(long)]
+        unverified: bool,
+    },
     /// Revert an applied run, refusing files changed since unless --force
     Undo {
         run: String,
+        /// Restore files changed since the apply too
         #[arg(long)]
         force: bool,
+        /// Record the revert as a commit (no hooks run)
+        #[arg(long)]
+        commit: bool,
     },
     /// Continue an interrupted run from its persisted state
     Resume { run: String },
@@ -218,13 +237,13 @@ pub fn main() -> ExitCode {
         return ExitCode::from(EXIT_FAILURE);
     }
     let name = match &cli.command {
-        Some(Command::Apply { .. }) => "apply",
-        Some(Command::Undo { .. }) => "undo",
         Some(Command::Resume { .. }) => "resume",
         Some(
             Command::Runs { .. }
             | Command::Show { .. }
             | Command::Sandbox { .. }
+            | Command::Apply { .. }
+            | Command::Undo { .. }
             | Command::Doctor
             | Command::Gc { .. }
             | Command::Run(_)
@@ -235,6 +254,35 @@ pub fn main() -> ExitCode {
     if !name.is_empty() {
         err!("minicoder: {name} is not implemented yet");
         return ExitCode::from(EXIT_USAGE);
+    }
+    match &cli.command {
+        Some(Command::Apply {
+            run,
+            dry_run,
+            merge,
+            commit,
+            unverified,
+        }) => {
+            return apply::apply(
+                run,
+                crate::delivery::ApplyOptions {
+                    dry_run: *dry_run,
+                    merge: *merge,
+                    commit: *commit,
+                    unverified: *unverified,
+                },
+            );
+        }
+        Some(Command::Undo { run, force, commit }) => {
+            return apply::undo(
+                run,
+                crate::delivery::UndoOptions {
+                    force: *force,
+                    commit: *commit,
+                },
+            );
+        }
+        _ => {}
     }
     if matches!(
         cli.command,

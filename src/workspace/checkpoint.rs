@@ -322,16 +322,21 @@ impl CheckpointStore {
             .repo
             .diff_tree_to_tree(Some(old), Some(new), None)
             .map_err(WorkspaceError::git("diffing checkpoints"))?;
-        let mut out = Vec::new();
-        diff.print(DiffFormat::Patch, |_, _, line| {
-            if matches!(line.origin(), '+' | '-' | ' ') {
-                out.push(line.origin() as u8);
-            }
-            out.extend_from_slice(line.content());
-            true
-        })
-        .map_err(WorkspaceError::git("printing a patch"))?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        print_patch(&diff)
+    }
+
+    /// The patch a run delivers: binary files carried whole (`GIT binary
+    /// patch`) and every `index` line with full object ids, so the patch
+    /// alone names the exact pre-image and post-image of each file and
+    /// `apply` can check both.
+    fn full_patch(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<String, WorkspaceError> {
+        let mut options = git2::DiffOptions::new();
+        options.show_binary(true).id_abbrev(40);
+        let diff = self
+            .repo
+            .diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
+            .map_err(WorkspaceError::git("diffing checkpoints"))?;
+        print_patch(&diff)
     }
 
     fn tip(&self) -> Result<Option<git2::Commit<'_>>, WorkspaceError> {
@@ -347,6 +352,19 @@ impl CheckpointStore {
             .find_commit(id)
             .map_err(|_| WorkspaceError::UnknownCheckpoint { id: id.to_string() })
     }
+}
+
+fn print_patch(diff: &git2::Diff<'_>) -> Result<String, WorkspaceError> {
+    let mut out = Vec::new();
+    diff.print(DiffFormat::Patch, |_, _, line| {
+        if matches!(line.origin(), '+' | '-' | ' ') {
+            out.push(line.origin() as u8);
+        }
+        out.extend_from_slice(line.content());
+        true
+    })
+    .map_err(WorkspaceError::git("printing a patch"))?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {

@@ -58,7 +58,7 @@ impl CheckpointStore {
             .tree()
             .map_err(WorkspaceError::git("reading a checkpoint"))?;
         let new = self.tree(new)?;
-        let patch = self.patch(&old, &new)?;
+        let patch = self.full_patch(&old, &new)?;
         let changed_files = self
             .tree_diff(&old, &new)?
             .deltas()

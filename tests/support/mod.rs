@@ -1,6 +1,7 @@
 //! Shared helpers of the integration tests.
 #![allow(dead_code)]
 
+pub mod fake_run;
 pub mod mock_openai;
 pub mod model_harness;
 pub mod project_run;

@@ -1,0 +1,133 @@
+//! `minicoder apply RUN` and `minicoder undo RUN`: thin front ends of
+//! [`crate::delivery`]. Every path printed is relative to the repository.
+
+use std::process::ExitCode;
+
+use super::{EXIT_FAILURE, EXIT_USAGE};
+use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
+use crate::runs::RunRecord;
+use crate::state::StateDir;
+use crate::trace::ReceiptKey;
+
+fn find(run: &str) -> Result<(StateDir, ReceiptKey, RunRecord), ExitCode> {
+    let state = StateDir::from_env().map_err(|e| {
+        err!("minicoder: {e}");
+        ExitCode::from(EXIT_FAILURE)
+    })?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    let record = crate::runs::resolve(&state, run, &cwd).map_err(|e| {
+        err!("minicoder: {e}");
+        ExitCode::from(EXIT_USAGE)
+    })?;
+    let key = ReceiptKey::load_or_create(&state).map_err(|e| {
+        err!("minicoder: the receipt key: {e}");
+        ExitCode::from(EXIT_FAILURE)
+    })?;
+    Ok((state, key, record))
+}
+
+fn refused(e: &DeliveryError) -> ExitCode {
+    err!("minicoder: {e}");
+    ExitCode::from(EXIT_FAILURE)
+}
+
+pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
+    let (state, key, record) = match find(run) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let report = match delivery::apply(&state, &key, &record, options) {
+        Ok(report) => report,
+        Err(e) => return refused(&e),
+    };
+    if !report.succeeded {
+        err!(
+            "minicoder: run {} did not succeed; applying its patch unverified, as asked (the journal records it)",
+            record.id
+        );
+    }
+    let verb = if report.dry_run {
+        "would apply"
+    } else {
+        "applied"
+    };
+    out!(
+        "minicoder apply: {verb} run {} to {}",
+        record.id,
+        report.repo.display()
+    );
+    if report.changes.is_empty() {
+        out!("the run changed nothing: nothing to apply");
+        return ExitCode::SUCCESS;
+    }
+    for (letter, path) in &report.changes {
+        let merged = if report.merged.iter().any(|m| path.ends_with(m.as_str())) {
+            "  (merged with your edit)"
+        } else {
+            ""
+        };
+        out!("  {letter} {path}{merged}");
+    }
+    if report.dry_run {
+        let mut blocked = false;
+        if !report.overlaps.is_empty() {
+            out!(
+                "changed since the run's baseline: {}",
+                report.overlaps.join(", ")
+            );
+            blocked = !options.merge;
+        }
+        if !report.unmerged.is_empty() {
+            out!("do not merge cleanly: {}", report.unmerged.join(", "));
+            blocked = true;
+        }
+        out!(
+            "dry run: nothing was written{}",
+            if blocked { "; apply would refuse" } else { "" }
+        );
+        return if blocked {
+            ExitCode::from(EXIT_FAILURE)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    match &report.commit {
+        Some(id) => out!("committed {id} (no hooks run)"),
+        None => out!(
+            "left uncommitted; `minicoder undo {}` reverts it",
+            record.id
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn undo(run: &str, options: UndoOptions) -> ExitCode {
+    let (state, key, record) = match find(run) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let report = match delivery::undo(&state, &key, &record, options) {
+        Ok(report) => report,
+        Err(e) => return refused(&e),
+    };
+    out!(
+        "minicoder undo: run {} in {}",
+        record.id,
+        report.repo.display()
+    );
+    for path in &report.restored {
+        out!("  {path}");
+    }
+    if let Some(id) = &report.commit {
+        out!("committed the revert {id} (no hooks run)");
+    }
+    if report.skipped.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    err!(
+        "minicoder: left as they are, changed since the apply: {}; `minicoder undo --force {}` restores them too",
+        report.skipped.join(", "),
+        record.id
+    );
+    ExitCode::from(EXIT_FAILURE)
+}
