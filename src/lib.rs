@@ -16,7 +16,7 @@
 //! agent/       the reducer over explicit phases: every decision, no IO
 //!                  │
 //! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
-//! tools/       the nine tools, their schemas and result caps
+//! tools/       the ten tools, their schemas and result caps
 //! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
 //! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
 //! verify/      frozen checks, the verification matrix, zero-test detection, bootstrap

@@ -244,7 +244,7 @@ async fn a_fix_that_verifies() {
         "{}",
         String::from_utf8_lossy(&applied.stderr)
     );
-    // What reached the model: the nine tools, and results answering their calls.
+    // What reached the model: the ten tools, and results answering their calls.
     let first = &h.mock.requests()[0];
     let mut names = first.tool_names();
     names.sort();
@@ -255,6 +255,7 @@ async fn a_fix_that_verifies() {
             "git",
             "list_tree",
             "read_file",
+            "read_output",
             "request_completion",
             "ripgrep",
             "run_shell",

@@ -538,6 +538,7 @@ async fn shell(
         root,
         container,
         outputs_dir: outputs,
+        redactor: &minicoder::trace::Redactor::default(),
         call_id: id,
         default_timeout: Duration::from_secs(60),
     };
