@@ -39,6 +39,9 @@ pub(crate) async fn prepare(
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
     let inputs = resolve_inputs(&options)?;
+    // A model that cannot be reached stops the run before anything is
+    // copied, built or started.
+    source.preflight().await.map_err(RunError::Invalid)?;
     let run_id = new_run_id();
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     let docker = sandbox::connect().await?;
