@@ -608,6 +608,29 @@ async fn a_huge_output_reaches_the_model_by_both_ends_and_its_middle_by_read_out
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(result["outcome"], "success", "{result:#}\n{stderr}");
     h.assert_guarantees();
+    // The setting up, split by phase: the phases run one after another.
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(h.artifacts.join("report.json")).unwrap()).unwrap();
+    let durations = &report["durations"];
+    let phases: u64 = [
+        "inputs_ms",
+        "image_ms",
+        "copy_ms",
+        "checkpoint_ms",
+        "sandbox_ms",
+        "preflight_ms",
+    ]
+    .iter()
+    .map(|p| {
+        durations["prepare"][p]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{p}: {durations}"))
+    })
+    .sum();
+    assert!(
+        phases <= durations["prepare_ms"].as_u64().unwrap(),
+        "{durations}"
+    );
 
     let requests = h.mock.requests();
     let shell_result = requests[1]

@@ -15,5 +15,6 @@ pub use event::{CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationRea
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
-    PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary, exit_code_for,
+    PhaseDurations, PreparePhases, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
+    exit_code_for,
 };

@@ -14,7 +14,7 @@ use crate::agent::effects::AgentConfig;
 use crate::agent::reducer::Agent;
 use crate::model::ActionSource;
 use crate::owner::{ProcessIdentity, write_owner_file};
-use crate::protocol::RunEvent;
+use crate::protocol::{PhaseDurations, PreparePhases, RunEvent};
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
@@ -38,12 +38,15 @@ pub(crate) async fn prepare(
 ) -> Result<Run, RunError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
+    let mut phases = PreparePhases::default();
     let inputs = resolve_inputs(&options)?;
     // A model that cannot be reached stops the run before anything is
     // copied, built or started.
     source.preflight().await.map_err(RunError::Invalid)?;
+    phases.inputs_ms = elapsed_ms(started);
     let run_id = new_run_id();
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
+    let t = Instant::now();
     let docker = sandbox::connect().await?;
     // The project's image (built where needed) and dependency cache.
     let image =
@@ -52,6 +55,7 @@ pub(crate) async fn prepare(
     let cache_volume =
         sandbox::caches::for_run(&docker, &inputs.repo, &image, !inputs.bootstrap.is_empty())
             .await?;
+    phases.image_ms = elapsed_ms(t);
     let claim = WorkspaceClaim::take(&state, &run_id)?;
 
     // The containers start (≈ 200 ms each) while the workspace is copied and
@@ -79,6 +83,7 @@ pub(crate) async fn prepare(
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
     settings.cache_volume = cache_volume.clone();
+    let t = Instant::now();
     let verifier = match start_verifier(&docker, settings).await {
         Ok(v) => v,
         Err(e) => {
@@ -87,8 +92,12 @@ pub(crate) async fn prepare(
             return Err(e.into());
         }
     };
+    phases.sandbox_ms = elapsed_ms(t);
     let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id).await {
-        Ok(ws) => ws,
+        Ok((ws, copy_ms, checkpoint_ms)) => {
+            (phases.copy_ms, phases.checkpoint_ms) = (copy_ms, checkpoint_ms);
+            ws
+        }
         Err(e) => {
             abandon(starting).await;
             verifier.shutdown().await;
@@ -96,6 +105,7 @@ pub(crate) async fn prepare(
             return Err(e);
         }
     };
+    let t = Instant::now();
     let mut container = match starting.await {
         Ok(Ok(container)) => container,
         failed => {
@@ -108,8 +118,10 @@ pub(crate) async fn prepare(
             });
         }
     };
+    phases.sandbox_ms += elapsed_ms(t);
     // Pre-flight: a program the checks need and the image lacks stops the
     // run now, before any model turn.
+    let t = Instant::now();
     let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
     let bootstraps = !inputs.bootstrap.is_empty();
     if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
@@ -118,6 +130,7 @@ pub(crate) async fn prepare(
         claim.release();
         return Err(e.into());
     }
+    phases.preflight_ms = elapsed_ms(t);
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, channels.subscribers);
@@ -162,7 +175,14 @@ pub(crate) async fn prepare(
         source,
         agent,
         steering: Steering::new(channels.commands, deadline, timeout_s),
-        counters: RunCounters::default(),
+        counters: RunCounters {
+            durations: PhaseDurations {
+                prepare_ms: elapsed_ms(started),
+                prepare: phases,
+                ..PhaseDurations::default()
+            },
+            ..RunCounters::default()
+        },
     })
 }
 
@@ -268,36 +288,44 @@ async fn start_verifier(
 }
 
 /// Copies the source into the workspace (credential files left out) and
-/// takes the baseline checkpoint.
+/// takes the baseline checkpoint; with the milliseconds each took.
 async fn copy_workspace(
     inputs: &Inputs,
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
-) -> Result<RunWorkspace, RunError> {
+) -> Result<(RunWorkspace, u64, u64), RunError> {
     let (repo, ws_dir, store, secrets) = (
         inputs.repo.clone(),
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
         inputs.secrets.clone(),
     );
-    tokio::task::spawn_blocking(move || -> Result<RunWorkspace, RunError> {
+    tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
+        let t = Instant::now();
         let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, workspace_owner(), &secrets)?;
+        let copy_ms = elapsed_ms(t);
+        let t = Instant::now();
         let root = workspace.root()?;
         let mut checkpoints =
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
                 .with_secret_paths(secrets);
         let baseline = checkpoints.create("baseline")?;
-        Ok(RunWorkspace {
+        let ws = RunWorkspace {
             workspace,
             root,
             checkpoints,
             baseline: baseline.id,
             baseline_fingerprint: baseline.fingerprint.to_string(),
-        })
+        };
+        Ok((ws, copy_ms, elapsed_ms(t)))
     })
     .await
     .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Waits for a container that is no longer wanted and removes it.
