@@ -608,6 +608,16 @@ async fn a_huge_output_reaches_the_model_by_both_ends_and_its_middle_by_read_out
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(result["outcome"], "success", "{result:#}\n{stderr}");
     h.assert_guarantees();
+    // Each phase of setting up is on stderr, the copy with its counts.
+    for phase in [
+        "preparing: checking the model",
+        "preparing: copying ",
+        "… 100 %",
+        "preparing: checkpoint",
+        "preparing: starting sandbox",
+    ] {
+        assert!(stderr.contains(phase), "{phase}: {stderr}");
+    }
     // The setting up, split by phase: the phases run one after another.
     let report: Value =
         serde_json::from_slice(&std::fs::read(h.artifacts.join("report.json")).unwrap()).unwrap();

@@ -784,3 +784,28 @@ fn a_failing_check_says_why_under_the_matrix() {
         "{screen}"
     );
 }
+
+#[test]
+fn preparation_shows_its_phase_with_counts_until_the_run_starts() {
+    let preparing = |h: &mut Harness| {
+        h.app
+            .start("page_count drops the last partial page; fix it");
+        h.feed(vec![RunEvent::RunPreparing {
+            phase: "copy".into(),
+            done: 3_048,
+            total: 4_916,
+            bytes: 104 << 20,
+        }]);
+    };
+    both_sizes("preparing", ApprovalMode::Final, preparing);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    preparing(&mut h);
+    assert!(
+        h.screen()
+            .contains("preparing: copying 4,916 files, 104 MB … 62 %")
+    );
+    h.feed(vec![ev::started()]);
+    let screen = h.screen();
+    assert!(!screen.contains("copying"), "{screen}");
+    assert!(screen.contains("sandbox ready"), "{screen}");
+}

@@ -20,7 +20,7 @@ use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
-use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, SecretPaths};
+use crate::workspace::{CheckpointStore, CopyProgress, ExcludeSet, PrivateWorkspace, SecretPaths};
 use bollard::Docker;
 
 pub fn new_run_id() -> String {
@@ -39,7 +39,9 @@ pub(crate) async fn prepare(
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
     let mut phases = PreparePhases::default();
+    let progress = Progress(channels.subscribers.clone());
     let inputs = resolve_inputs(&options)?;
+    progress.phase("model");
     // A model that cannot be reached stops the run before anything is
     // copied, built or started.
     source.preflight().await.map_err(RunError::Invalid)?;
@@ -47,6 +49,7 @@ pub(crate) async fn prepare(
     let run_id = new_run_id();
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     let t = Instant::now();
+    progress.phase("image");
     let docker = sandbox::connect().await?;
     // The project's image (built where needed) and dependency cache.
     let image =
@@ -84,6 +87,7 @@ pub(crate) async fn prepare(
     settings.check_timeout = options.limits.command_timeout();
     settings.cache_volume = cache_volume.clone();
     let t = Instant::now();
+    progress.phase("sandbox");
     let verifier = match start_verifier(&docker, settings).await {
         Ok(v) => v,
         Err(e) => {
@@ -93,7 +97,7 @@ pub(crate) async fn prepare(
         }
     };
     phases.sandbox_ms = elapsed_ms(t);
-    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id).await {
+    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await {
         Ok((ws, copy_ms, checkpoint_ms)) => {
             (phases.copy_ms, phases.checkpoint_ms) = (copy_ms, checkpoint_ms);
             ws
@@ -106,6 +110,7 @@ pub(crate) async fn prepare(
         }
     };
     let t = Instant::now();
+    progress.phase("sandbox");
     let mut container = match starting.await {
         Ok(Ok(container)) => container,
         failed => {
@@ -122,6 +127,7 @@ pub(crate) async fn prepare(
     // Pre-flight: a program the checks need and the image lacks stops the
     // run now, before any model turn.
     let t = Instant::now();
+    progress.phase("preflight");
     let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
     let bootstraps = !inputs.bootstrap.is_empty();
     if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
@@ -294,7 +300,9 @@ async fn copy_workspace(
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
+    progress: &Progress,
 ) -> Result<(RunWorkspace, u64, u64), RunError> {
+    let progress = progress.clone();
     let (repo, ws_dir, store, secrets) = (
         inputs.repo.clone(),
         ws_dir.to_path_buf(),
@@ -303,9 +311,24 @@ async fn copy_workspace(
     );
     tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
         let t = Instant::now();
-        let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, workspace_owner(), &secrets)?;
+        let mut shown = 0;
+        let workspace = PrivateWorkspace::create_reporting(
+            &repo,
+            &ws_dir,
+            workspace_owner(),
+            &secrets,
+            &mut |done| {
+                // Every tenth of the way (the counts are in each event).
+                let tenth = (done.files * 10).checked_div(done.total).unwrap_or(10);
+                if tenth > shown || done.files == 1 {
+                    shown = tenth;
+                    progress.copy(done);
+                }
+            },
+        )?;
         let copy_ms = elapsed_ms(t);
         let t = Instant::now();
+        progress.phase("checkpoint");
         let root = workspace.root()?;
         let mut checkpoints =
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
@@ -322,6 +345,37 @@ async fn copy_workspace(
     })
     .await
     .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+/// Tells the run's subscribers which phase of setting up is under way
+/// (`run.preparing`, live only: the event log does not exist yet).
+#[derive(Clone)]
+struct Progress(Vec<tokio::sync::mpsc::UnboundedSender<RunEvent>>);
+
+impl Progress {
+    fn send(&self, event: RunEvent) {
+        for subscriber in &self.0 {
+            let _ = subscriber.send(event.clone());
+        }
+    }
+
+    fn phase(&self, phase: &str) {
+        self.send(RunEvent::RunPreparing {
+            phase: phase.to_string(),
+            done: 0,
+            total: 0,
+            bytes: 0,
+        });
+    }
+
+    fn copy(&self, done: CopyProgress) {
+        self.send(RunEvent::RunPreparing {
+            phase: "copy".to_string(),
+            done: done.files,
+            total: done.total,
+            bytes: done.bytes,
+        });
+    }
 }
 
 fn elapsed_ms(since: Instant) -> u64 {
