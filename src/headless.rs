@@ -140,6 +140,15 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
             duration_ms,
             ..
         } => format!("finished: {outcome:?} ({reason}) in {duration_ms} ms"),
+        RunEvent::RunPreparing {
+            phase,
+            done,
+            total,
+            bytes,
+        } => format!(
+            "preparing: {}",
+            crate::protocol::preparing_text(phase, *done, *total, *bytes)
+        ),
         _ => return None,
     })
 }

@@ -16,7 +16,7 @@
 //! agent/       the reducer over explicit phases: every decision, no IO
 //!                  │
 //! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
-//! tools/       the nine tools, their schemas and result caps
+//! tools/       the ten tools, their schemas and result caps
 //! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
 //! delivery/    apply and undo: receipt checks, conflicts, atomic writes, journal
 //! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)

@@ -301,3 +301,88 @@ async fn the_demo_fixes_the_fixture_in_the_real_sandbox() {
     let left = support::containers_of_run(&docker, run_id).await;
     assert!(left.is_empty(), "containers left: {left:?}");
 }
+
+/// A repository of `files` small files, committed.
+fn large_repo(files: usize) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().expect("tempdir");
+    for i in 0..files {
+        let dir = repo.path().join(format!("pkg{}", i % 50));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(format!("m{i}.py")), format!("X = {i}\n")).expect("write");
+    }
+    for args in [
+        &["init", "-q"][..],
+        &["add", "-A"],
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    ] {
+        let status = Command::new("git")
+            .args(args)
+            .current_dir(repo.path())
+            .status()
+            .expect("git");
+        assert!(status.success(), "git {args:?}");
+    }
+    repo
+}
+
+#[test]
+fn a_model_misconfiguration_stops_the_run_before_any_workspace_or_docker() {
+    let repo = large_repo(3_000);
+    let repo_path = repo.path().to_str().expect("utf-8 path");
+    for (env, says) in [
+        (vec![("OPENAI_MODEL", "m")], "OPENAI_API_KEY is not set"),
+        (
+            vec![
+                ("OPENAI_MODEL", "m"),
+                ("OPENAI_API_KEY", "sk-test-0123456789abcdef"),
+                ("OPENAI_BASE_URL", "https://minicoder-preflight.invalid/v1"),
+            ],
+            "cannot be reached: its host minicoder-preflight.invalid (from OPENAI_BASE_URL)",
+        ),
+    ] {
+        let state = tempfile::tempdir().expect("tempdir");
+        let mut cmd = Command::new(support::bin());
+        cmd.args([
+            "run",
+            repo_path,
+            "a task",
+            "--non-interactive",
+            "--model",
+            "openai",
+        ])
+        .env("MINICODER_STATE_DIR", state.path())
+        // Docker is not asked for anything: a daemon that is not there
+        // would be the error otherwise.
+        .env("DOCKER_HOST", "unix:///nonexistent/minicoder-test.sock")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("OPENAI_BASE_URL");
+        for (k, v) in &env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("run minicoder");
+        let (stdout, err) = text(&out);
+        assert_eq!(out.status.code(), Some(1), "{stdout}\n{err}");
+        let result: serde_json::Value =
+            serde_json::from_str(stdout.trim()).expect("one JSON object");
+        assert_eq!(result["outcome"], "failure");
+        let reason = result["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(says), "{reason}");
+        // Only the log directory: no workspace, checkpoint store or run.
+        let made: Vec<_> = std::fs::read_dir(state.path())
+            .map(|d| d.flatten().map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            made,
+            ["logs"],
+            "nothing is created before the model is checked"
+        );
+    }
+}

@@ -244,7 +244,7 @@ async fn a_fix_that_verifies() {
         "{}",
         String::from_utf8_lossy(&applied.stderr)
     );
-    // What reached the model: the nine tools, and results answering their calls.
+    // What reached the model: the ten tools, and results answering their calls.
     let first = &h.mock.requests()[0];
     let mut names = first.tool_names();
     names.sort();
@@ -255,6 +255,7 @@ async fn a_fix_that_verifies() {
             "git",
             "list_tree",
             "read_file",
+            "read_output",
             "request_completion",
             "ripgrep",
             "run_shell",
@@ -583,4 +584,106 @@ async fn events_mode_streams_jsonl_on_stdout() {
         Some("run.finished")
     );
     h.assert_guarantees();
+}
+
+#[tokio::test]
+async fn a_huge_output_reaches_the_model_by_both_ends_and_its_middle_by_read_output() {
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    // 13 + 437,000 × 12 + 11 bytes: a marker, numbered rows, a marker.
+    let command = "echo BEGIN-MARKER; python3 -c \"import sys; sys.stdout.write(''.join('row %07d\\n' % i for i in range(437000)))\"; echo END-MARKER";
+    let row = |i: u64| 13 + 12 * i;
+    h.mock.push(MockResponse::sse_tool_calls(&[
+        ("update_plan", plan(["in_progress", "pending"])),
+        ("run_shell", json!({"command": command})),
+    ]));
+    // The run_shell call is the run's first tool call, and `call_2` of its reply.
+    h.mock.push(MockResponse::tool_calls(&[(
+        "read_output",
+        json!({"id": "0001-call_2.stdout", "offset": row(200_000), "length": 24}),
+    )]));
+    h.mock.push_all(fix_and_complete());
+    let (out, result) = h.run(&[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(result["outcome"], "success", "{result:#}\n{stderr}");
+    h.assert_guarantees();
+    // Each phase of setting up is on stderr, the copy with its counts.
+    for phase in [
+        "preparing: checking the model",
+        "preparing: copying ",
+        "… 100 %",
+        "preparing: checkpoint",
+        "preparing: starting sandbox",
+    ] {
+        assert!(stderr.contains(phase), "{phase}: {stderr}");
+    }
+    // The setting up, split by phase: the phases run one after another.
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(h.artifacts.join("report.json")).unwrap()).unwrap();
+    let durations = &report["durations"];
+    let phases: u64 = [
+        "inputs_ms",
+        "image_ms",
+        "copy_ms",
+        "checkpoint_ms",
+        "sandbox_ms",
+        "preflight_ms",
+    ]
+    .iter()
+    .map(|p| {
+        durations["prepare"][p]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{p}: {durations}"))
+    })
+    .sum();
+    assert!(
+        phases <= durations["prepare_ms"].as_u64().unwrap(),
+        "{durations}"
+    );
+
+    let requests = h.mock.requests();
+    let shell_result = requests[1]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .find(|c| c.contains("--- stdout"))
+        .expect("the run_shell result reached the model");
+    assert!(shell_result.contains("BEGIN-MARKER\n"), "{shell_result}");
+    assert!(shell_result.contains("END-MARKER\n"), "{shell_result}");
+    assert!(shell_result.chars().count() <= 16_000);
+    assert!(
+        shell_result.contains(&format!(
+            "--- stdout ({} bytes, output id 0001-call_2.stdout):",
+            "5,244,024"
+        )),
+        "{shell_result}"
+    );
+    assert!(
+        shell_result
+            .contains("bytes omitted; read them with read_output id=0001-call_2.stdout offset="),
+        "{shell_result}"
+    );
+    assert!(
+        !shell_result.contains(&h.artifacts.display().to_string()),
+        "no host path"
+    );
+
+    let read_result = h
+        .tool_results()
+        .into_iter()
+        .find(|r| r.starts_with("0001-call_2.stdout: "))
+        .expect("the read_output result reached the model");
+    assert_eq!(
+        read_result,
+        format!(
+            "0001-call_2.stdout: bytes {} to {} of 5,244,024 bytes:\nrow 0200000\nrow 0200001\n\
+             [… {} bytes follow; read_output id=0001-call_2.stdout offset={} reads on …]\n",
+            row(200_000),
+            row(200_002),
+            minicoder::tools::cap::group_thousands((5_244_024 - row(200_002)) as usize),
+            row(200_002)
+        )
+    );
 }

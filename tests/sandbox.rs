@@ -151,7 +151,7 @@ async fn tmp_and_home_do_not_survive() {
     let after = sh(&mut c, "ls -A /tmp ~ /dev/shm").await;
     let listed: Vec<&str> = after
         .stdout
-        .bytes
+        .head
         .split(|b| *b == b'\n')
         .filter_map(|l| std::str::from_utf8(l).ok())
         .filter(|l| !l.is_empty() && !l.ends_with(':'))
@@ -253,7 +253,12 @@ async fn large_output_is_capped_in_memory_and_spooled_in_full() {
         .await
         .expect("sandbox");
     assert!(out.success(), "{out:?}");
-    assert_eq!(out.stdout.bytes.len(), 1 << 20, "capped at 1 MB");
+    assert_eq!(
+        out.stdout.head.len() + out.stdout.tail.len(),
+        1 << 20,
+        "1 MB kept in memory, head and tail"
+    );
+    assert_eq!(out.stdout.omitted, (5 << 20) - (1 << 20));
     assert_eq!(out.stdout.total_bytes, 5 << 20);
     assert!(out.stdout.truncated());
     let spooled = std::fs::read(spool.path().join("cmd-1.stdout")).expect("spool");

@@ -538,6 +538,7 @@ async fn shell(
         root,
         container,
         outputs_dir: outputs,
+        redactor: &minicoder::trace::Redactor::default(),
         call_id: id,
         default_timeout: Duration::from_secs(60),
     };
@@ -609,7 +610,13 @@ async fn run_shell_runs_in_the_sandbox_and_reports() {
     assert!(noisy.ok);
     assert!(noisy.content.chars().count() <= 16_000);
     assert!(noisy.content.contains("\n1\n2\n") && noisy.content.contains("100000"));
-    assert!(noisy.content.contains("characters omitted"));
+    assert!(
+        noisy
+            .content
+            .contains("bytes omitted; read them with read_output id=call_4.stdout offset=3700 …]"),
+        "{}",
+        noisy.content
+    );
 
     let capped = shell(
         &root,

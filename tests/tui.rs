@@ -859,3 +859,28 @@ fn the_file_list_takes_the_room_a_wide_terminal_has() {
     );
     assert_screen("diff_wide", 200, 50, &screen);
 }
+
+#[test]
+fn preparation_shows_its_phase_with_counts_until_the_run_starts() {
+    let preparing = |h: &mut Harness| {
+        h.app
+            .start("page_count drops the last partial page; fix it");
+        h.feed(vec![RunEvent::RunPreparing {
+            phase: "copy".into(),
+            done: 3_048,
+            total: 4_916,
+            bytes: 104 << 20,
+        }]);
+    };
+    both_sizes("preparing", ApprovalMode::Final, preparing);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    preparing(&mut h);
+    assert!(
+        h.screen()
+            .contains("preparing: copying 4,916 files, 104 MB … 62 %")
+    );
+    h.feed(vec![ev::started()]);
+    let screen = h.screen();
+    assert!(!screen.contains("copying"), "{screen}");
+    assert!(screen.contains("sandbox ready"), "{screen}");
+}

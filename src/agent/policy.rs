@@ -4,7 +4,7 @@
 use super::plan::Plan;
 use crate::tools::ToolName;
 
-/// The names of the nine tools, for messages.
+/// The names of the ten tools, for messages.
 fn tool_names() -> String {
     ToolName::ALL.map(ToolName::as_str).join(", ")
 }
@@ -79,6 +79,7 @@ fn example_arguments(tool: &str) -> &'static str {
         }
         "run_shell" => r#"{"command": "python3 -m pytest -q"}"#,
         "git" => r#"{"subcommand": "diff"}"#,
+        "read_output" => r#"{"id": "0004-call_2.stdout", "offset": 524288}"#,
         "update_plan" => {
             r#"{"items": [{"id": "1", "content": "reproduce the bug", "status": "in_progress"}]}"#
         }

@@ -87,6 +87,13 @@ pub(crate) async fn run_with(
     repo: &str,
     task: &str,
 ) -> (ExitCode, Option<RunReport>) {
+    // Before Docker is asked for anything (the run checks again itself).
+    if let Err(e) = source.preflight().await {
+        return (
+            failure_object(repo, task, &e, mode, super::EXIT_FAILURE),
+            None,
+        );
+    }
     match super::sandbox::docker_with_project_image(&opts.repo).await {
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
         Err(e) => {

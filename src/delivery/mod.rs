@@ -1,4 +1,4 @@
-//! Delivering a run's patch to its source repository (SPEC §12): `apply`
+//! Delivering a run's patch to its source repository: `apply`
 //! checks the run's receipt, patch and event log, checks the source for
 //! edits that overlap the patch, and writes every file or none under a lock,
 //! recording an authenticated journal of pre-images; `undo` puts the

@@ -12,6 +12,53 @@ use super::selection::{ModelSelection, resolve_providers};
 use super::types::{ModelId, ModelReply, ModelRequest};
 use super::{ActionSource, CompletionFuture, ModelObservation};
 
+/// How long the host name of an endpoint may take to resolve before a run.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether the host name of `endpoint`'s base URL resolves (an IP address
+/// always does): a typo in the URL or a machine without DNS is found before
+/// the run copies anything, not at its first model turn.
+async fn resolves(endpoint: &ProviderEndpoint) -> Result<(), String> {
+    let variable = endpoint.kind.base_url_var();
+    let url = url::Url::parse(&endpoint.base_url).map_err(|e| {
+        format!(
+            "{variable}={:?} is not a valid URL ({e})",
+            endpoint.base_url
+        )
+    })?;
+    let Some(host) = url.host() else {
+        return Err(format!("{variable}={:?} names no host", endpoint.base_url));
+    };
+    let name = match host {
+        url::Host::Domain(name) => name.to_string(),
+        url::Host::Ipv4(_) | url::Host::Ipv6(_) => return Ok(()),
+    };
+    let port = url.port_or_known_default().unwrap_or(443);
+    let failure = |why: String| {
+        format!(
+            "the model {}:{} cannot be reached: its host {name} (from {variable}) {why}; check \
+             the URL and this machine's network and DNS",
+            endpoint.id.provider, endpoint.id.model
+        )
+    };
+    match tokio::time::timeout(
+        RESOLVE_TIMEOUT,
+        tokio::net::lookup_host((name.as_str(), port)),
+    )
+    .await
+    {
+        Ok(Ok(mut addresses)) => match addresses.next() {
+            Some(_) => Ok(()),
+            None => Err(failure("has no address".into())),
+        },
+        Ok(Err(e)) => Err(failure(format!("does not resolve ({e})"))),
+        Err(_) => Err(failure(format!(
+            "did not resolve within {} s",
+            RESOLVE_TIMEOUT.as_secs()
+        ))),
+    }
+}
+
 /// Default per-request timeout (`MINICODER_MODEL_TIMEOUT_MS`). Replies are
 /// streamed unless `MINICODER_MODEL_STREAMING=off`.
 pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_millis(120_000);
@@ -245,6 +292,19 @@ impl ActionSource for ModelChain {
 
     fn current(&self) -> ModelId {
         self.adapters[self.active].endpoint().id.clone()
+    }
+
+    fn preflight(&self) -> super::PreflightFuture<'_> {
+        Box::pin(async move {
+            let mut problems = Vec::new();
+            for adapter in &self.adapters {
+                match resolves(adapter.endpoint()).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => problems.push(e),
+                }
+            }
+            Err(problems.join("; "))
+        })
     }
 
     fn context_limit(&self) -> u64 {

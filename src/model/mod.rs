@@ -71,4 +71,13 @@ pub trait ActionSource: Send {
 
     /// The context ceiling in tokens; with fallback enabled, the smallest in the chain.
     fn context_limit(&self) -> u64;
+
+    /// Checks, before a run spends anything on its workspace, that the model
+    /// can be reached at all; `Err` says what is wrong and how to fix it.
+    fn preflight(&self) -> PreflightFuture<'_> {
+        Box::pin(async { Ok(()) })
+    }
 }
+
+/// The result of [`ActionSource::preflight`].
+pub type PreflightFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;

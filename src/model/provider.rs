@@ -55,7 +55,7 @@ impl ProviderKind {
         }
     }
 
-    fn base_url_var(self) -> &'static str {
+    pub(crate) fn base_url_var(self) -> &'static str {
         match self {
             Self::Gemini => "GEMINI_BASE_URL",
             Self::Qwen | Self::Deepseek => "FREELLMAPI_BASE_URL",

@@ -53,6 +53,20 @@ pub struct CheckReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum RunEvent {
+    /// A phase of setting the run up, before `run.started` (live only: the
+    /// event log does not exist yet). `phase` is `model`, `image`, `copy`,
+    /// `checkpoint`, `sandbox` or `preflight`; for `copy`, `done` of `total`
+    /// files and `bytes` so far.
+    #[serde(rename = "run.preparing")]
+    RunPreparing {
+        phase: String,
+        #[serde(default)]
+        done: u64,
+        #[serde(default)]
+        total: u64,
+        #[serde(default)]
+        bytes: u64,
+    },
     #[serde(rename = "run.started")]
     RunStarted {
         run_id: String,
@@ -223,11 +237,58 @@ pub struct ToolCallSummary {
     pub arguments: String,
 }
 
+/// What a `run.preparing` event says: "copying 4,916 files, 104 MB … 62 %",
+/// "checkpoint", "starting sandbox", ….
+pub fn preparing_text(phase: &str, done: u64, total: u64, bytes: u64) -> String {
+    match phase {
+        "model" => "checking the model".to_string(),
+        "image" => "finding the sandbox image".to_string(),
+        "copy" => {
+            let percent = (done.min(total) * 100).checked_div(total).unwrap_or(100);
+            format!(
+                "copying {} files, {} … {percent} %",
+                grouped(total),
+                size(bytes)
+            )
+        }
+        "checkpoint" => "checkpoint".to_string(),
+        "sandbox" => "starting sandbox".to_string(),
+        "preflight" => "checking the image has what the checks need".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// `4916` → `4,916`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `104 MB`, `3.2 MB`, `12 KB`.
+fn size(bytes: u64) -> String {
+    const MB: u64 = 1 << 20;
+    if bytes >= 10 * MB {
+        format!("{} MB", bytes / MB)
+    } else if bytes >= MB {
+        format!("{}.{} MB", bytes / MB, bytes % MB * 10 / MB)
+    } else {
+        format!("{} KB", bytes.div_ceil(1024))
+    }
+}
+
 impl RunEvent {
     /// The dotted type name, as written in `events.jsonl`.
     #[cfg(test)]
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
+            RunEvent::RunPreparing { .. } => "run.preparing",
             RunEvent::RunStarted { .. } => "run.started",
             RunEvent::BootstrapStarted { .. } => "bootstrap.started",
             RunEvent::BootstrapFinished { .. } => "bootstrap.finished",
@@ -258,14 +319,42 @@ impl RunEvent {
 
     /// Whether the event belongs in `events.jsonl` (streamed deltas do not:
     /// the complete text is in `model.response`).
-    pub(crate) fn is_persisted(&self) -> bool {
-        !matches!(self, RunEvent::ModelDelta { .. })
+    pub fn is_persisted(&self) -> bool {
+        !matches!(
+            self,
+            RunEvent::ModelDelta { .. } | RunEvent::RunPreparing { .. }
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn preparation_reads_with_counts() {
+        assert_eq!(
+            preparing_text("copy", 3048, 4916, 104 << 20),
+            "copying 4,916 files, 104 MB … 62 %"
+        );
+        assert_eq!(
+            preparing_text("copy", 0, 0, 0),
+            "copying 0 files, 0 KB … 100 %"
+        );
+        assert_eq!(
+            preparing_text("copy", 1, 2, 3 << 19),
+            "copying 2 files, 1.5 MB … 50 %"
+        );
+        assert_eq!(preparing_text("sandbox", 0, 0, 0), "starting sandbox");
+        let e = RunEvent::RunPreparing {
+            phase: "checkpoint".into(),
+            done: 0,
+            total: 0,
+            bytes: 0,
+        };
+        assert_eq!(e.type_name(), "run.preparing");
+        assert!(!e.is_persisted());
+    }
 
     #[test]
     fn events_serialize_with_their_dotted_type() {

@@ -11,10 +11,12 @@ pub mod plan;
 pub mod report;
 
 pub use command::{ApprovalDecision, ApprovalMode, Command};
-pub use event::{CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason};
+pub use event::{
+    CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason, preparing_text,
+};
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
-    PhaseDurations, RecoverySummary, RunReport, SourceState, TokenTotals, VerificationSummary,
-    exit_code_for,
+    PhaseDurations, PreparePhases, RecoverySummary, RunReport, SourceState, TokenTotals,
+    VerificationSummary, exit_code_for,
 };

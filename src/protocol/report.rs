@@ -112,11 +112,35 @@ pub struct RecoverySummary {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PhaseDurations {
+    /// Setting the run up, from its start to its first event; split in `prepare`.
+    #[serde(default)]
+    pub prepare_ms: u64,
+    #[serde(default)]
+    pub prepare: PreparePhases,
     pub bootstrap_ms: u64,
     pub model_ms: u64,
     pub tools_ms: u64,
     pub verification_ms: u64,
     pub teardown_ms: u64,
+}
+
+/// Where the setting up of a run went. The containers start while the
+/// workspace is copied: `sandbox_ms` is only the time the run waited for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PreparePhases {
+    /// Checking the inputs and the model, freezing the checks.
+    pub inputs_ms: u64,
+    /// Finding (or building) the project's image and its cache.
+    pub image_ms: u64,
+    /// Copying the source into the private workspace.
+    pub copy_ms: u64,
+    /// Taking the baseline checkpoint.
+    pub checkpoint_ms: u64,
+    /// Waiting for the verifier and the command container.
+    pub sandbox_ms: u64,
+    /// Checking that the image has every program the checks need.
+    pub preflight_ms: u64,
 }
 
 /// The process exit code of an outcome: 0 success, 1 failure, 130 cancelled.
@@ -242,6 +266,7 @@ mod tests {
             assert!(check.get(field).is_some(), "check lacks {field}");
         }
         for field in [
+            "prepare_ms",
             "bootstrap_ms",
             "model_ms",
             "tools_ms",
@@ -250,8 +275,31 @@ mod tests {
         ] {
             assert!(json["durations"].get(field).is_some(), "lacks {field}");
         }
+        for field in [
+            "inputs_ms",
+            "image_ms",
+            "copy_ms",
+            "checkpoint_ms",
+            "sandbox_ms",
+            "preflight_ms",
+        ] {
+            assert!(
+                json["durations"]["prepare"].get(field).is_some(),
+                "lacks {field}"
+            );
+        }
         let back: RunReport = serde_json::from_value(json).expect("parse");
         assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn a_report_without_the_prepare_durations_still_reads() {
+        let mut json = serde_json::to_value(sample()).expect("json");
+        let durations = json["durations"].as_object_mut().expect("object");
+        durations.remove("prepare_ms");
+        durations.remove("prepare");
+        let back: RunReport = serde_json::from_value(json).expect("parse");
+        assert_eq!(back.durations.prepare, PreparePhases::default());
     }
 
     #[test]

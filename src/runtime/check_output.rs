@@ -8,6 +8,7 @@ use std::path::Path;
 
 use crate::agent::effects::CheckOutput;
 use crate::protocol::CheckReport;
+use crate::tools::cap::omission_marker;
 
 /// Bytes read from the beginning of each output stream.
 const HEAD: u64 = 8 * 1024;
@@ -56,7 +57,17 @@ pub(crate) fn feedback(checks: &[CheckReport], outputs: &[CheckOutput]) -> Strin
         let skip = total.saturating_sub(FEEDBACK_TAIL);
         out.push_str("  output:\n");
         if skip > 0 {
-            out.push_str("[… earlier output omitted …]\n");
+            match c
+                .output_file
+                .as_deref()
+                .and_then(|f| Path::new(f).file_name())
+            {
+                Some(id) => out.push_str(&format!(
+                    "[… earlier output omitted; read_output id={} reads the whole stream …]\n",
+                    id.to_string_lossy()
+                )),
+                None => out.push_str("[… earlier output omitted …]\n"),
+            }
         }
         out.extend(o.output.chars().skip(skip));
         out.push('\n');
@@ -81,8 +92,9 @@ fn spooled(check: &CheckReport, artifact_dir: &Path) -> String {
     text
 }
 
-/// At most `head` bytes from the start and `tail` from the end of a file,
-/// with a note of what lies between.
+/// At most `head` bytes from the start and `tail` from the end of a file
+/// (no UTF-8 character split at a cut), with a note between them of what was
+/// left out and the `read_output` call that reads it.
 pub(crate) fn head_and_tail(path: &Path, head: u64, tail: u64) -> std::io::Result<String> {
     let mut file = File::open(path)?;
     let size = file.metadata()?.len();
@@ -92,13 +104,29 @@ pub(crate) fn head_and_tail(path: &Path, head: u64, tail: u64) -> std::io::Resul
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
     }
     (&mut file).take(head).read_to_end(&mut bytes)?;
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    text.push_str(&format!("\n[… {} bytes omitted …]\n", size - head - tail));
+    let front = complete_prefix(&bytes);
+    let mut text = String::from_utf8_lossy(&bytes[..front]).into_owned();
     bytes.clear();
     file.seek(SeekFrom::Start(size - tail))?;
     file.take(tail).read_to_end(&mut bytes)?;
-    text.push_str(&String::from_utf8_lossy(&bytes));
+    let skip = bytes
+        .iter()
+        .take(3)
+        .take_while(|b| **b & 0b1100_0000 == 0b1000_0000)
+        .count();
+    let omitted = size - front as u64 - (bytes.len() - skip) as u64;
+    let id = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    text.push_str(&omission_marker(front as u64, omitted, id.as_deref()));
+    text.push_str(&String::from_utf8_lossy(&bytes[skip..]));
     Ok(text)
+}
+
+/// The length of `bytes` without a UTF-8 character cut off at its end.
+fn complete_prefix(bytes: &[u8]) -> usize {
+    match std::str::from_utf8(bytes) {
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        _ => bytes.len(),
+    }
 }
 
 #[cfg(test)]
@@ -127,10 +155,16 @@ mod tests {
         big.push_str("FAILED t.py::test_last - assert 1 == 2\n");
         std::fs::write(dir.path().join("outputs/verify-1-tests.stdout"), &big).expect("write");
         let out = outputs(&[report(false), report(true)], dir.path());
-        assert!(out[0].output.len() < (HEAD + TAIL) as usize + 100);
+        assert!(out[0].output.len() < (HEAD + TAIL) as usize + 200);
         assert!(out[0].output.starts_with("FAILED t.py::test_first"));
         assert!(out[0].output.ends_with("assert 1 == 2\n"));
-        assert!(out[0].output.contains("bytes omitted"));
+        assert!(
+            out[0].output.contains(&format!(
+                "bytes omitted; read them with read_output id=verify-1-tests.stdout offset={HEAD} …]"
+            )),
+            "{}",
+            &out[0].output[..9000]
+        );
         assert!(
             out[1].output.is_empty(),
             "a passing check's output is not read"
@@ -140,7 +174,9 @@ mod tests {
             text.contains("- tests (`pytest`): FAILED, exit 1, 5 ms"),
             "{text}"
         );
-        assert!(text.contains("[… earlier output omitted …]"));
+        assert!(text.contains(
+            "[… earlier output omitted; read_output id=verify-1-tests.txt reads the whole stream …]"
+        ));
         assert!(text.contains("assert 1 == 2"));
         assert!(text.contains("- tests (`pytest`): passed, exit 0"));
         assert!(text.len() < 3500, "{}", text.len());

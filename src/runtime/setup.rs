@@ -14,13 +14,13 @@ use crate::agent::effects::AgentConfig;
 use crate::agent::reducer::Agent;
 use crate::model::ActionSource;
 use crate::owner::{ProcessIdentity, write_owner_file};
-use crate::protocol::RunEvent;
+use crate::protocol::{PhaseDurations, PreparePhases, RunEvent};
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
-use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, SecretPaths};
+use crate::workspace::{CheckpointStore, CopyProgress, ExcludeSet, PrivateWorkspace, SecretPaths};
 use bollard::Docker;
 
 pub fn new_run_id() -> String {
@@ -38,9 +38,18 @@ pub(crate) async fn prepare(
 ) -> Result<Run, RunError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
+    let mut phases = PreparePhases::default();
+    let progress = Progress(channels.subscribers.clone());
     let inputs = resolve_inputs(&options)?;
+    progress.phase("model");
+    // A model that cannot be reached stops the run before anything is
+    // copied, built or started.
+    source.preflight().await.map_err(RunError::Invalid)?;
+    phases.inputs_ms = elapsed_ms(started);
     let run_id = new_run_id();
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
+    let t = Instant::now();
+    progress.phase("image");
     let docker = sandbox::connect().await?;
     // The project's image (built where needed) and dependency cache.
     let image =
@@ -49,6 +58,7 @@ pub(crate) async fn prepare(
     let cache_volume =
         sandbox::caches::for_run(&docker, &inputs.repo, &image, !inputs.bootstrap.is_empty())
             .await?;
+    phases.image_ms = elapsed_ms(t);
     let claim = WorkspaceClaim::take(&state, &run_id)?;
 
     // The containers start (≈ 200 ms each) while the workspace is copied and
@@ -74,6 +84,8 @@ pub(crate) async fn prepare(
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
     settings.cache_volume = cache_volume.clone();
+    let t = Instant::now();
+    progress.phase("sandbox");
     let verifier = match start_verifier(&docker, settings).await {
         Ok(v) => v,
         Err(e) => {
@@ -82,8 +94,12 @@ pub(crate) async fn prepare(
             return Err(e.into());
         }
     };
-    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id).await {
-        Ok(ws) => ws,
+    phases.sandbox_ms = elapsed_ms(t);
+    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await {
+        Ok((ws, copy_ms, checkpoint_ms)) => {
+            (phases.copy_ms, phases.checkpoint_ms) = (copy_ms, checkpoint_ms);
+            ws
+        }
         Err(e) => {
             abandon(starting).await;
             verifier.shutdown().await;
@@ -91,6 +107,8 @@ pub(crate) async fn prepare(
             return Err(e);
         }
     };
+    let t = Instant::now();
+    progress.phase("sandbox");
     let mut container = match starting.await {
         Ok(Ok(container)) => container,
         failed => {
@@ -103,8 +121,11 @@ pub(crate) async fn prepare(
             });
         }
     };
+    phases.sandbox_ms += elapsed_ms(t);
     // Pre-flight: a program the checks need and the image lacks stops the
     // run now, before any model turn.
+    let t = Instant::now();
+    progress.phase("preflight");
     let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
     let bootstraps = !inputs.bootstrap.is_empty();
     if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
@@ -113,6 +134,7 @@ pub(crate) async fn prepare(
         claim.release();
         return Err(e.into());
     }
+    phases.preflight_ms = elapsed_ms(t);
 
     let log = artifacts.create_event_log()?;
     let bus = EventBus::new(log, channels.subscribers);
@@ -157,7 +179,14 @@ pub(crate) async fn prepare(
         source,
         agent,
         steering: Steering::new(channels.commands, deadline, timeout_s),
-        counters: RunCounters::default(),
+        counters: RunCounters {
+            durations: PhaseDurations {
+                prepare_ms: elapsed_ms(started),
+                prepare: phases,
+                ..PhaseDurations::default()
+            },
+            ..RunCounters::default()
+        },
     })
 }
 
@@ -263,38 +292,94 @@ async fn start_verifier(
 }
 
 /// Copies the source into the workspace (credential files left out) and
-/// takes the baseline checkpoint.
+/// takes the baseline checkpoint; with the milliseconds each took.
 async fn copy_workspace(
     inputs: &Inputs,
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
-) -> Result<RunWorkspace, RunError> {
+    progress: &Progress,
+) -> Result<(RunWorkspace, u64, u64), RunError> {
+    let progress = progress.clone();
     let (repo, ws_dir, store, secrets) = (
         inputs.repo.clone(),
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
         inputs.secrets.clone(),
     );
-    tokio::task::spawn_blocking(move || -> Result<RunWorkspace, RunError> {
+    tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
         let source = crate::workspace::source_state(&repo);
-        let workspace = PrivateWorkspace::create_with(&repo, &ws_dir, workspace_owner(), &secrets)?;
+        let t = Instant::now();
+        let mut shown = 0;
+        let workspace = PrivateWorkspace::create_reporting(
+            &repo,
+            &ws_dir,
+            workspace_owner(),
+            &secrets,
+            &mut |done| {
+                // Every tenth of the way (the counts are in each event).
+                let tenth = (done.files * 10).checked_div(done.total).unwrap_or(10);
+                if tenth > shown || done.files == 1 {
+                    shown = tenth;
+                    progress.copy(done);
+                }
+            },
+        )?;
+        let copy_ms = elapsed_ms(t);
+        let t = Instant::now();
+        progress.phase("checkpoint");
         let root = workspace.root()?;
         let mut checkpoints =
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
                 .with_secret_paths(secrets);
         let baseline = checkpoints.create("baseline")?;
-        Ok(RunWorkspace {
+        let ws = RunWorkspace {
             workspace,
             root,
             checkpoints,
             baseline: baseline.id,
             baseline_fingerprint: baseline.fingerprint.to_string(),
             source,
-        })
+        };
+        Ok((ws, copy_ms, elapsed_ms(t)))
     })
     .await
     .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+/// Tells the run's subscribers which phase of setting up is under way
+/// (`run.preparing`, live only: the event log does not exist yet).
+#[derive(Clone)]
+struct Progress(Vec<tokio::sync::mpsc::UnboundedSender<RunEvent>>);
+
+impl Progress {
+    fn send(&self, event: RunEvent) {
+        for subscriber in &self.0 {
+            let _ = subscriber.send(event.clone());
+        }
+    }
+
+    fn phase(&self, phase: &str) {
+        self.send(RunEvent::RunPreparing {
+            phase: phase.to_string(),
+            done: 0,
+            total: 0,
+            bytes: 0,
+        });
+    }
+
+    fn copy(&self, done: CopyProgress) {
+        self.send(RunEvent::RunPreparing {
+            phase: "copy".to_string(),
+            done: done.files,
+            total: done.total,
+            bytes: done.bytes,
+        });
+    }
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Waits for a container that is no longer wanted and removes it.

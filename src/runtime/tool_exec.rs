@@ -58,6 +58,7 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
                 root: &p.ws.root,
                 container: p.container,
                 outputs_dir: &outputs_dir,
+                redactor: p.artifacts.redactor(),
                 call_id: &stem,
                 default_timeout: p.command_timeout,
             };

@@ -27,6 +27,7 @@ pub mod spec;
 pub use container::{CommandContainer, CommandOutcome, CommandRequest};
 pub use docker::connect;
 pub use error::SandboxError;
+pub use output::{CapturedStream, StreamCapture, StreamView};
 pub use spec::ContainerSpec;
 
 /// The unprivileged uid and gid commands run as, and that owns the workspace.

@@ -294,7 +294,7 @@ async fn unprivileged(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxErr
 }
 
 /// `go test`, build scripts and lifecycle scripts run what they build in
-/// `/tmp` and home: both must allow it (SPEC §3).
+/// `/tmp` and home: both must allow it.
 async fn scratch_executes(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
     let out = sh(
         c,

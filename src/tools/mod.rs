@@ -1,12 +1,12 @@
 //! The agent's tools: their JSON schemas, the parsing of a model's
-//! call into typed arguments, and the executors of the seven tools that act
-//! on the workspace. `update_plan` and `request_completion` are parsed here
+//! call into typed arguments, and the executors of the eight tools that act
+//! on the workspace and the run's outputs. `update_plan` and `request_completion` are parsed here
 //! but carried out by the agent, since they change its state.
 //!
 //! Every host-side file access goes through [`WorkspaceRoot`], which the
 //! kernel confines to the workspace; commands run only in the sandbox.
 
-pub(crate) mod cap;
+pub mod cap;
 mod edit_file;
 mod error;
 mod git;
@@ -15,6 +15,7 @@ mod list_tree;
 mod parse;
 mod paths;
 mod read_file;
+mod read_output;
 mod ripgrep;
 mod run_shell;
 mod specs;
@@ -26,6 +27,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::sandbox::{CommandContainer, SandboxError};
+use crate::trace::Redactor;
 use crate::workspace::WorkspaceRoot;
 
 pub use cap::{MODEL_CHAR_LIMIT, cap_for_model};
@@ -33,9 +35,10 @@ pub use edit_file::{PreparedEdit, apply_edit, edit_output, prepare_edit};
 pub use error::ToolError;
 pub use git_guard::isolate_libgit2;
 pub use parse::{
-    EditFileArgs, GitArgs, GitSubcommand, ListTreeArgs, ParsedCall, ReadFileArgs, RipgrepArgs,
-    RunShellArgs, SymbolsArgs, ToolName, parse_call,
+    EditFileArgs, GitArgs, GitSubcommand, ListTreeArgs, ParsedCall, ReadFileArgs, ReadOutputArgs,
+    RipgrepArgs, RunShellArgs, SymbolsArgs, ToolName, parse_call,
 };
+pub use read_output::MAX_READ_BYTES;
 pub use specs::specs;
 pub use symbols::{Symbol, extract_symbols};
 pub use unified_diff::{FilePatch, Hunk, HunkLine, parse_unified_diff};
@@ -47,8 +50,11 @@ pub(crate) const MAX_COMMAND_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct ToolContext<'a> {
     pub root: &'a WorkspaceRoot,
     pub container: &'a mut CommandContainer,
-    /// Where `run_shell` spools the full output of its streams.
+    /// Where `run_shell` spools the full output of its streams, and where
+    /// `read_output` finds them.
     pub outputs_dir: &'a Path,
+    /// What `read_output` hides of what it returns.
+    pub redactor: &'a Redactor,
     /// The model's id of the call (the spool file stem).
     pub call_id: &'a str,
     /// The timeout of a command that names none (60 s).
@@ -123,6 +129,12 @@ pub(crate) async fn execute_checked(
 ) -> Result<ToolOutput, SandboxError> {
     match call {
         ParsedCall::RunShell(args) => run_shell::run_shell(args, ctx).await,
+        ParsedCall::ReadOutput(args) => {
+            Ok(
+                read_output::read_output(args, ctx.outputs_dir, ctx.redactor)
+                    .unwrap_or_else(|e| ToolOutput::from_error(&e)),
+            )
+        }
         ParsedCall::UpdatePlan { .. } | ParsedCall::RequestCompletion { .. } => {
             Ok(ToolOutput::from_error(&ToolError::AgentTool {
                 name: call.name().as_str(),

@@ -6,7 +6,7 @@ use serde::de::DeserializeOwned;
 use super::ToolError;
 use crate::protocol::PlanItem;
 
-/// The nine tools, by their exact names.
+/// The ten tools, by their exact names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ToolName {
     ListTree,
@@ -16,12 +16,13 @@ pub enum ToolName {
     EditFile,
     RunShell,
     Git,
+    ReadOutput,
     UpdatePlan,
     RequestCompletion,
 }
 
 impl ToolName {
-    pub(crate) const ALL: [ToolName; 9] = [
+    pub const ALL: [ToolName; 10] = [
         Self::ListTree,
         Self::ReadFile,
         Self::Ripgrep,
@@ -29,6 +30,7 @@ impl ToolName {
         Self::EditFile,
         Self::RunShell,
         Self::Git,
+        Self::ReadOutput,
         Self::UpdatePlan,
         Self::RequestCompletion,
     ];
@@ -42,6 +44,7 @@ impl ToolName {
             Self::EditFile => "edit_file",
             Self::RunShell => "run_shell",
             Self::Git => "git",
+            Self::ReadOutput => "read_output",
             Self::UpdatePlan => "update_plan",
             Self::RequestCompletion => "request_completion",
         }
@@ -63,6 +66,7 @@ impl ToolName {
             }
             Self::RunShell => r#"{"command": "pytest -q", "cwd": ".", "timeout_ms": 120000}"#,
             Self::Git => r#"{"subcommand": "diff", "args": ["--stat"]}"#,
+            Self::ReadOutput => r#"{"id": "0004-call_2.stdout", "offset": 524288}"#,
             Self::UpdatePlan => {
                 r#"{"items": [{"id": "1", "content": "Reproduce the bug", "status": "in_progress"}]}"#
             }
@@ -129,6 +133,22 @@ pub struct EditFileArgs {
     pub patch: String,
 }
 
+/// A part of an earlier command's full output: a byte range (`offset`,
+/// `length`) or a line range (`start_line`, `end_line`), never both.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ReadOutputArgs {
+    /// The output's id as a result named it, e.g. `0004-call_2.stdout`.
+    pub id: String,
+    #[serde(default)]
+    pub offset: Option<u64>,
+    #[serde(default)]
+    pub length: Option<u64>,
+    #[serde(default)]
+    pub start_line: Option<u64>,
+    #[serde(default)]
+    pub end_line: Option<u64>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct RunShellArgs {
     pub command: String,
@@ -180,6 +200,7 @@ pub enum ParsedCall {
     EditFile(EditFileArgs),
     RunShell(RunShellArgs),
     Git(GitArgs),
+    ReadOutput(ReadOutputArgs),
     UpdatePlan { items: Vec<PlanItem> },
     RequestCompletion { summary: String },
 }
@@ -194,6 +215,7 @@ impl ParsedCall {
             Self::EditFile(_) => ToolName::EditFile,
             Self::RunShell(_) => ToolName::RunShell,
             Self::Git(_) => ToolName::Git,
+            Self::ReadOutput(_) => ToolName::ReadOutput,
             Self::UpdatePlan { .. } => ToolName::UpdatePlan,
             Self::RequestCompletion { .. } => ToolName::RequestCompletion,
         }
@@ -257,6 +279,11 @@ pub fn parse_call(name: &str, arguments: &str) -> Result<ParsedCall, ToolError> 
                 args: raw.args,
             })
         }
+        ToolName::ReadOutput => {
+            let args: ReadOutputArgs = typed(tool, value)?;
+            check_output_range(tool, &args)?;
+            ParsedCall::ReadOutput(args)
+        }
         ToolName::UpdatePlan => {
             let raw: RawPlanArgs = typed(tool, value)?;
             ParsedCall::UpdatePlan { items: raw.items }
@@ -296,6 +323,35 @@ fn kind_of(value: &serde_json::Value) -> &'static str {
 fn check_line_range(tool: ToolName, args: &ReadFileArgs) -> Result<(), ToolError> {
     if args.start_line == Some(0) || args.end_line == Some(0) {
         return Err(invalid(tool, "line numbers start at 1".into()));
+    }
+    if let (Some(start), Some(end)) = (args.start_line, args.end_line)
+        && end < start
+    {
+        return Err(invalid(
+            tool,
+            format!("end_line {end} is before start_line {start}"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_output_range(tool: ToolName, args: &ReadOutputArgs) -> Result<(), ToolError> {
+    if args.id.trim().is_empty() {
+        return Err(invalid(tool, "`id` is empty".into()));
+    }
+    let lines = args.start_line.is_some() || args.end_line.is_some();
+    if lines && (args.offset.is_some() || args.length.is_some()) {
+        return Err(invalid(
+            tool,
+            "give a byte range (offset, length) or a line range (start_line, end_line), not both"
+                .into(),
+        ));
+    }
+    if args.start_line == Some(0) || args.end_line == Some(0) {
+        return Err(invalid(tool, "line numbers start at 1".into()));
+    }
+    if args.length == Some(0) {
+        return Err(invalid(tool, "`length` is 0".into()));
     }
     if let (Some(start), Some(end)) = (args.start_line, args.end_line)
         && end < start

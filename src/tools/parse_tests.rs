@@ -135,7 +135,7 @@ fn plan_and_completion_parse() {
 }
 
 #[test]
-fn specs_cover_all_nine_tools_with_object_schemas() {
+fn specs_cover_all_ten_tools_with_object_schemas() {
     let specs = crate::tools::specs();
     let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ToolName::ALL.map(ToolName::as_str).to_vec());

@@ -3,15 +3,16 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::cap::cap_for_model;
+use super::cap::{cap_for_model, group_thousands, stream_for_model};
 use super::paths::{self, display};
 use super::{MAX_COMMAND_TIMEOUT, RunShellArgs, ToolContext, ToolError, ToolOutput};
 use crate::sandbox::container::CommandOutcome;
 use crate::sandbox::{CommandRequest, SandboxError};
 use crate::workspace::EntryKind;
 
-/// Characters of each stream the model sees (head and tail kept).
-const STREAM_CHARS: usize = 7_400;
+/// Bytes of each stream the model sees, beginning and end (so at most as
+/// many characters): two streams with their notes fit the result's cap.
+const STREAM_BYTES: usize = 7_400;
 
 pub async fn run_shell(
     args: &RunShellArgs,
@@ -95,38 +96,36 @@ fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
             "note: the sandbox container was replaced ({reason}); files outside the workspace were reset"
         );
     }
-    let stdout = outcome.stdout.text();
-    let stderr = outcome.stderr.text();
     let mut content = head.clone();
     let mut full = head;
-    for (name, text, stream) in [
-        ("stdout", &stdout, &outcome.stdout),
-        ("stderr", &stderr, &outcome.stderr),
-    ] {
-        if text.is_empty() {
+    for (name, stream) in [("stdout", &outcome.stdout), ("stderr", &outcome.stderr)] {
+        if stream.is_empty() {
             let _ = writeln!(content, "--- {name}: (empty)");
             let _ = writeln!(full, "--- {name}: (empty)");
             continue;
         }
-        let mut note = String::new();
-        if stream.truncated() {
-            let _ = write!(
-                note,
-                " ({} bytes in all; only the first 1 MB was kept{})",
-                stream.total_bytes,
+        let shown = stream_for_model(stream, STREAM_BYTES);
+        let kept = stream_for_model(stream, usize::MAX);
+        let note = if shown.len() < kept.len() || stream.truncated() {
+            format!(
+                " ({} bytes{})",
+                group_thousands(usize::try_from(stream.total_bytes).unwrap_or(usize::MAX)),
                 stream
-                    .spool
-                    .as_ref()
-                    .map(|p| format!(", the full stream is in {}", p.display()))
+                    .spool_name()
+                    .map(|id| format!(", output id {id}"))
                     .unwrap_or_default()
-            );
-        }
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(content, "--- {name}{note}:");
         let _ = writeln!(full, "--- {name}{note}:");
-        content.push_str(&cap_for_model(text, STREAM_CHARS));
-        full.push_str(text);
-        if !text.ends_with('\n') {
+        content.push_str(&shown);
+        full.push_str(&kept);
+        if !shown.ends_with('\n') {
             content.push('\n');
+        }
+        if !kept.ends_with('\n') {
             full.push('\n');
         }
     }
@@ -142,6 +141,70 @@ fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::sandbox::StreamCapture;
+
+    fn outcome(stdout: &[u8], stderr: &[u8]) -> CommandOutcome {
+        let stream = |bytes: &[u8], name: &str| {
+            let dir = std::env::temp_dir().join("minicoder-run-shell-test");
+            let mut c = StreamCapture::new(crate::sandbox::output::STREAM_CAP, None);
+            c.push(bytes).unwrap();
+            let mut s = c.finish(0).unwrap();
+            if !bytes.is_empty() {
+                s.spool = Some(dir.join(name));
+            }
+            s
+        };
+        CommandOutcome {
+            exit_code: Some(1),
+            signal: None,
+            timed_out: false,
+            duration: Duration::from_millis(12),
+            stdout: stream(stdout, "0001-c.stdout"),
+            stderr: stream(stderr, "0001-c.stderr"),
+            container_replaced: None,
+        }
+    }
+
+    #[test]
+    fn a_huge_output_reaches_the_model_by_its_ends_with_the_way_to_the_middle() {
+        let mut big = b"BEGIN-MARKER\n".to_vec();
+        big.extend(std::iter::repeat_n(b'x', 5 << 20));
+        big.extend_from_slice(b"\nEND-MARKER: 3 failed\n");
+        let out = render(&outcome(&big, b"warning: slow\n"), Duration::from_secs(60));
+        assert!(out.content.chars().count() <= crate::tools::MODEL_CHAR_LIMIT);
+        assert!(out.content.contains("BEGIN-MARKER"), "{}", out.content);
+        assert!(
+            out.content.contains("END-MARKER: 3 failed"),
+            "{}",
+            out.content
+        );
+        assert!(
+            out.content
+                .contains("--- stdout (5,242,915 bytes, output id 0001-c.stdout):"),
+            "{}",
+            out.content
+        );
+        assert!(
+            out.content
+                .contains("read them with read_output id=0001-c.stdout offset=3700 …]"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("--- stderr:\nwarning: slow\n"));
+        assert!(
+            !out.content.contains("minicoder-run-shell-test"),
+            "no host path"
+        );
+        // The full text keeps the 1 MB in memory: both ends, the middle noted.
+        assert!(out.full.contains("END-MARKER") && out.full.len() < (1 << 20) + 1000);
+        assert!(
+            out.full.contains("offset=524288 …]"),
+            "{}",
+            &out.full[..200]
+        );
+    }
+
     #[test]
     fn spool_stems_are_safe_file_names() {
         let stem = |id: &str| crate::ids::file_safe(id, 100);

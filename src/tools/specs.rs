@@ -1,4 +1,4 @@
-//! The nine tools as offered to the model: names, descriptions and JSON
+//! The ten tools as offered to the model: names, descriptions and JSON
 //! Schemas of their arguments.
 
 use serde_json::json;
@@ -6,7 +6,7 @@ use serde_json::json;
 use super::ToolName;
 use crate::model::types::ToolSpec;
 
-/// All nine tools, in a stable order.
+/// All ten tools, in a stable order.
 pub fn specs() -> Vec<ToolSpec> {
     ToolName::ALL.into_iter().map(spec).collect()
 }
@@ -96,6 +96,21 @@ fn spec(tool: ToolName) -> ToolSpec {
                     "args": {"type": "array", "items": {"type": "string"}, "description": "Extra arguments, e.g. [\"--stat\"], [\"-n\", \"5\"], [\"HEAD:src/main.rs\"]."}
                 },
                 "required": ["subcommand"],
+                "additionalProperties": false
+            }),
+        ),
+        ToolName::ReadOutput => (
+            "Read part of the full output of an earlier command of this run (run_shell, a verification check) that a result showed only by its beginning and end. Give the output id the result named (e.g. `0004-call_2.stdout`) and either a byte range (offset, length) or a line range (start_line, end_line). At most 12000 bytes a call; the result says where the next part starts.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "Output id from an earlier result, e.g. `0004-call_2.stdout` (not a path)."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "First byte to read (0-based).", "default": 0},
+                    "length": {"type": "integer", "minimum": 1, "maximum": 12000, "description": "Bytes to read (at most 12000).", "default": 12000},
+                    "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (1-based), instead of offset."},
+                    "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read (inclusive)."}
+                },
+                "required": ["id"],
                 "additionalProperties": false
             }),
         ),

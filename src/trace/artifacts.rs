@@ -1,4 +1,4 @@
-//! The artifact directory of one run (SPEC §9). Every text written here
+//! The artifact directory of one run. Every text written here
 //! passes through the [`Redactor`].
 
 use std::fs::{DirBuilder, File, OpenOptions};

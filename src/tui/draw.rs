@@ -174,7 +174,12 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
         };
         parts.push((1, format!("{}{budget}", clock(elapsed.as_millis() as u64))));
     }
-    parts.push((3, format!("sandbox {}", view.sandbox.label())));
+    parts.push(match &view.preparing {
+        // While the run is set up, its phase is what matters most.
+        Some(what) if area.width >= 120 => (0, format!("preparing: {what}")),
+        Some(what) => (0, what.clone()),
+        None => (3, format!("sandbox {}", view.sandbox.label())),
+    });
     let right = match &app.flash {
         Some(flash) => flash.clone(),
         None => state,

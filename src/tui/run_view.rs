@@ -117,6 +117,8 @@ pub struct RunView {
     pub tokens_estimated: bool,
     pub timeout_ms: u64,
     pub sandbox: SandboxState,
+    /// The setting-up phase under way, before the run started.
+    pub preparing: Option<String>,
     pub plan: Vec<PlanItem>,
     pub stream: Vec<StreamEntry>,
     /// The whole diff against the baseline, as last reported.
@@ -145,6 +147,7 @@ impl RunView {
             tokens_estimated: false,
             timeout_ms: 0,
             sandbox: SandboxState::Off,
+            preparing: None,
             plan: Vec::new(),
             stream: Vec::new(),
             diff: String::new(),
@@ -205,6 +208,7 @@ impl RunView {
                     self.note(NoteKind::Warning, notice);
                 }
                 self.phase = Phase::Running;
+                self.preparing = None;
                 self.run_id = Some(run_id.clone());
                 self.repo = repo.clone();
                 self.task = clean(task);
@@ -215,6 +219,16 @@ impl RunView {
                 for check in checks {
                     self.matrix.check_index(check);
                 }
+            }
+            RunEvent::RunPreparing {
+                phase,
+                done,
+                total,
+                bytes,
+            } => {
+                self.preparing = Some(crate::protocol::preparing_text(
+                    phase, *done, *total, *bytes,
+                ));
             }
             RunEvent::BootstrapStarted { commands, network } => {
                 self.sandbox = SandboxState::Bootstrapping;

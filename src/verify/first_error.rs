@@ -48,30 +48,29 @@ const FAILURE_MARKS: [&str; 8] = [
     "not found",
 ];
 
-/// The line to show for a failing check with these streams, if any.
+/// The line to show for a failing check with these streams, if any. A
+/// stream longer than the scan window is looked at by its beginning and,
+/// when that holds no failure line, by its end (where test runners print
+/// their summary).
 pub fn first_error(stderr: &str, stdout: &str) -> Option<String> {
     let meaningful = |line: &&str| {
         let t = line.trim();
         !t.is_empty()
             && !PROGRESS.iter().any(|p| t.starts_with(p))
+            && !t.starts_with("[… ")
             && t.chars().any(char::is_alphanumeric)
     };
-    let stderr = head(stderr);
-    let mut lines = stderr.lines().filter(meaningful);
-    let from_stderr = {
-        let all: Vec<&str> = lines.by_ref().take(200).collect();
-        // An error line wins over whatever noise precedes it.
-        all.iter()
-            .find(|l| FAILURE_MARKS.iter().any(|m| l.contains(m)))
-            .or(all.first())
-            .copied()
-    };
-    let line = from_stderr.or_else(|| {
-        head(stdout)
-            .lines()
-            .filter(meaningful)
-            .find(|l| FAILURE_MARKS.iter().any(|m| l.contains(m)))
-    })?;
+    let failure = |line: &&str| FAILURE_MARKS.iter().any(|m| line.contains(m));
+    let stderr_head: Vec<&str> = head(stderr).lines().filter(meaningful).take(200).collect();
+    // An error line wins over whatever noise precedes it.
+    let line = stderr_head
+        .iter()
+        .copied()
+        .find(failure)
+        .or_else(|| tail(stderr).lines().filter(meaningful).find(failure))
+        .or(stderr_head.first().copied())
+        .or_else(|| head(stdout).lines().filter(meaningful).find(failure))
+        .or_else(|| tail(stdout).lines().filter(meaningful).find(failure))?;
     Some(clean(line.trim()).trim().to_string())
 }
 
@@ -84,6 +83,20 @@ fn head(text: &str) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+/// The last whole lines within the scan window of a text longer than it
+/// (nothing for a shorter one: [`head`] saw it all).
+fn tail(text: &str) -> &str {
+    if text.len() <= SCAN_BYTES {
+        return "";
+    }
+    let mut start = text.len() - SCAN_BYTES;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let window = &text[start..];
+    window.find('\n').map_or("", |at| &window[at + 1..])
 }
 
 /// Control characters (escape sequences included) dropped, length bounded:
@@ -148,6 +161,27 @@ mod tests {
             Some("FAILED tests/test_t.py::test_a - assert 2 == 3")
         );
         assert_eq!(first_error("", "all good\n"), None);
+    }
+
+    #[test]
+    fn a_failure_at_the_end_of_a_long_output_is_found() {
+        let mut stdout = "collected 900 items\n".to_string();
+        stdout.push_str(&"tests/test_a.py ....\n".repeat(40_000));
+        stdout.push_str("\n[… 3,000,000 bytes omitted …]\n");
+        stdout.push_str(&"tests/test_b.py ....\n".repeat(100));
+        stdout.push_str("FAILED tests/test_b.py::test_last - assert 1 == 2\n");
+        assert!(stdout.len() > SCAN_BYTES);
+        assert_eq!(
+            first_error("", &stdout).as_deref(),
+            Some("FAILED tests/test_b.py::test_last - assert 1 == 2")
+        );
+        // An error at the end of stderr beats its first noise line.
+        let mut stderr = "note: starting\n".repeat(30_000);
+        stderr.push_str("error: linking failed\n");
+        assert_eq!(
+            first_error(&stderr, "").as_deref(),
+            Some("error: linking failed")
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Checkpoints: commits of the workspace in a private bare Git repository
-//! outside it (SPEC §4). Never attached to a container, never written to the
+//! outside it. Never attached to a container, never written to the
 //! source repository.
 //!
 //! Checkpoints form a linear history on `refs/minicoder/checkpoints`; the

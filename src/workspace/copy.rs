@@ -1,4 +1,4 @@
-//! The private copy of a source repository that a run works on (SPEC §3).
+//! The private copy of a source repository that a run works on.
 //!
 //! What is copied: the files Git tracks plus the untracked files that are not
 //! ignored, as they are in the working tree (not as staged), with their
@@ -61,6 +61,17 @@ impl PrivateWorkspace {
         owner_uid_gid: Option<(u32, u32)>,
         secrets: &SecretPaths,
     ) -> Result<Self, WorkspaceError> {
+        Self::create_reporting(source_repo, dest, owner_uid_gid, secrets, &mut |_| {})
+    }
+
+    /// [`Self::create_with`], telling `progress` after each source path.
+    pub fn create_reporting(
+        source_repo: &Path,
+        dest: &Path,
+        owner_uid_gid: Option<(u32, u32)>,
+        secrets: &SecretPaths,
+        progress: &mut dyn FnMut(CopyProgress),
+    ) -> Result<Self, WorkspaceError> {
         let source = Repository::open_ext(
             source_repo,
             RepositoryOpenFlags::NO_SEARCH,
@@ -83,15 +94,24 @@ impl PrivateWorkspace {
         let copier = Copier::new(&workdir)?;
         let mut copied = Vec::with_capacity(paths.len());
         let mut left_out = Vec::new();
+        let mut done = CopyProgress {
+            files: 0,
+            total: paths.len() as u64,
+            bytes: 0,
+        };
         for rel in &paths {
+            done.files += 1;
             if let Some(reason) = left_out_reason(rel, secrets) {
                 left_out.push(LeftOut::new(rel, reason));
+                progress(done);
                 continue;
             }
             let rel = Path::new(OsStr::from_bytes(rel));
             if let Some(file) = copier.copy(rel, dest)? {
+                done.bytes += file.content.len() as u64;
                 copied.push(file);
             }
+            progress(done);
         }
         let baseline = commit_baseline(dest, &copied)?;
         let owner = owner_uid_gid.filter(|_| rustix::process::geteuid().is_root());
@@ -124,6 +144,14 @@ impl PrivateWorkspace {
     pub fn root(&self) -> Result<WorkspaceRoot, WorkspaceError> {
         Ok(WorkspaceRoot::open(&self.path)?.with_owner(self.owner))
     }
+}
+
+/// How far a copy is: `files` of the `total` source paths, `bytes` copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyProgress {
+    pub files: u64,
+    pub total: u64,
+    pub bytes: u64,
 }
 
 /// A file copied into the workspace: path, git mode and exact bytes.

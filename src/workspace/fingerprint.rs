@@ -1,4 +1,4 @@
-//! Workspace fingerprints (SPEC §4).
+//! Workspace fingerprints.
 //!
 //! A [`Fingerprint`] is the SHA-256 of the sorted list of the workspace's
 //! files and symlinks, each as (relative path, kind, mode, content SHA-256 or

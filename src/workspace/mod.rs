@@ -15,7 +15,7 @@ mod walk;
 
 pub use checkpoint::{Checkpoint, CheckpointStore, PatchExport};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
-pub use copy::PrivateWorkspace;
+pub use copy::{CopyProgress, PrivateWorkspace};
 pub use error::WorkspaceError;
 pub use fingerprint::{
     DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,

@@ -1,4 +1,4 @@
-//! Credential files kept out of the workspace (SPEC §3): whatever Git says
+//! Credential files kept out of the workspace: whatever Git says
 //! about them, tracked or not, they are not copied, so no command and no
 //! model ever sees them, and a patch that would add or change one is
 //! refused. The run's manifest lists what was left out, by path only.

@@ -1,4 +1,4 @@
-//! Helpers of the model tests: a request offering the nine tools, an
+//! Helpers of the model tests: a request offering the ten tools, an
 //! environment pointing providers at mock servers, and a way to ask a source
 //! while recording what it reports.
 
@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::mock_openai::MockOpenAi;
 
-pub const TOOL_NAMES: [&str; 9] = [
+pub const TOOL_NAMES: [&str; 10] = [
     "list_tree",
     "read_file",
     "ripgrep",
@@ -20,6 +20,7 @@ pub const TOOL_NAMES: [&str; 9] = [
     "edit_file",
     "run_shell",
     "git",
+    "read_output",
     "update_plan",
     "request_completion",
 ];
