@@ -540,6 +540,7 @@ async fn shell(
         outputs_dir: outputs,
         call_id: id,
         default_timeout: Duration::from_secs(60),
+        limits: None,
     };
     execute(&call, &mut ctx).await
 }

@@ -48,6 +48,8 @@ pub(crate) struct RunWorkspace {
     pub checkpoints: CheckpointStore,
     pub baseline: git2::Oid,
     pub baseline_fingerprint: String,
+    /// What the workspace may grow to while a command runs.
+    pub limits: crate::workspace::WorkspaceLimits,
 }
 
 /// What the driver counts and keeps between effects.

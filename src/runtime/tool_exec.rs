@@ -60,6 +60,7 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
                 outputs_dir: &outputs_dir,
                 call_id: &stem,
                 default_timeout: p.command_timeout,
+                limits: Some(p.ws.limits),
             };
             tools::execute_checked(&parsed, &mut ctx).await?
         }

@@ -8,7 +8,7 @@ use super::paths::{self, display};
 use super::{MAX_COMMAND_TIMEOUT, RunShellArgs, ToolContext, ToolError, ToolOutput};
 use crate::sandbox::container::CommandOutcome;
 use crate::sandbox::{CommandRequest, SandboxError};
-use crate::workspace::EntryKind;
+use crate::workspace::{EntryKind, WorkspaceLimits, limits};
 
 /// Characters of each stream the model sees (head and tail kept).
 const STREAM_CHARS: usize = 7_400;
@@ -28,11 +28,23 @@ pub async fn run_shell(
     .min(MAX_COMMAND_TIMEOUT);
     // The spool files go there; the runtime normally made it already.
     let _ = std::fs::create_dir_all(ctx.outputs_dir);
-    let request = CommandRequest::new(args.command.clone())
+    let mut request = CommandRequest::new(args.command.clone())
         .cwd(cwd)
         .timeout(timeout)
         .spool_to(ctx.outputs_dir, &crate::ids::file_safe(ctx.call_id, 100));
-    let outcome = ctx.container.run(request).await?;
+    let watchdog = match ctx.limits {
+        Some(limits) => {
+            let watchdog = Watchdog::start(ctx.root.path().to_path_buf(), limits).await;
+            request = request.stop_on(watchdog.stop.clone());
+            Some(watchdog)
+        }
+        None => None,
+    };
+    let outcome = ctx.container.run(request).await;
+    if let Some(watchdog) = watchdog {
+        watchdog.finish();
+    }
+    let outcome = outcome?;
     let mut output = render(&outcome, timeout);
     if args
         .timeout_ms
@@ -46,6 +58,64 @@ pub async fn run_shell(
         output.full.insert_str(0, &note);
     }
     Ok(output)
+}
+
+/// Watches the workspace while one command runs (see
+/// [`crate::workspace::limits`] for why a watchdog and not a size-limited
+/// filesystem): the first poll over a limit puts the reason in `stop`.
+struct Watchdog {
+    stop: tokio::sync::watch::Receiver<Option<String>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The pause between two polls when a walk is quick; a slow walk is
+/// followed by a pause as long as itself, so the watchdog takes at most
+/// about half a core.
+const POLL_PAUSE: Duration = Duration::from_millis(100);
+
+impl Watchdog {
+    /// Measures the workspace as the command finds it, then polls it.
+    async fn start(workspace: std::path::PathBuf, limits: WorkspaceLimits) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, stop) = tokio::sync::watch::channel(None);
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let ws = workspace.clone();
+        let start = tokio::task::spawn_blocking(move || limits::measure(&ws, &mut |_| false))
+            .await
+            .unwrap_or_default();
+        let flag = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("workspace-watchdog".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    let began = std::time::Instant::now();
+                    let mut crossed = None;
+                    let usage = limits::measure(&workspace, &mut |partial| {
+                        if flag.load(Ordering::Relaxed) {
+                            return true;
+                        }
+                        crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
+                        crossed.is_some()
+                    });
+                    if let Some(reason) = crossed.or_else(|| limits.crossed(&start, &usage)) {
+                        let _ = tx.send(Some(reason));
+                        return;
+                    }
+                    std::thread::sleep(began.elapsed().max(POLL_PAUSE));
+                }
+            })
+            .ok();
+        Self { stop, done, thread }
+    }
+
+    fn finish(mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            // It notices within one directory of its walk.
+            let _ = thread.join();
+        }
+    }
 }
 
 fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, ToolError> {
@@ -62,7 +132,13 @@ fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, Too
 
 fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
     let millis = outcome.duration.as_millis();
-    let status = if outcome.timed_out {
+    let status = if let Some(reason) = &outcome.stopped {
+        format!(
+            "stopped: {reason}; the command and every process it started were killed. \
+             The run goes on: delete what is not needed (files the command wrote are still there) \
+             and avoid writing so much"
+        )
+    } else if outcome.timed_out {
         format!(
             "timed out after {} s; the command and every process it started were killed",
             timeout.as_secs_f64()
@@ -81,7 +157,9 @@ fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
             (None, None) => "ended without an exit code".to_string(),
         }
     };
-    let summary = if outcome.timed_out {
+    let summary = if outcome.stopped.is_some() {
+        format!("stopped at a workspace limit after {millis} ms")
+    } else if outcome.timed_out {
         format!("timed out after {millis} ms")
     } else if let Some(code) = outcome.exit_code {
         format!("exit {code} in {millis} ms")

@@ -138,7 +138,7 @@ pub struct Usage {
 /// that meets an entry vanishing under it just skips it; `give_up` is
 /// asked now and then and ends the walk early (its figures then are
 /// lower bounds).
-pub fn measure(workspace: &Path, give_up: &dyn Fn(&Usage) -> bool) -> Usage {
+pub fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
     let mut usage = Usage {
         free_bytes: free_bytes(workspace),
         ..Usage::default()
@@ -266,7 +266,7 @@ mod tests {
         std::os::unix::fs::symlink("/", dir.path().join("up")).expect("link");
         let sparse = std::fs::File::create(dir.path().join("sparse")).expect("sparse");
         sparse.set_len(1 << 30).expect("truncate");
-        let usage = measure(dir.path(), &|_| false);
+        let usage = measure(dir.path(), &mut |_| false);
         assert_eq!(usage.files, 5);
         assert!(usage.bytes >= 64 << 10, "{usage:?}");
         assert!(usage.bytes < 1 << 20, "a sparse file counts for its data: {usage:?}");
