@@ -162,16 +162,50 @@ impl Parts<'_> {
         self.counters.last_fingerprint = fingerprint.clone();
         match self.ws.checkpoints.export_patch(self.ws.baseline) {
             Ok(export) => {
-                self.counters.diff_stat = Some(diff_stat(&export.patch));
+                let (diff, diff_total_bytes) = bounded_diff(&export.patch, export.patch_bytes);
+                let total = export.changed_files.len();
+                let mut changed_files = export.changed_files;
+                changed_files.truncate(MAX_LISTED_PATHS);
+                self.counters.diff_stat = Some(diff_stat(diff));
                 self.bus.emit(RunEvent::WorkspaceChanged {
                     fingerprint,
-                    changed_files: export.changed_files,
-                    diff: export.patch,
+                    changed_files,
+                    changed_total: (total > MAX_LISTED_PATHS).then_some(total as u64),
+                    diff: diff.to_string(),
+                    diff_total_bytes,
                 })
             }
             Err(e) => tracing::warn!("diffing the workspace: {e}"),
         }
     }
+}
+
+/// Paths an event or a report lists before it only counts them.
+pub(crate) const MAX_LISTED_PATHS: usize = 200;
+/// The most diff a `workspace.changed` event carries.
+pub(crate) const MAX_EVENT_DIFF_BYTES: usize = 1 << 20;
+
+/// The leading files of `patch` that fit in [`MAX_EVENT_DIFF_BYTES`], and
+/// the whole patch's length when that is not all of it.
+pub(crate) fn bounded_diff(patch: &str, total: u64) -> (&str, Option<u64>) {
+    if patch.len() <= MAX_EVENT_DIFF_BYTES && patch.len() as u64 == total {
+        return (patch, None);
+    }
+    let mut cut = 0;
+    let mut at = 0;
+    for line in patch.split_inclusive('\n') {
+        if line.starts_with("diff --git ") {
+            cut = at;
+        }
+        at += line.len();
+        if at > MAX_EVENT_DIFF_BYTES {
+            break;
+        }
+        if at == patch.len() {
+            cut = at;
+        }
+    }
+    (&patch[..cut], Some(total))
 }
 
 /// Lines added and removed per file of a unified diff (`git diff` form):
@@ -204,6 +238,30 @@ pub(crate) fn diff_stat(diff: &str) -> Vec<FileChange> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_event_diff_is_cut_at_a_file_boundary() {
+        let file = |name: &str, lines: usize| {
+            format!(
+                "diff --git a/{name} b/{name}\n--- a/{name}\n+++ b/{name}\n@@ -1 +1 @@\n{}",
+                "+x\n".repeat(lines)
+            )
+        };
+        let small = file("a", 3);
+        assert_eq!(
+            super::bounded_diff(&small, small.len() as u64),
+            (small.as_str(), None)
+        );
+        let big = format!("{}{}", file("a", 3), file("b", super::MAX_EVENT_DIFF_BYTES));
+        let (cut, total) = super::bounded_diff(&big, big.len() as u64);
+        assert_eq!(cut, file("a", 3));
+        assert_eq!(total, Some(big.len() as u64));
+        // Cut by the export already: the total says so.
+        assert_eq!(
+            super::bounded_diff(&small, 999),
+            (small.as_str(), Some(999))
+        );
+    }
+
     #[test]
     fn the_diff_stat_counts_hunk_lines_per_file() {
         let diff = "diff --git a/src/a.py b/src/a.py\nindex 1..2 100644\n--- a/src/a.py\n+++ b/src/a.py\n\

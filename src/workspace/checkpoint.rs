@@ -27,7 +27,7 @@ use super::{
 
 #[path = "checkpoint_export.rs"]
 mod export;
-pub use export::{PatchExport, human_bytes};
+pub use export::{MAX_PATCH_BYTES, PatchExport, human_bytes};
 
 const CHECKPOINTS_REF: &str = "refs/minicoder/checkpoints";
 const VALIDATED_REF: &str = "refs/minicoder/validated";
@@ -296,7 +296,10 @@ impl CheckpointStore {
 
     /// The files over the size limit when checkpoint `id` was taken: quoted
     /// path → (size, mtime in ns).
-    pub(crate) fn oversize_at(&self, id: Oid) -> Result<BTreeMap<String, (u64, i64)>, WorkspaceError> {
+    pub(crate) fn oversize_at(
+        &self,
+        id: Oid,
+    ) -> Result<BTreeMap<String, (u64, i64)>, WorkspaceError> {
         let commit = self.commit(id)?;
         let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
         let mut out = BTreeMap::new();
@@ -305,7 +308,8 @@ impl CheckpointStore {
                 continue;
             };
             let mut parts = rest.splitn(3, ' ');
-            if let (Some(size), Some(mtime), Some(path)) = (parts.next(), parts.next(), parts.next())
+            if let (Some(size), Some(mtime), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
                 && let (Ok(size), Ok(mtime)) = (size.parse(), mtime.parse())
             {
                 out.insert(path.to_string(), (size, mtime));
@@ -360,20 +364,51 @@ impl CheckpointStore {
     }
 
     fn patch(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<String, WorkspaceError> {
+        Ok(self.patch_capped(old, new, usize::MAX)?.0)
+    }
+
+    /// The patch from `old` to `new`, holding at most `cap` bytes in memory:
+    /// past it the text is cut at the last file boundary that fits, and
+    /// printing goes on only to count. Returns the text and the whole
+    /// patch's length.
+    pub(crate) fn patch_capped(
+        &self,
+        old: &Tree<'_>,
+        new: &Tree<'_>,
+        cap: usize,
+    ) -> Result<(String, u64), WorkspaceError> {
         let diff = self
             .repo
             .diff_tree_to_tree(Some(old), Some(new), None)
             .map_err(WorkspaceError::git("diffing checkpoints"))?;
         let mut out = Vec::new();
+        let mut total = 0u64;
+        // Where the file being printed started in `out`.
+        let mut file_start = 0;
+        let mut full = true;
         diff.print(DiffFormat::Patch, |_, _, line| {
-            if matches!(line.origin(), '+' | '-' | ' ') {
+            let origin = matches!(line.origin(), '+' | '-' | ' ');
+            let len = line.content().len() + usize::from(origin);
+            total += len as u64;
+            if !full {
+                return true;
+            }
+            if line.origin() == 'F' {
+                file_start = out.len();
+            }
+            if out.len() + len > cap {
+                out.truncate(file_start);
+                full = false;
+                return true;
+            }
+            if origin {
                 out.push(line.origin() as u8);
             }
             out.extend_from_slice(line.content());
             true
         })
         .map_err(WorkspaceError::git("printing a patch"))?;
-        Ok(String::from_utf8_lossy(&out).into_owned())
+        Ok((String::from_utf8_lossy(&out).into_owned(), total))
     }
 
     fn tip(&self) -> Result<Option<git2::Commit<'_>>, WorkspaceError> {

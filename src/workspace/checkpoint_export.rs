@@ -21,8 +21,11 @@ use super::CheckpointStore;
 /// The complete change from a checkpoint to the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PatchExport {
-    /// A unified patch, `git apply`-able on the checkpoint's files.
+    /// A unified patch, `git apply`-able on the checkpoint's files; when the
+    /// whole patch is over [`MAX_PATCH_BYTES`], only the files that fit.
     pub patch: String,
+    /// The length of the whole patch (longer than `patch` when it was cut).
+    pub patch_bytes: u64,
     /// Every path the patch adds, changes or deletes, in patch order.
     pub changed_files: Vec<String>,
     /// Paths in the workspace that the patch leaves out, in path order.
@@ -31,6 +34,16 @@ pub struct PatchExport {
     /// since the checkpoint: never read, so no patch can carry them. Each
     /// is the quoted path and why, in path order.
     pub too_large: Vec<String>,
+}
+
+/// The most a patch export holds; a longer patch is not exported.
+pub const MAX_PATCH_BYTES: usize = 12 << 20;
+
+impl PatchExport {
+    /// Whether `patch` is the whole patch.
+    pub fn is_complete(&self) -> bool {
+        self.patch.len() as u64 == self.patch_bytes
+    }
 }
 
 /// Bytes as a short figure for messages: `2.0 GB`, `100 MB`, `512 bytes`
@@ -83,7 +96,7 @@ impl CheckpointStore {
             .tree()
             .map_err(WorkspaceError::git("reading a checkpoint"))?;
         let new = self.tree(new)?;
-        let patch = self.patch(&old, &new)?;
+        let (patch, patch_bytes) = self.patch_capped(&old, &new, MAX_PATCH_BYTES)?;
         let changed_files = self
             .tree_diff(&old, &new)?
             .deltas()
@@ -97,6 +110,7 @@ impl CheckpointStore {
             .collect();
         Ok(PatchExport {
             patch,
+            patch_bytes,
             changed_files,
             refused: refused.iter().map(|p| quote(p).into_owned()).collect(),
             too_large,

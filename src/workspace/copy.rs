@@ -449,7 +449,9 @@ fn copy_file(src: &Path, to: &Path) -> Result<u64, WorkspaceError> {
             .min(size);
         let mut at = start;
         while at < end {
-            let want = usize::try_from(end - at).unwrap_or(usize::MAX).min(buf.len());
+            let want = usize::try_from(end - at)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
             let n = from
                 .read_at(&mut buf[..want], at)
                 .map_err(|e| WorkspaceError::io(src, e))?;
@@ -510,7 +512,8 @@ fn commit_baseline(
             }
             None => {
                 let path = dest.join(OsStr::from_bytes(&f.path));
-                let mut file = std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
+                let mut file =
+                    std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
                 super::fingerprint::store_blob(&odb, &mut file, f.size)
                     .map_err(|e| e.at(path.clone()))?
             }

@@ -203,10 +203,12 @@ pub(crate) fn store_blob(
     reader: &mut dyn Read,
     size: u64,
 ) -> Result<Oid, WorkspaceError> {
-    let len = usize::try_from(size).map_err(|_| WorkspaceError::io(
-        Path::new("."),
-        std::io::Error::other("a file too large for this platform"),
-    ))?;
+    let len = usize::try_from(size).map_err(|_| {
+        WorkspaceError::io(
+            Path::new("."),
+            std::io::Error::other("a file too large for this platform"),
+        )
+    })?;
     let mut w = odb
         .writer(len, ObjectType::Blob)
         .map_err(WorkspaceError::git("storing a blob"))?;
@@ -237,12 +239,12 @@ impl<R: Read> Read for Hashing<R> {
         if self.left == 0 {
             return Ok(0);
         }
-        let want = buf.len().min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
         let n = self.inner.read(&mut buf[..want])?;
         if n == 0 {
-            return Err(std::io::Error::other(
-                "the file shrank while it was read",
-            ));
+            return Err(std::io::Error::other("the file shrank while it was read"));
         }
         self.sha.update(&buf[..n]);
         self.left -= n as u64;

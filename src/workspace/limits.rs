@@ -225,7 +225,12 @@ mod tests {
             },
         );
         assert_eq!(
-            (set.max_bytes, set.max_files, set.max_file_bytes, set.min_free_bytes),
+            (
+                set.max_bytes,
+                set.max_files,
+                set.max_file_bytes,
+                set.min_free_bytes
+            ),
             (5, 6, 7, 8)
         );
     }
@@ -252,10 +257,16 @@ mod tests {
         let files = limits.crossed(&at(0, 0, 500), &at(0, 15, 500));
         assert!(files.is_some_and(|m| m.contains("15 files") && m.contains("by 5")));
         let floor = limits.crossed(&at(0, 0, 500), &at(0, 0, 40));
-        assert!(floor.is_some_and(|m| m.contains("below the floor") && m.contains("60 bytes under")));
+        assert!(
+            floor.is_some_and(|m| m.contains("below the floor") && m.contains("60 bytes under"))
+        );
         // Already over when the command started: only further growth counts.
         assert_eq!(limits.crossed(&at(5000, 20, 500), &at(4000, 20, 500)), None);
-        assert!(limits.crossed(&at(5000, 20, 500), &at(5001, 20, 500)).is_some());
+        assert!(
+            limits
+                .crossed(&at(5000, 20, 500), &at(5001, 20, 500))
+                .is_some()
+        );
     }
 
     #[test]
@@ -269,7 +280,10 @@ mod tests {
         let usage = measure(dir.path(), &mut |_| false);
         assert_eq!(usage.files, 5);
         assert!(usage.bytes >= 64 << 10, "{usage:?}");
-        assert!(usage.bytes < 1 << 20, "a sparse file counts for its data: {usage:?}");
+        assert!(
+            usage.bytes < 1 << 20,
+            "a sparse file counts for its data: {usage:?}"
+        );
         assert!(usage.free_bytes.is_some());
     }
 }
