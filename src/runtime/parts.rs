@@ -66,6 +66,8 @@ pub(crate) struct RunCounters {
     /// The checked edit waiting to be applied, by call id.
     pub prepared_edit: Option<(String, PreparedEdit)>,
     pub durations: PhaseDurations,
+    /// Files over the per-file limit the model was told about: size, mtime.
+    pub known_oversize: std::collections::BTreeMap<PathBuf, (u64, i64)>,
 }
 
 /// Everything a started run owns.

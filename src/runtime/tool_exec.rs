@@ -15,6 +15,8 @@ use crate::protocol::RunEvent;
 use crate::sandbox::{CommandContainer, SandboxError};
 use crate::tools::{self, ParsedCall, ToolContext, ToolName, ToolOutput};
 use crate::trace::ArtifactDir;
+use crate::workspace::{EntryDigest, human_bytes, quote_path};
+use std::os::unix::ffi::OsStrExt;
 
 /// The parts of a run a tool call touches.
 pub(crate) struct Parts<'a> {
@@ -119,9 +121,14 @@ impl Parts<'_> {
         mut self,
         call: &ToolCall,
         stem: &str,
-        output: ToolOutput,
+        mut output: ToolOutput,
         started: Instant,
     ) -> Input {
+        let mutates = ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace);
+        if mutates && let Some(note) = self.oversize_note() {
+            output.content.push_str(&note);
+            output.full.push_str(&note);
+        }
         let output_file = self
             .artifacts
             .write_output(&format!("{stem}-{}.txt", call.name), output.full.as_bytes())
@@ -136,7 +143,7 @@ impl Parts<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
             changed_files: output.changed_files.clone(),
         });
-        if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
+        if mutates {
             self.report_changes();
         }
         Input::ToolFinished {
@@ -144,6 +151,49 @@ impl Parts<'_> {
             ok: output.ok,
             content: output.content,
         }
+    }
+
+    /// Tells the model about files over the per-file limit that are new
+    /// since it was last told: the host never reads them, so no checkpoint
+    /// or patch holds them.
+    fn oversize_note(&mut self) -> Option<String> {
+        let snapshot = match self.ws.checkpoints.scan() {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!("fingerprinting the workspace: {e}");
+                return None;
+            }
+        };
+        let limit = human_bytes(self.ws.checkpoints.max_file_bytes());
+        let mut now = std::collections::BTreeMap::new();
+        for e in &snapshot.entries {
+            if let EntryDigest::Oversize { size, mtime_ns } = e.digest {
+                now.insert(e.path.clone(), (size, mtime_ns));
+            }
+        }
+        let mut note = String::new();
+        let mut listed = 0;
+        for (path, facts) in &now {
+            if self.counters.known_oversize.get(path) == Some(facts) {
+                continue;
+            }
+            listed += 1;
+            if listed <= 20 {
+                note.push_str(&format!(
+                    "note: {} is {}, over the per-file limit of {limit}: it is not read, checkpointed or exported (final.patch cannot carry it); delete it or keep it out of the result\n",
+                    quote_path(path.as_os_str().as_bytes()),
+                    human_bytes(facts.0),
+                ));
+            }
+        }
+        if listed > 20 {
+            note.push_str(&format!(
+                "note: {} more files over the per-file limit\n",
+                listed - 20
+            ));
+        }
+        self.counters.known_oversize = now;
+        (!note.is_empty()).then_some(note)
     }
 
     /// Emits `workspace.changed` (with the whole diff against the baseline)

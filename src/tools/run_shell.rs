@@ -41,11 +41,20 @@ pub async fn run_shell(
         None => None,
     };
     let outcome = ctx.container.run(request).await;
-    if let Some(watchdog) = watchdog {
-        watchdog.finish();
-    }
+    let over = match watchdog {
+        Some(watchdog) => watchdog.finish().await,
+        None => None,
+    };
     let outcome = outcome?;
     let mut output = render(&outcome, timeout);
+    if let Some(reason) = over.filter(|_| outcome.stopped.is_none()) {
+        // A command quicker than a poll: not stopped, but the model is told.
+        let note = format!(
+            "note: after this command {reason}; delete what is not needed before going on\n"
+        );
+        output.content.insert_str(0, &note);
+        output.full.insert_str(0, &note);
+    }
     if args
         .timeout_ms
         .is_some_and(|ms| u128::from(ms) > MAX_COMMAND_TIMEOUT.as_millis())
@@ -67,6 +76,9 @@ struct Watchdog {
     stop: tokio::sync::watch::Receiver<Option<String>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    workspace: std::path::PathBuf,
+    limits: WorkspaceLimits,
+    start: limits::Usage,
 }
 
 /// The pause between two polls when a walk is quick; a slow walk is
@@ -85,6 +97,7 @@ impl Watchdog {
             .await
             .unwrap_or_default();
         let flag = done.clone();
+        let (root, watched) = (workspace.clone(), limits);
         let thread = std::thread::Builder::new()
             .name("workspace-watchdog".into())
             .spawn(move || {
@@ -106,15 +119,37 @@ impl Watchdog {
                 }
             })
             .ok();
-        Self { stop, done, thread }
+        Self {
+            stop,
+            done,
+            thread,
+            workspace: root,
+            limits: watched,
+            start,
+        }
     }
 
-    fn finish(mut self) {
+    /// Stops watching, and measures once more: a limit crossed by a
+    /// command that ended before a poll saw it is reported too.
+    async fn finish(mut self) -> Option<String> {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            // It notices within one directory of its walk.
-            let _ = thread.join();
-        }
+        let thread = self.thread.take();
+        let (workspace, limits, start) = (self.workspace.clone(), self.limits, self.start);
+        tokio::task::spawn_blocking(move || {
+            if let Some(thread) = thread {
+                // It notices within one directory of its walk.
+                let _ = thread.join();
+            }
+            let mut crossed = None;
+            let usage = limits::measure(&workspace, &mut |partial| {
+                crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
+                crossed.is_some()
+            });
+            crossed.or_else(|| limits.crossed(&start, &usage))
+        })
+        .await
+        .ok()
+        .flatten()
     }
 }
 
