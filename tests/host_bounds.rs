@@ -1,8 +1,9 @@
 //! The host survives whatever a command writes into the workspace: the real
 //! binary, the real Docker sandbox and a scripted model. Each run records
-//! the peak resident memory of the minicoder process (`ru_maxrss` from
-//! `wait4`, the kernel's VmHWM at exit) and the lowest free space of the
-//! state filesystem seen while it ran, and prints both.
+//! the peak resident memory of the minicoder process (VmHWM of
+//! /proc/<pid>/status, read every few milliseconds until it exits; it only
+//! grows) and the lowest free space of the state filesystem seen while it
+//! ran, and prints both.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -105,7 +106,7 @@ async fn run_measured(h: &RunHarness, name: &str) -> Measured {
     };
     let (stdout, stderr, max_rss_kb) = tokio::task::spawn_blocking(move || {
         let mut child = cmd.spawn().expect("spawn minicoder");
-        let pid = child.id() as libc::pid_t;
+        let pid = child.id();
         let mut out = child.stdout.take().expect("stdout");
         let mut err = child.stderr.take().expect("stderr");
         let reader = std::thread::spawn(move || {
@@ -113,16 +114,29 @@ async fn run_measured(h: &RunHarness, name: &str) -> Measured {
             out.read_to_end(&mut s).expect("read stdout");
             s
         });
+        // (`wait4`'s ru_maxrss would also count this test process, whose
+        // fork the child was before it ran minicoder.)
+        let hwm = std::thread::spawn(move || {
+            let mut peak = 0;
+            while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                let Some(kb) = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                else {
+                    break; // a zombie: it has exited
+                };
+                peak = peak.max(kb);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        });
         let mut e = Vec::new();
         err.read_to_end(&mut e).expect("read stderr");
         let stdout = reader.join().expect("stdout reader");
-        let mut status = 0;
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `pid` is our child, not yet reaped; both pointers are valid.
-        let reaped = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        assert_eq!(reaped, pid, "wait4");
-        std::mem::forget(child);
-        (stdout, e, usage.ru_maxrss as u64)
+        let hwm = hwm.join().expect("VmHWM reader");
+        child.wait().expect("reap");
+        (stdout, e, hwm)
     })
     .await
     .expect("the run");
