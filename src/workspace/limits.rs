@@ -203,6 +203,91 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// Watches the workspace while one command runs (see
+/// the module documentation for why a watchdog and not a size-limited
+/// filesystem): the first poll over a limit puts the reason in `stop`.
+pub struct Watchdog {
+    /// Holds the reason once a limit is crossed.
+    pub stop: tokio::sync::watch::Receiver<Option<String>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    workspace: std::path::PathBuf,
+    limits: WorkspaceLimits,
+    start: Usage,
+}
+
+/// The pause between two polls when a walk is quick; a slow walk is
+/// followed by a pause as long as itself, so the watchdog takes at most
+/// about half a core.
+const POLL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Watchdog {
+    /// Measures the workspace as the command finds it, then polls it.
+    pub async fn start(workspace: std::path::PathBuf, limits: WorkspaceLimits) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let (tx, stop) = tokio::sync::watch::channel(None);
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let ws = workspace.clone();
+        let start = tokio::task::spawn_blocking(move || measure(&ws, &mut |_| false))
+            .await
+            .unwrap_or_default();
+        let flag = done.clone();
+        let (root, watched) = (workspace.clone(), limits);
+        let thread = std::thread::Builder::new()
+            .name("workspace-watchdog".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    let began = std::time::Instant::now();
+                    let mut crossed = None;
+                    let usage = measure(&workspace, &mut |partial| {
+                        if flag.load(Ordering::Relaxed) {
+                            return true;
+                        }
+                        crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
+                        crossed.is_some()
+                    });
+                    if let Some(reason) = crossed.or_else(|| limits.crossed(&start, &usage)) {
+                        let _ = tx.send(Some(reason));
+                        return;
+                    }
+                    std::thread::sleep(began.elapsed().max(POLL_PAUSE));
+                }
+            })
+            .ok();
+        Self {
+            stop,
+            done,
+            thread,
+            workspace: root,
+            limits: watched,
+            start,
+        }
+    }
+
+    /// Stops watching, and measures once more: a limit crossed by a
+    /// command that ended before a poll saw it is reported too.
+    pub async fn finish(mut self) -> Option<String> {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let thread = self.thread.take();
+        let (workspace, limits, start) = (self.workspace.clone(), self.limits, self.start);
+        tokio::task::spawn_blocking(move || {
+            if let Some(thread) = thread {
+                // It notices within one directory of its walk.
+                let _ = thread.join();
+            }
+            let mut crossed = None;
+            let usage = measure(&workspace, &mut |partial| {
+                crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
+                crossed.is_some()
+            });
+            crossed.or_else(|| limits.crossed(&start, &usage))
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
