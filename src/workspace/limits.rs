@@ -39,6 +39,12 @@ pub const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
 /// The smallest default size limit (otherwise 4 × the source's size).
 pub const MIN_DEFAULT_MAX_BYTES: u64 = 2 << 30;
 
+/// Growth in allocated bytes that does not count against a workspace
+/// already over a limit when its command started: the filesystem's own
+/// bookkeeping (delayed allocation settling, extent blocks written back)
+/// moves `st_blocks` a little after a command has ended.
+pub const SETTLING_BYTES: u64 = 32 << 20;
+
 /// The `"limits"` object of `.minicoder.json`; each unset field takes its
 /// default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,7 +100,9 @@ impl WorkspaceLimits {
     pub fn crossed(&self, start: &Usage, now: &Usage) -> Option<String> {
         if let Some(free) = now.free_bytes
             && free < self.min_free_bytes
-            && start.free_bytes.is_none_or(|f| free < f)
+            && start
+                .free_bytes
+                .is_none_or(|f| f >= self.min_free_bytes || free.saturating_add(SETTLING_BYTES) < f)
         {
             return Some(format!(
                 "the disk holding the workspace has {} free, below the floor of {} ({} under it)",
@@ -103,7 +111,12 @@ impl WorkspaceLimits {
                 human_bytes(self.min_free_bytes - free),
             ));
         }
-        if now.bytes > self.max_bytes.max(start.bytes) {
+        let allowed = if start.bytes > self.max_bytes {
+            start.bytes.saturating_add(SETTLING_BYTES)
+        } else {
+            self.max_bytes
+        };
+        if now.bytes > allowed {
             return Some(format!(
                 "the workspace grew to {}, over its size limit of {} (by {})",
                 human_bytes(now.bytes),
