@@ -360,11 +360,24 @@ mod tests {
         );
         // Already over when the command started: only further growth counts.
         assert_eq!(limits.crossed(&at(5000, 20, 500), &at(4000, 20, 500)), None);
+        assert_eq!(limits.crossed(&at(5000, 20, 500), &at(5001, 20, 500)), None);
+        let settled = 5000 + SETTLING_BYTES;
+        assert_eq!(
+            limits.crossed(&at(5000, 20, 500), &at(settled, 20, 500)),
+            None
+        );
         assert!(
             limits
-                .crossed(&at(5000, 20, 500), &at(5001, 20, 500))
+                .crossed(&at(5000, 20, 500), &at(settled + 1, 20, 500))
                 .is_some()
         );
+        assert!(
+            limits
+                .crossed(&at(5000, 20, 500), &at(0, 21, 500))
+                .is_some()
+        );
+        // Under the floor already: only a further fall counts.
+        assert_eq!(limits.crossed(&at(0, 0, 50), &at(0, 0, 40)), None);
     }
 
     #[test]
