@@ -8,6 +8,11 @@
 #   O  stdout bytes of the running command
 #   E  stderr bytes of the running command
 #   X  exit (payload: JSON)
+# While a command runs, the host may send {"stop": N, "reason": "..."}: the
+# command is killed at once and its exit frame says "stopped" with the reason.
+# If stdin closes at any time (the host process is gone, even killed with
+# SIGKILL), every process is killed and the supervisor exits, which stops the
+# container: nothing keeps running for an owner that is not there.
 # After every command, whatever the outcome, every other process in the
 # container is killed (kill(-1, SIGKILL) spares only PID 1) and reaped, and
 # /tmp, the home directory and /dev/shm are emptied, so nothing a command
@@ -120,6 +125,42 @@ def spawn(req, out_w, err_w):
     return pid
 
 
+PENDING = [b""]
+
+
+def owner_gone():
+    kill_all()
+    os._exit(0)
+
+
+def read_stdin():
+    """Reads what the host sent while a command runs; a stop request for
+    it returns its reason. End of input means the owner is gone."""
+    try:
+        chunk = os.read(0, 65536)
+    except InterruptedError:
+        return None
+    except OSError:
+        chunk = b""
+    if not chunk:
+        owner_gone()
+    PENDING[0] += chunk
+    stop = None
+    keep = []
+    for line in PENDING[0].split(b"\n")[:-1]:
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if isinstance(msg, dict) and "stop" in msg:
+            stop = str(msg.get("reason") or "stopped by the host")
+        elif line.strip():
+            keep.append(line)
+    rest = PENDING[0].split(b"\n")[-1]
+    PENDING[0] = b"".join(l + b"\n" for l in keep) + rest
+    return stop
+
+
 def run(req, wake_r):
     started = time.monotonic()
     deadline = started + req.get("timeout_ms", 60000) / 1000.0
@@ -133,6 +174,7 @@ def run(req, wake_r):
     totals = {b"O": 0, b"E": 0}
     status = None
     timed_out = False
+    stopped = None
 
     def pump(fd):
         try:
@@ -154,22 +196,26 @@ def run(req, wake_r):
         if remaining <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select(list(streams) + [wake_r], [], [], remaining)
+        ready, _, _ = select.select(list(streams) + [wake_r, 0], [], [], remaining)
         for fd in ready:
-            if fd == wake_r:
+            if fd == 0:
+                stopped = read_stdin()
+            elif fd == wake_r:
                 try:
                     os.read(wake_r, 512)
                 except OSError:
                     pass
             else:
                 pump(fd)
+        if stopped is not None:
+            break
         done, st = os.waitpid(pid, os.WNOHANG)
         if done:
             status = st
     # The command is over: nothing it started may outlive it.
     clean = kill_all()
     if status is None:
-        status = 9  # killed by SIGKILL on timeout
+        status = 9  # killed by SIGKILL on timeout or stop
     for fd in list(streams):
         while fd in streams:
             pump(fd)
@@ -180,6 +226,7 @@ def run(req, wake_r):
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
         "timed_out": timed_out,
+        "stopped": stopped,
         "duration_ms": int((time.monotonic() - started) * 1000),
         "stdout_bytes": totals[b"O"],
         "stderr_bytes": totals[b"E"],
@@ -195,9 +242,8 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
     frame(b"R", VERSION)
-    pending = b""
     while True:
-        while b"\n" not in pending:
+        while b"\n" not in PENDING[0]:
             try:
                 chunk = os.read(0, 65536)
             except InterruptedError:
@@ -205,10 +251,15 @@ def main():
             if not chunk:
                 kill_all()
                 return
-            pending += chunk
-        line, pending = pending.split(b"\n", 1)
+            PENDING[0] += chunk
+        line, PENDING[0] = PENDING[0].split(b"\n", 1)
         if not line.strip():
             continue
+        try:
+            if "stop" in json.loads(line):
+                continue  # for a command already over
+        except (ValueError, TypeError):
+            pass
         try:
             req = json.loads(line)
             result = run(req, wake_r)

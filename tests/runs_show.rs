@@ -190,6 +190,7 @@ impl Fixture {
             },
             recovery: RecoverySummary::default(),
             changed_files: vec!["pagination.py".into()],
+            changed_total: None,
             artifact_dir: artifacts.path().display().to_string(),
             patch: artifacts.final_patch_path().display().to_string(),
             duration_ms: 48_200,

@@ -129,6 +129,7 @@ impl Harness {
             verification: VerificationSummary::default(),
             recovery: RecoverySummary::default(),
             changed_files: vec!["pagination.py".into()],
+            changed_total: None,
             artifact_dir: self.dir.path().display().to_string(),
             patch: patch.display().to_string(),
             duration_ms: 48_200,

@@ -48,6 +48,7 @@ fn report(outcome: Outcome) -> RunReport {
         verification: VerificationSummary::default(),
         recovery: RecoverySummary::default(),
         changed_files: Vec::new(),
+        changed_total: None,
         artifact_dir: "/nonexistent".into(),
         patch: "/nonexistent/final.patch".into(),
         duration_ms: 5,

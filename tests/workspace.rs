@@ -455,3 +455,47 @@ fn a_planted_root_symlink_cannot_reach_the_host() {
     );
     assert_eq!(fp(&dest), cp.fingerprint);
 }
+
+#[test]
+fn a_sparse_source_file_stays_sparse_and_one_over_the_limit_stays_out_of_the_baseline() {
+    let (tmp, src) = source_repo();
+    // Data, a 64 MB hole, data: sparse, and under the limit.
+    let holey = std::fs::File::create(src.join("holey.bin")).expect("create");
+    use std::os::unix::fs::FileExt;
+    holey.write_all_at(b"head", 0).expect("head");
+    holey.write_all_at(b"tail", 64 << 20).expect("tail");
+    drop(holey);
+    // 2 GB of hole: over the default per-file limit.
+    let big = std::fs::File::create(src.join("disk.img")).expect("create");
+    big.set_len(2 << 30).expect("truncate");
+    drop(big);
+    let dest = tmp.path().join("ws");
+    let ws = PrivateWorkspace::create(&src, &dest, None).expect("create");
+
+    let copy = std::fs::metadata(dest.join("holey.bin")).expect("copied");
+    assert_eq!(copy.len(), (64 << 20) + 4);
+    assert!(copy.blocks() * 512 < 1 << 20, "{} blocks", copy.blocks());
+    let data = std::fs::read(dest.join("holey.bin")).expect("read");
+    assert_eq!(&data[..4], b"head");
+    assert_eq!(&data[64 << 20..], b"tail");
+    let img = std::fs::metadata(dest.join("disk.img")).expect("copied");
+    assert_eq!(img.len(), 2 << 30);
+    assert!(img.blocks() * 512 < 1 << 20, "{} blocks", img.blocks());
+
+    // The baseline holds the first, not the second, and git status is clean.
+    let repo = git2::Repository::open(&dest).expect("open");
+    let tree = repo
+        .find_commit(ws.baseline())
+        .expect("baseline")
+        .tree()
+        .expect("tree");
+    assert!(tree.get_name("holey.bin").is_some());
+    assert!(tree.get_name("disk.img").is_none());
+    let status = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&dest)
+        .output()
+        .expect("git status");
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains("disk.img"), "{status}");
+}

@@ -111,6 +111,9 @@ pub struct PatchFacts {
     /// Workspace paths the patch had to leave out (credential files, paths
     /// git refuses), so the patch is not the workspace that was verified.
     pub left_out: Vec<String>,
+    /// Files over the per-file limit that changed, which no patch carries
+    /// (each named with why).
+    pub too_large: Vec<String>,
     /// Why the patch could not be exported.
     pub export_error: Option<String>,
 }

@@ -353,6 +353,7 @@ fn concluded(
         credentials: credentials.iter().map(|c| c.to_string()).collect(),
         left_out: Vec::new(),
         export_error: error.map(str::to_string),
+        too_large: Vec::new(),
     }));
     assert_eq!(fx.len(), 1, "{fx:?}");
     fx[0].clone()

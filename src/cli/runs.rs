@@ -30,6 +30,9 @@ struct RunRow {
     verified: Option<bool>,
     applied: bool,
     changed_files: Vec<String>,
+    /// How many files changed, when `changed_files` lists only the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changed_total: Option<u64>,
     duration_ms: Option<u64>,
     artifact_dir: String,
 }
@@ -47,6 +50,7 @@ impl RunRow {
             verified: report.map(|r| r.verification.passed),
             applied: run.applied(),
             changed_files: report.map(|r| r.changed_files.clone()).unwrap_or_default(),
+            changed_total: report.and_then(|r| r.changed_total),
             duration_ms: report.map(|r| r.duration_ms),
             artifact_dir: run.dir.display().to_string(),
         }
@@ -132,7 +136,9 @@ fn table(rows: &[RunRow], now: chrono::DateTime<chrono::Utc>, width: usize) -> V
                 }
                 .to_string(),
                 if r.applied { "yes" } else { "no" }.to_string(),
-                r.changed_files.len().to_string(),
+                r.changed_total
+                    .unwrap_or(r.changed_files.len() as u64)
+                    .to_string(),
                 r.duration_ms.map_or("-".to_string(), duration),
             ]
         })
@@ -652,6 +658,7 @@ mod tests {
             verified: Some(true),
             applied: false,
             changed_files: vec!["a.py".into()],
+            changed_total: None,
             duration_ms: Some(48_200),
             artifact_dir: "/s/r".into(),
         }

@@ -161,9 +161,17 @@ pub enum RunEvent {
     #[serde(rename = "workspace.changed")]
     WorkspaceChanged {
         fingerprint: String,
+        /// The changed paths, or the first of them when there are many.
         changed_files: Vec<String>,
-        /// The whole diff against the baseline, for live review.
+        /// How many paths changed, when `changed_files` lists only the first.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        changed_total: Option<u64>,
+        /// The diff against the baseline, for live review: whole, or the
+        /// files that fit in a bounded size.
         diff: String,
+        /// The length of the whole diff, when `diff` holds only part of it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        diff_total_bytes: Option<u64>,
     },
     #[serde(rename = "checkpoint.created")]
     CheckpointCreated {

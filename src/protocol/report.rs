@@ -20,7 +20,11 @@ pub struct RunReport {
     pub tool_calls: u32,
     pub verification: VerificationSummary,
     pub recovery: RecoverySummary,
+    /// The changed paths, or the first of them when there are many.
     pub changed_files: Vec<String>,
+    /// How many paths changed, when `changed_files` lists only the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_total: Option<u64>,
     pub artifact_dir: String,
     /// Path of `final.patch`.
     pub patch: String,
@@ -189,6 +193,7 @@ mod tests {
             },
             recovery: RecoverySummary::default(),
             changed_files: vec!["src/a.py".into()],
+            changed_total: None,
             artifact_dir: "/state/runs/r1".into(),
             patch: "/state/runs/r1/final.patch".into(),
             duration_ms: 4000,

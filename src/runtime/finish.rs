@@ -15,7 +15,7 @@ use crate::protocol::{
 };
 use crate::trace::{ArtifactDir, Receipt, ReceiptKey, ReceiptVerification, StoredFile};
 use crate::verify::VerificationResult;
-use crate::workspace::PatchExport;
+use crate::workspace::{MAX_PATCH_BYTES, PatchExport, human_bytes};
 
 /// The exported patch and the workspace it came from.
 pub(crate) struct Conclusion {
@@ -74,6 +74,21 @@ fn redact_outputs(artifacts: &ArtifactDir) {
 /// would add, the paths it had to leave out, or why it could not be exported.
 pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
     let (export, export_error) = match run.ws.checkpoints.export_patch(run.ws.baseline) {
+        Ok(export) if !export.is_complete() => {
+            // Never a silent partial patch: final.patch stays empty.
+            let error = format!(
+                "the patch is {}, over the {} limit of final.patch ({} files changed); nothing was exported",
+                human_bytes(export.patch_bytes),
+                human_bytes(MAX_PATCH_BYTES as u64),
+                export.changed_files.len()
+            );
+            tracing::error!("{error}");
+            let export = PatchExport {
+                changed_files: export.changed_files,
+                ..PatchExport::default()
+            };
+            (export, Some(error))
+        }
         Ok(export) => (export, None),
         Err(e) => {
             tracing::error!("exporting the patch: {e}");
@@ -99,6 +114,7 @@ pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
         fingerprint: fingerprint.clone(),
         credentials,
         left_out: export.refused.clone(),
+        too_large: export.too_large.clone(),
         export_error,
     });
     (
@@ -182,7 +198,15 @@ pub(crate) async fn finish(
             repair_cycles: stats.repair_cycles,
             rollbacks: stats.rollbacks,
         },
-        changed_files: conclusion.export.changed_files.clone(),
+        changed_files: conclusion
+            .export
+            .changed_files
+            .iter()
+            .take(super::tool_exec::MAX_LISTED_PATHS)
+            .cloned()
+            .collect(),
+        changed_total: (conclusion.export.changed_files.len() > super::tool_exec::MAX_LISTED_PATHS)
+            .then_some(conclusion.export.changed_files.len() as u64),
         artifact_dir: artifacts.path().display().to_string(),
         patch: artifacts.final_patch_path().display().to_string(),
         duration_ms,

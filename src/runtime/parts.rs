@@ -50,6 +50,8 @@ pub(crate) struct RunWorkspace {
     pub baseline_fingerprint: String,
     /// The source's HEAD and what of its working tree is not in HEAD.
     pub source: crate::protocol::SourceState,
+    /// What the workspace may grow to while a command runs.
+    pub limits: crate::workspace::WorkspaceLimits,
 }
 
 /// What the driver counts and keeps between effects.
@@ -66,6 +68,8 @@ pub(crate) struct RunCounters {
     /// The checked edit waiting to be applied, by call id.
     pub prepared_edit: Option<(String, PreparedEdit)>,
     pub durations: PhaseDurations,
+    /// Files over the per-file limit the model was told about: size, mtime.
+    pub known_oversize: std::collections::BTreeMap<PathBuf, (u64, i64)>,
 }
 
 /// Everything a started run owns.

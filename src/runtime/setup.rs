@@ -20,7 +20,10 @@ use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
-use crate::workspace::{CheckpointStore, CopyProgress, ExcludeSet, PrivateWorkspace, SecretPaths};
+use crate::workspace::{
+    CheckpointStore, CopyProgress, ExcludeSet, LimitOverrides, PrivateWorkspace, SecretPaths,
+    WorkspaceLimits,
+};
 use bollard::Docker;
 
 pub fn new_run_id() -> String {
@@ -199,6 +202,8 @@ struct Inputs {
     secrets: SecretPaths,
     /// The image or packages `.minicoder.json` asks for.
     image_request: sandbox::derived::ImageRequest,
+    /// The workspace limits `.minicoder.json` sets.
+    limits: LimitOverrides,
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -225,8 +230,10 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
         .as_ref()
         .map(verify::ProjectConfig::image_request)
         .unwrap_or_default();
+    let limits = config.as_ref().map(|c| c.limits).unwrap_or_default();
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
     Ok(Inputs {
+        limits,
         repo,
         checks,
         bootstrap,
@@ -301,21 +308,24 @@ async fn copy_workspace(
     progress: &Progress,
 ) -> Result<(RunWorkspace, u64, u64), RunError> {
     let progress = progress.clone();
-    let (repo, ws_dir, store, secrets) = (
+    let (repo, ws_dir, store, secrets, overrides) = (
         inputs.repo.clone(),
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
         inputs.secrets.clone(),
+        inputs.limits,
     );
     tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
         let source = crate::workspace::source_state(&repo);
         let t = Instant::now();
         let mut shown = 0;
-        let workspace = PrivateWorkspace::create_reporting(
+        let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
+        let workspace = PrivateWorkspace::create_limited(
             &repo,
             &ws_dir,
             workspace_owner(),
             &secrets,
+            max_file_bytes,
             &mut |done| {
                 // Every tenth of the way (the counts are in each event).
                 let tenth = (done.files * 10).checked_div(done.total).unwrap_or(10);
@@ -326,12 +336,17 @@ async fn copy_workspace(
             },
         )?;
         let copy_ms = elapsed_ms(t);
+        // The copy's size stands for the source's (the default size limit
+        // is 4 times it).
+        let copied = crate::workspace::limits::measure(workspace.path(), &mut |_| false);
+        let limits = WorkspaceLimits::new(copied.bytes, &overrides);
         let t = Instant::now();
         progress.phase("checkpoint");
         let root = workspace.root()?;
         let mut checkpoints =
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
-                .with_secret_paths(secrets);
+                .with_secret_paths(secrets)
+                .with_max_file_bytes(limits.max_file_bytes);
         let baseline = checkpoints.create("baseline")?;
         let ws = RunWorkspace {
             workspace,
@@ -340,6 +355,7 @@ async fn copy_workspace(
             baseline: baseline.id,
             baseline_fingerprint: baseline.fingerprint.to_string(),
             source,
+            limits,
         };
         Ok((ws, copy_ms, elapsed_ms(t)))
     })

@@ -15,6 +15,8 @@ use crate::protocol::RunEvent;
 use crate::sandbox::{CommandContainer, SandboxError};
 use crate::tools::{self, ParsedCall, ToolContext, ToolName, ToolOutput};
 use crate::trace::ArtifactDir;
+use crate::workspace::{EntryDigest, human_bytes, quote_path};
+use std::os::unix::ffi::OsStrExt;
 
 /// The parts of a run a tool call touches.
 pub(crate) struct Parts<'a> {
@@ -61,6 +63,7 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
                 redactor: p.artifacts.redactor(),
                 call_id: &stem,
                 default_timeout: p.command_timeout,
+                limits: Some(p.ws.limits),
             };
             tools::execute_checked(&parsed, &mut ctx).await?
         }
@@ -119,9 +122,14 @@ impl Parts<'_> {
         mut self,
         call: &ToolCall,
         stem: &str,
-        output: ToolOutput,
+        mut output: ToolOutput,
         started: Instant,
     ) -> Input {
+        let mutates = ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace);
+        if mutates && let Some(note) = self.oversize_note() {
+            output.content.push_str(&note);
+            output.full.push_str(&note);
+        }
         let output_file = self
             .artifacts
             .write_output(&format!("{stem}-{}.txt", call.name), output.full.as_bytes())
@@ -136,7 +144,7 @@ impl Parts<'_> {
             duration_ms: started.elapsed().as_millis() as u64,
             changed_files: output.changed_files.clone(),
         });
-        if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
+        if mutates {
             self.report_changes();
         }
         Input::ToolFinished {
@@ -144,6 +152,49 @@ impl Parts<'_> {
             ok: output.ok,
             content: output.content,
         }
+    }
+
+    /// Tells the model about files over the per-file limit that are new
+    /// since it was last told: the host never reads them, so no checkpoint
+    /// or patch holds them.
+    fn oversize_note(&mut self) -> Option<String> {
+        let snapshot = match self.ws.checkpoints.scan() {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!("fingerprinting the workspace: {e}");
+                return None;
+            }
+        };
+        let limit = human_bytes(self.ws.checkpoints.max_file_bytes());
+        let mut now = std::collections::BTreeMap::new();
+        for e in &snapshot.entries {
+            if let EntryDigest::Oversize { size, mtime_ns } = e.digest {
+                now.insert(e.path.clone(), (size, mtime_ns));
+            }
+        }
+        let mut note = String::new();
+        let mut listed = 0;
+        for (path, facts) in &now {
+            if self.counters.known_oversize.get(path) == Some(facts) {
+                continue;
+            }
+            listed += 1;
+            if listed <= 20 {
+                note.push_str(&format!(
+                    "note: {} is {}, over the per-file limit of {limit}: it is not read, checkpointed or exported (final.patch cannot carry it); delete it or keep it out of the result\n",
+                    quote_path(path.as_os_str().as_bytes()),
+                    human_bytes(facts.0),
+                ));
+            }
+        }
+        if listed > 20 {
+            note.push_str(&format!(
+                "note: {} more files over the per-file limit\n",
+                listed - 20
+            ));
+        }
+        self.counters.known_oversize = now;
+        (!note.is_empty()).then_some(note)
     }
 
     /// Emits `workspace.changed` (with the whole diff against the baseline)
@@ -162,16 +213,50 @@ impl Parts<'_> {
         self.counters.last_fingerprint = fingerprint.clone();
         match self.ws.checkpoints.export_patch(self.ws.baseline) {
             Ok(export) => {
-                self.counters.diff_stat = Some(diff_stat(&export.patch));
+                let (diff, diff_total_bytes) = bounded_diff(&export.patch, export.patch_bytes);
+                let total = export.changed_files.len();
+                let mut changed_files = export.changed_files;
+                changed_files.truncate(MAX_LISTED_PATHS);
+                self.counters.diff_stat = Some(diff_stat(diff));
                 self.bus.emit(RunEvent::WorkspaceChanged {
                     fingerprint,
-                    changed_files: export.changed_files,
-                    diff: export.patch,
+                    changed_files,
+                    changed_total: (total > MAX_LISTED_PATHS).then_some(total as u64),
+                    diff: diff.to_string(),
+                    diff_total_bytes,
                 })
             }
             Err(e) => tracing::warn!("diffing the workspace: {e}"),
         }
     }
+}
+
+/// Paths an event or a report lists before it only counts them.
+pub(crate) const MAX_LISTED_PATHS: usize = 200;
+/// The most diff a `workspace.changed` event carries.
+pub(crate) const MAX_EVENT_DIFF_BYTES: usize = 1 << 20;
+
+/// The leading files of `patch` that fit in [`MAX_EVENT_DIFF_BYTES`], and
+/// the whole patch's length when that is not all of it.
+pub(crate) fn bounded_diff(patch: &str, total: u64) -> (&str, Option<u64>) {
+    if patch.len() <= MAX_EVENT_DIFF_BYTES && patch.len() as u64 == total {
+        return (patch, None);
+    }
+    let mut cut = 0;
+    let mut at = 0;
+    for line in patch.split_inclusive('\n') {
+        if line.starts_with("diff --git ") {
+            cut = at;
+        }
+        at += line.len();
+        if at > MAX_EVENT_DIFF_BYTES {
+            break;
+        }
+        if at == patch.len() {
+            cut = at;
+        }
+    }
+    (&patch[..cut], Some(total))
 }
 
 /// Lines added and removed per file of a unified diff (`git diff` form):
@@ -204,6 +289,30 @@ pub(crate) fn diff_stat(diff: &str) -> Vec<FileChange> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_event_diff_is_cut_at_a_file_boundary() {
+        let file = |name: &str, lines: usize| {
+            format!(
+                "diff --git a/{name} b/{name}\n--- a/{name}\n+++ b/{name}\n@@ -1 +1 @@\n{}",
+                "+x\n".repeat(lines)
+            )
+        };
+        let small = file("a", 3);
+        assert_eq!(
+            super::bounded_diff(&small, small.len() as u64),
+            (small.as_str(), None)
+        );
+        let big = format!("{}{}", file("a", 3), file("b", super::MAX_EVENT_DIFF_BYTES));
+        let (cut, total) = super::bounded_diff(&big, big.len() as u64);
+        assert_eq!(cut, file("a", 3));
+        assert_eq!(total, Some(big.len() as u64));
+        // Cut by the export already: the total says so.
+        assert_eq!(
+            super::bounded_diff(&small, 999),
+            (small.as_str(), Some(999))
+        );
+    }
+
     #[test]
     fn the_diff_stat_counts_hunk_lines_per_file() {
         let diff = "diff --git a/src/a.py b/src/a.py\nindex 1..2 100644\n--- a/src/a.py\n+++ b/src/a.py\n\

@@ -27,7 +27,7 @@ use super::spec::{ContainerSpec, WORKSPACE_MOUNT};
 /// python3 works and the supervisor always matches this binary.
 pub(crate) const SUPERVISOR: &str = include_str!("../../sandbox/supervisor.py");
 
-/// The per-command timeout of SPEC §3.
+/// The per-command timeout every run gets unless it sets its own.
 pub(crate) const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long the host waits past a command's timeout before it gives up on the
 /// supervisor and replaces the container.
@@ -48,6 +48,9 @@ pub struct CommandRequest {
     /// Where to spool the full output of each stream, if anywhere.
     pub spool_stdout: Option<std::path::PathBuf>,
     pub spool_stderr: Option<std::path::PathBuf>,
+    /// When this holds a reason, the command is stopped at once (a
+    /// workspace limit was crossed).
+    pub stop: Option<tokio::sync::watch::Receiver<Option<String>>>,
 }
 
 impl CommandRequest {
@@ -58,7 +61,14 @@ impl CommandRequest {
             timeout: DEFAULT_COMMAND_TIMEOUT,
             spool_stdout: None,
             spool_stderr: None,
+            stop: None,
         }
+    }
+
+    /// Stops the command as soon as `stop` holds a reason.
+    pub fn stop_on(mut self, stop: tokio::sync::watch::Receiver<Option<String>>) -> Self {
+        self.stop = Some(stop);
+        self
     }
 
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -86,6 +96,8 @@ pub struct CommandOutcome {
     /// The signal that ended it, if any (9 for a kill, including the OOM killer).
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Why the host stopped the command, if it did.
+    pub stopped: Option<String>,
     pub duration: Duration,
     pub stdout: CapturedStream,
     pub stderr: CapturedStream,
@@ -96,7 +108,7 @@ pub struct CommandOutcome {
 
 impl CommandOutcome {
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
+        self.exit_code == Some(0) && !self.timed_out && self.stopped.is_none()
     }
 }
 
@@ -107,6 +119,8 @@ struct ExitFrame {
     signal: Option<i32>,
     #[serde(default)]
     timed_out: bool,
+    #[serde(default)]
+    stopped: Option<String>,
     #[serde(default)]
     stdout_bytes: u64,
     #[serde(default)]
@@ -299,9 +313,36 @@ impl CommandContainer {
             )));
         }
         let deadline = req.timeout + SUPERVISOR_GRACE;
+        let mut stop = req.stop.clone();
         let waited = tokio::time::timeout(deadline, async {
             loop {
-                match next_frame(live).await? {
+                let frame = match stop.as_mut() {
+                    Some(rx) => tokio::select! {
+                        frame = next_frame(live) => frame?,
+                        changed = rx.changed() => {
+                            let reason = if changed.is_ok() { rx.borrow().clone() } else { None };
+                            match reason {
+                                Some(reason) => {
+                                    let mut line = serde_json::to_vec(
+                                        &serde_json::json!({"stop": id, "reason": reason}),
+                                    )
+                                    .map_err(|e| SandboxError::Protocol(e.to_string()))?;
+                                    line.push(b'\n');
+                                    send(live, &line).await.map_err(|e| {
+                                        SandboxError::ContainerLost(format!("stopping the command: {e}"))
+                                    })?;
+                                    stop = None;
+                                }
+                                // The watchdog is gone: wait without it.
+                                None if changed.is_err() => stop = None,
+                                None => {}
+                            }
+                            continue;
+                        }
+                    },
+                    None => next_frame(live).await?,
+                };
+                match frame {
                     Frame::Stdout(b) => stdout.push(&b)?,
                     Frame::Stderr(b) => stderr.push(&b)?,
                     Frame::Exit(exit) => return Ok::<_, SandboxError>(exit),
@@ -364,6 +405,7 @@ impl CommandContainer {
             exit_code: exit.exit_code,
             signal: exit.signal,
             timed_out: exit.timed_out,
+            stopped: exit.stopped,
             duration,
             stdout: stdout.finish(exit.stdout_bytes)?,
             stderr: stderr.finish(exit.stderr_bytes)?,
@@ -493,6 +535,7 @@ fn killed_exit(timed_out: bool) -> ExitFrame {
         exit_code: None,
         signal: Some(9),
         timed_out,
+        stopped: None,
         stdout_bytes: 0,
         stderr_bytes: 0,
         clean: false,

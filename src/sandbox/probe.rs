@@ -1,5 +1,5 @@
 //! `minicoder sandbox probe`: creates disposable data, starts a command
-//! container exactly as a run would, and proves each boundary of SPEC §3 with
+//! container exactly as a run would, and proves each boundary of the sandbox with
 //! a check that could fail.
 
 use std::time::Duration;
@@ -9,6 +9,8 @@ use bollard::Docker;
 use super::spec::{ContainerSpec, Role};
 use super::{CommandContainer, CommandOutcome, CommandRequest, SandboxError};
 use crate::state::StateDir;
+use crate::workspace::WorkspaceLimits;
+use crate::workspace::limits::Watchdog;
 
 /// Set by the CLI in its own environment before the runtime starts, so the
 /// probe can prove the container does not see it.
@@ -104,6 +106,14 @@ pub(crate) async fn run_probe(
         push(pid_limit(&mut container).await?, &mut checks);
         push(memory_limit(&mut container).await?, &mut checks);
         push(timeout(&mut container).await?, &mut checks);
+        push(
+            workspace_size_limit(&mut container, ws.path()).await?,
+            &mut checks,
+        );
+        push(
+            workspace_file_limit(&mut container, ws.path()).await?,
+            &mut checks,
+        );
         Ok::<_, SandboxError>(())
     }
     .await;
@@ -457,5 +467,94 @@ async fn timeout(c: &mut CommandContainer) -> Result<ProbeCheck, SandboxError> {
             "`sleep 30` with a 1 s limit ended after {:.1}s",
             out.duration.as_secs_f64()
         ),
+    ))
+}
+
+/// Small limits, so the probe crosses them in a moment.
+fn probe_limits() -> WorkspaceLimits {
+    WorkspaceLimits {
+        max_file_bytes: 1 << 20,
+        max_bytes: 64 << 20,
+        max_files: 2_000,
+        min_free_bytes: 0,
+    }
+}
+
+/// Runs `cmd` watched by the workspace watchdog, then `cleanup` unwatched.
+async fn watched(
+    c: &mut CommandContainer,
+    ws: &std::path::Path,
+    cmd: &str,
+    cleanup: &str,
+) -> Result<CommandOutcome, SandboxError> {
+    let watchdog = Watchdog::start(ws.to_path_buf(), probe_limits()).await;
+    let request = CommandRequest::new(cmd)
+        .timeout(T)
+        .stop_on(watchdog.stop.clone());
+    let out = c.run(request).await;
+    let _ = watchdog.finish().await;
+    let out = out?;
+    sh(c, cleanup, T).await?;
+    Ok(out)
+}
+
+async fn workspace_size_limit(
+    c: &mut CommandContainer,
+    ws: &std::path::Path,
+) -> Result<ProbeCheck, SandboxError> {
+    let out = watched(
+        c,
+        ws,
+        "while :; do head -c 4194304 /dev/zero >> /workspace/probe-fill; done",
+        "rm -f /workspace/probe-fill",
+    )
+    .await?;
+    let reason = out.stopped.clone().unwrap_or_default();
+    let passed = reason.contains("over its size limit") && !out.timed_out;
+    Ok(check(
+        "workspace size limit enforced",
+        passed,
+        if passed {
+            format!(
+                "an endless write was stopped after {:.1}s: {reason}",
+                out.duration.as_secs_f64()
+            )
+        } else {
+            format!(
+                "the endless write was not stopped at the limit (timed out: {}, exit {:?})",
+                out.timed_out, out.exit_code
+            )
+        },
+    ))
+}
+
+async fn workspace_file_limit(
+    c: &mut CommandContainer,
+    ws: &std::path::Path,
+) -> Result<ProbeCheck, SandboxError> {
+    let out = watched(
+        c,
+        ws,
+        "mkdir -p /workspace/probe-many && cd /workspace/probe-many && \
+         python3 -c 'import itertools\nfor i in itertools.count(): open(str(i), \"w\").close()'",
+        "rm -rf /workspace/probe-many",
+    )
+    .await?;
+    let reason = out.stopped.clone().unwrap_or_default();
+    let passed = reason.contains("files and directories, over its limit") && !out.timed_out;
+    Ok(check(
+        "workspace file-count limit enforced",
+        passed,
+        if passed {
+            format!(
+                "endless file creation was stopped after {:.1}s: {reason}",
+                out.duration.as_secs_f64()
+            )
+        } else {
+            format!(
+                "endless file creation was not stopped at the limit (timed out: {}, exit {:?})",
+                out.timed_out, out.exit_code
+            )
+        },
     ))
 }

@@ -296,7 +296,9 @@ impl ContainerSpec {
             attach_stdout: Some(true),
             attach_stderr: Some(true),
             open_stdin: Some(true),
-            stdin_once: Some(false),
+            // Docker closes the supervisor's stdin when this process detaches,
+            // even killed: the supervisor then ends everything (no orphans).
+            stdin_once: Some(true),
             tty: Some(false),
             network_disabled: Some(!self.network),
             labels: Some(self.labels()),

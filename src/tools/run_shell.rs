@@ -9,6 +9,7 @@ use super::{MAX_COMMAND_TIMEOUT, RunShellArgs, ToolContext, ToolError, ToolOutpu
 use crate::sandbox::container::CommandOutcome;
 use crate::sandbox::{CommandRequest, SandboxError};
 use crate::workspace::EntryKind;
+use crate::workspace::limits::Watchdog;
 
 /// Bytes of each stream the model sees, beginning and end (so at most as
 /// many characters): two streams with their notes fit the result's cap.
@@ -29,12 +30,33 @@ pub async fn run_shell(
     .min(MAX_COMMAND_TIMEOUT);
     // The spool files go there; the runtime normally made it already.
     let _ = std::fs::create_dir_all(ctx.outputs_dir);
-    let request = CommandRequest::new(args.command.clone())
+    let mut request = CommandRequest::new(args.command.clone())
         .cwd(cwd)
         .timeout(timeout)
         .spool_to(ctx.outputs_dir, &crate::ids::file_safe(ctx.call_id, 100));
-    let outcome = ctx.container.run(request).await?;
+    let watchdog = match ctx.limits {
+        Some(limits) => {
+            let watchdog = Watchdog::start(ctx.root.path().to_path_buf(), limits).await;
+            request = request.stop_on(watchdog.stop.clone());
+            Some(watchdog)
+        }
+        None => None,
+    };
+    let outcome = ctx.container.run(request).await;
+    let over = match watchdog {
+        Some(watchdog) => watchdog.finish().await,
+        None => None,
+    };
+    let outcome = outcome?;
     let mut output = render(&outcome, timeout);
+    if let Some(reason) = over.filter(|_| outcome.stopped.is_none()) {
+        // A command quicker than a poll: not stopped, but the model is told.
+        let note = format!(
+            "note: after this command {reason}; delete what is not needed before going on\n"
+        );
+        output.content.insert_str(0, &note);
+        output.full.insert_str(0, &note);
+    }
     if args
         .timeout_ms
         .is_some_and(|ms| u128::from(ms) > MAX_COMMAND_TIMEOUT.as_millis())
@@ -63,7 +85,13 @@ fn checked_cwd(args: &RunShellArgs, ctx: &ToolContext<'_>) -> Result<String, Too
 
 fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
     let millis = outcome.duration.as_millis();
-    let status = if outcome.timed_out {
+    let status = if let Some(reason) = &outcome.stopped {
+        format!(
+            "stopped: {reason}; the command and every process it started were killed. \
+             The run goes on: delete what is not needed (files the command wrote are still there) \
+             and avoid writing so much"
+        )
+    } else if outcome.timed_out {
         format!(
             "timed out after {} s; the command and every process it started were killed",
             timeout.as_secs_f64()
@@ -82,7 +110,9 @@ fn render(outcome: &CommandOutcome, timeout: Duration) -> ToolOutput {
             (None, None) => "ended without an exit code".to_string(),
         }
     };
-    let summary = if outcome.timed_out {
+    let summary = if outcome.stopped.is_some() {
+        format!("stopped at a workspace limit after {millis} ms")
+    } else if outcome.timed_out {
         format!("timed out after {millis} ms")
     } else if let Some(code) = outcome.exit_code {
         format!("exit {code} in {millis} ms")
@@ -162,6 +192,7 @@ mod tests {
             duration: Duration::from_millis(12),
             stdout: stream(stdout, "0001-c.stdout"),
             stderr: stream(stderr, "0001-c.stderr"),
+            stopped: None,
             container_replaced: None,
         }
     }

@@ -4,7 +4,9 @@
 //! ```json
 //! {"bootstrap": ["pip install -e ."], "verification": ["pytest -q", {"name": "lint", "command": "ruff check ."}],
 //!  "secret_paths": ["config/master.key.txt", "!.env.test"],
-//!  "image": "minicoder-sandbox:v1", "packages": ["jq"]}
+//!  "image": "minicoder-sandbox:v1", "packages": ["jq"],
+//!  "limits": {"max_file_bytes": 104857600, "workspace_bytes": 4294967296,
+//!             "workspace_files": 200000, "min_free_bytes": 1073741824}}
 //! ```
 //!
 //! `secret_paths` adds gitignore patterns to the default credential paths
@@ -60,6 +62,9 @@ pub struct ProjectConfig {
     /// Debian packages added on top of that image.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packages: Vec<String>,
+    /// Workspace limits (each unset one takes its default).
+    #[serde(default)]
+    pub limits: crate::workspace::LimitOverrides,
 }
 
 impl ProjectConfig {
@@ -84,6 +89,8 @@ struct RawConfig {
     image: Option<String>,
     #[serde(default)]
     packages: Vec<String>,
+    #[serde(default)]
+    limits: crate::workspace::LimitOverrides,
 }
 
 #[derive(Deserialize)]
@@ -165,6 +172,19 @@ pub(crate) fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, Ver
             "\"packages\" holds {bad:?}, not a Debian package name (lower-case letters, digits, '+', '-' and '.', optionally =VERSION)"
         )));
     }
+    let l = &raw.limits;
+    for (name, value) in [
+        ("max_file_bytes", l.max_file_bytes),
+        ("workspace_bytes", l.workspace_bytes),
+        ("workspace_files", l.workspace_files),
+        ("min_free_bytes", l.min_free_bytes),
+    ] {
+        if value == Some(0) {
+            return Err(invalid(format!(
+                "\"limits\".{name} is 0; give a positive number or leave it out for the default"
+            )));
+        }
+    }
     let origin = path.display().to_string();
     Ok(ProjectConfig {
         bootstrap: raw.bootstrap,
@@ -172,6 +192,7 @@ pub(crate) fn parse_config(path: &Path, text: &str) -> Result<ProjectConfig, Ver
         secret_paths: raw.secret_paths,
         image: raw.image,
         packages: raw.packages,
+        limits: raw.limits,
     })
 }
 

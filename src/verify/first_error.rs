@@ -1,4 +1,4 @@
-//! The line that says why a check failed, for people (SPEC §6, headless
+//! The line that says why a check failed, for people (headless
 //! progress and the session's matrix): the first meaningful line of its
 //! stderr — not a build tool's progress — else the first failure line of its
 //! stdout. Output is hostile: the line is bounded and has no control

@@ -19,7 +19,7 @@ use git2::{
     DiffFormat, ObjectType, Oid, Repository, Signature, Sort, Tree, TreeWalkMode, TreeWalkResult,
 };
 
-use super::fingerprint::{MODE_EXEC, MODE_LINK};
+use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_blob};
 use super::tree::write_tree;
 use super::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
@@ -27,11 +27,14 @@ use super::{
 
 #[path = "checkpoint_export.rs"]
 mod export;
-pub use export::PatchExport;
+pub use export::{MAX_PATCH_BYTES, PatchExport, human_bytes};
 
 const CHECKPOINTS_REF: &str = "refs/minicoder/checkpoints";
 const VALIDATED_REF: &str = "refs/minicoder/validated";
 const TRAILER: &str = "\n\nMinicoder-Fingerprint: ";
+/// One line per file over the size limit (not in the tree): size, mtime in
+/// ns and the quoted path.
+const OVERSIZE_TRAILER: &str = "Minicoder-Oversize: ";
 const CACHE_FILE: &str = "minicoder-stat-cache";
 
 /// One checkpoint.
@@ -90,6 +93,17 @@ impl CheckpointStore {
         })
     }
 
+    /// Files larger than `bytes` are neither read nor checkpointed.
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.scanner.set_max_file_bytes(bytes);
+        self
+    }
+
+    /// The per-file limit of this store.
+    pub fn max_file_bytes(&self) -> u64 {
+        self.scanner.max_file_bytes()
+    }
+
     /// The credential paths an exported patch refuses (the defaults unless set).
     pub fn with_secret_paths(mut self, secrets: SecretPaths) -> Self {
         self.secrets = secrets;
@@ -109,7 +123,13 @@ impl CheckpointStore {
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let sig = signature()?;
         let label = label.replace(['\n', '\r'], " ");
-        let message = format!("{label}{TRAILER}{}\n", snapshot.fingerprint);
+        let mut message = format!("{label}{TRAILER}{}\n", snapshot.fingerprint);
+        for e in &snapshot.entries {
+            if let EntryDigest::Oversize { size, mtime_ns } = e.digest {
+                let path = super::quote_path(e.path.as_os_str().as_bytes());
+                message.push_str(&format!("{OVERSIZE_TRAILER}{size} {mtime_ns} {path}\n"));
+            }
+        }
         let id = self
             .repo
             .commit(Some(CHECKPOINTS_REF), &sig, &sig, &message, &tree, &parents)
@@ -147,7 +167,10 @@ impl CheckpointStore {
         let message = String::from_utf8_lossy(commit.message_bytes());
         let (label, fingerprint) = message
             .rsplit_once(TRAILER)
-            .and_then(|(label, fp)| Some((label.to_string(), fp.trim().parse().ok()?)))
+            .and_then(|(label, rest)| {
+                let fp = rest.lines().next().unwrap_or_default();
+                Some((label.to_string(), fp.trim().parse().ok()?))
+            })
             .ok_or_else(|| WorkspaceError::UnknownCheckpoint { id: id.to_string() })?;
         Ok(Checkpoint {
             id,
@@ -207,7 +230,8 @@ impl CheckpointStore {
 
         let mut emptied = Vec::new();
         for e in &current.entries {
-            if !want.contains_key(e.path.as_os_str().as_bytes()) {
+            // A file over the size limit is in no checkpoint: it stays as it is.
+            if !e.is_oversize() && !want.contains_key(e.path.as_os_str().as_bytes()) {
                 root.remove_file(&e.path)?;
                 emptied.extend(
                     e.path
@@ -270,6 +294,30 @@ impl CheckpointStore {
         }
     }
 
+    /// The files over the size limit when checkpoint `id` was taken: quoted
+    /// path → (size, mtime in ns).
+    pub(crate) fn oversize_at(
+        &self,
+        id: Oid,
+    ) -> Result<BTreeMap<String, (u64, i64)>, WorkspaceError> {
+        let commit = self.commit(id)?;
+        let message = String::from_utf8_lossy(commit.message_bytes()).into_owned();
+        let mut out = BTreeMap::new();
+        for line in message.lines() {
+            let Some(rest) = line.strip_prefix(OVERSIZE_TRAILER) else {
+                continue;
+            };
+            let mut parts = rest.splitn(3, ' ');
+            if let (Some(size), Some(mtime), Some(path)) =
+                (parts.next(), parts.next(), parts.next())
+                && let (Ok(size), Ok(mtime)) = (size.parse(), mtime.parse())
+            {
+                out.insert(path.to_string(), (size, mtime));
+            }
+        }
+        Ok(out)
+    }
+
     /// Marks checkpoint `id` as the validated state to return to.
     pub fn mark_validated(&self, id: Oid) -> Result<(), WorkspaceError> {
         self.commit(id)?;
@@ -294,10 +342,8 @@ impl CheckpointStore {
             .repo
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
-        self.scanner.scan_with(&mut |bytes| {
-            odb.write(ObjectType::Blob, bytes)
-                .map_err(WorkspaceError::git("storing a blob"))
-        })
+        self.scanner
+            .scan_with(&mut |reader, size| store_blob(&odb, reader, size))
     }
 
     /// Scans the workspace and writes its tree.
@@ -318,25 +364,43 @@ impl CheckpointStore {
     }
 
     fn patch(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<String, WorkspaceError> {
+        Ok(self.patch_capped(old, new, usize::MAX)?.0)
+    }
+
+    /// The patch from `old` to `new`, holding at most `cap` bytes in memory:
+    /// past it the text is cut at the last file boundary that fits, and
+    /// printing goes on only to count. Returns the text and the whole
+    /// patch's length.
+    pub(crate) fn patch_capped(
+        &self,
+        old: &Tree<'_>,
+        new: &Tree<'_>,
+        cap: usize,
+    ) -> Result<(String, u64), WorkspaceError> {
         let diff = self
             .repo
             .diff_tree_to_tree(Some(old), Some(new), None)
             .map_err(WorkspaceError::git("diffing checkpoints"))?;
-        print_patch(&diff)
+        print_capped(&diff, cap)
     }
 
-    /// The patch a run delivers: binary files carried whole (`GIT binary
-    /// patch`) and every `index` line with full object ids, so the patch
-    /// alone names the exact pre-image and post-image of each file and
-    /// `apply` can check both.
-    fn full_patch(&self, old: &Tree<'_>, new: &Tree<'_>) -> Result<String, WorkspaceError> {
+    /// The patch a run delivers, cut like [`Self::patch_capped`]: binary
+    /// files carried whole (`GIT binary patch`) and every `index` line with
+    /// full object ids, so the patch alone names the exact pre-image and
+    /// post-image of each file and `apply` can check both.
+    pub(crate) fn full_patch_capped(
+        &self,
+        old: &Tree<'_>,
+        new: &Tree<'_>,
+        cap: usize,
+    ) -> Result<(String, u64), WorkspaceError> {
         let mut options = git2::DiffOptions::new();
         options.show_binary(true).id_abbrev(40);
         let diff = self
             .repo
             .diff_tree_to_tree(Some(old), Some(new), Some(&mut options))
             .map_err(WorkspaceError::git("diffing checkpoints"))?;
-        print_patch(&diff)
+        print_capped(&diff, cap)
     }
 
     fn tip(&self) -> Result<Option<git2::Commit<'_>>, WorkspaceError> {
@@ -354,17 +418,38 @@ impl CheckpointStore {
     }
 }
 
-fn print_patch(diff: &git2::Diff<'_>) -> Result<String, WorkspaceError> {
+/// `diff` as patch text, at most `cap` bytes of it in memory: past the cap
+/// the text is cut at the last file boundary that fits and printing goes on
+/// only to count. Returns the text and the whole patch's length.
+fn print_capped(diff: &git2::Diff<'_>, cap: usize) -> Result<(String, u64), WorkspaceError> {
     let mut out = Vec::new();
+    let mut total = 0u64;
+    // Where the file being printed started in `out`.
+    let mut file_start = 0;
+    let mut full = true;
     diff.print(DiffFormat::Patch, |_, _, line| {
-        if matches!(line.origin(), '+' | '-' | ' ') {
+        let origin = matches!(line.origin(), '+' | '-' | ' ');
+        let len = line.content().len() + usize::from(origin);
+        total += len as u64;
+        if !full {
+            return true;
+        }
+        if line.origin() == 'F' {
+            file_start = out.len();
+        }
+        if out.len() + len > cap {
+            out.truncate(file_start);
+            full = false;
+            return true;
+        }
+        if origin {
             out.push(line.origin() as u8);
         }
         out.extend_from_slice(line.content());
         true
     })
     .map_err(WorkspaceError::git("printing a patch"))?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    Ok((String::from_utf8_lossy(&out).into_owned(), total))
 }
 
 pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {

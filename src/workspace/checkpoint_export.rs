@@ -15,18 +15,55 @@ use git2::{Delta, Diff, FileMode, Oid, Tree};
 
 use super::super::git_path::{quote, verify_path};
 use super::super::tree::write_tree;
-use super::super::{FingerprintEntry, WorkspaceError};
+use super::super::{EntryDigest, FingerprintEntry, WorkspaceError};
 use super::CheckpointStore;
 
 /// The complete change from a checkpoint to the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PatchExport {
-    /// A unified patch, `git apply`-able on the checkpoint's files.
+    /// A unified patch, `git apply`-able on the checkpoint's files; when the
+    /// whole patch is over [`MAX_PATCH_BYTES`], only the files that fit.
     pub patch: String,
+    /// The length of the whole patch (longer than `patch` when it was cut).
+    pub patch_bytes: u64,
     /// Every path the patch adds, changes or deletes, in patch order.
     pub changed_files: Vec<String>,
     /// Paths in the workspace that the patch leaves out, in path order.
     pub refused: Vec<String>,
+    /// Files over the per-file limit that were added, changed or deleted
+    /// since the checkpoint: never read, so no patch can carry them. Each
+    /// is the quoted path and why, in path order.
+    pub too_large: Vec<String>,
+}
+
+/// The most a patch export holds; a longer patch is not exported.
+pub const MAX_PATCH_BYTES: usize = 12 << 20;
+
+impl PatchExport {
+    /// Whether `patch` is the whole patch.
+    pub fn is_complete(&self) -> bool {
+        self.patch.len() as u64 == self.patch_bytes
+    }
+}
+
+/// Bytes as a short figure for messages: `2.0 GB`, `100 MB`, `512 bytes`
+/// (one decimal below 10 of a unit).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    if v >= 9.95 {
+        format!("{v:.0} {}", UNITS[unit])
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
 }
 
 impl CheckpointStore {
@@ -35,6 +72,7 @@ impl CheckpointStore {
     pub fn export_patch(&mut self, from: Oid) -> Result<PatchExport, WorkspaceError> {
         self.commit(from)?;
         let snapshot = self.scan()?;
+        let too_large = self.too_large_changes(from, &snapshot.entries)?;
         let odb = self
             .repo
             .odb()
@@ -58,7 +96,7 @@ impl CheckpointStore {
             .tree()
             .map_err(WorkspaceError::git("reading a checkpoint"))?;
         let new = self.tree(new)?;
-        let patch = self.full_patch(&old, &new)?;
+        let (patch, patch_bytes) = self.full_patch_capped(&old, &new, MAX_PATCH_BYTES)?;
         let changed_files = self
             .tree_diff(&old, &new)?
             .deltas()
@@ -72,9 +110,46 @@ impl CheckpointStore {
             .collect();
         Ok(PatchExport {
             patch,
+            patch_bytes,
             changed_files,
             refused: refused.iter().map(|p| quote(p).into_owned()).collect(),
+            too_large,
         })
+    }
+
+    /// The files over the size limit that differ between checkpoint `from`
+    /// and `entries` (by size and mtime), each with the reason the patch
+    /// leaves it out.
+    fn too_large_changes(
+        &self,
+        from: Oid,
+        entries: &[FingerprintEntry],
+    ) -> Result<Vec<String>, WorkspaceError> {
+        let mut before = self.oversize_at(from)?;
+        let limit = human_bytes(self.max_file_bytes());
+        let mut out = Vec::new();
+        for e in entries {
+            let EntryDigest::Oversize { size, mtime_ns } = e.digest else {
+                continue;
+            };
+            let path = quote(e.path.as_os_str().as_bytes()).into_owned();
+            let what = match before.remove(&path) {
+                Some(facts) if facts == (size, mtime_ns) => continue,
+                Some(_) => "changed",
+                None => "added",
+            };
+            out.push(format!(
+                "{path} ({what}, {}: over the per-file limit of {limit}, so no patch can carry it)",
+                human_bytes(size)
+            ));
+        }
+        for path in before.into_keys() {
+            out.push(format!(
+                "{path} (deleted: it was over the per-file limit of {limit}, so no patch can carry its deletion)"
+            ));
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// The paths that changed from checkpoint `from` to the tree `whole`

@@ -128,3 +128,79 @@ fn incremental_checkpoint_reads_only_changed_files() {
     let cp = store.create("second").expect("create");
     assert_eq!(cp.fingerprint, fp(&ws));
 }
+
+#[test]
+fn files_over_the_limit_are_never_stored_restored_or_exported() {
+    let (_t, ws, store) = setup();
+    let mut store = store.with_max_file_bytes(1000);
+    std::fs::create_dir_all(ws.join("big")).expect("mkdir");
+    std::fs::write(ws.join("big/old.bin"), vec![7u8; 5000]).expect("write");
+    let base = store.create("baseline").expect("create");
+    let stored = {
+        let tree = store.commit(base.id).expect("commit").tree().expect("tree");
+        flatten(&tree).expect("flatten")
+    };
+    assert!(
+        !stored.contains_key(b"big/old.bin".as_slice()),
+        "not in the tree"
+    );
+    assert!(
+        !stored.keys().any(|p| p.starts_with(b"big")),
+        "nor its directory"
+    );
+    assert_eq!(
+        store.get(base.id).expect("get").fingerprint,
+        base.fingerprint
+    );
+
+    // Unchanged: nothing to refuse. Changed (a new size), added, deleted:
+    // each is named, and the patch carries none of them.
+    let export = store.export_patch(base.id).expect("export");
+    assert!(export.too_large.is_empty(), "{:?}", export.too_large);
+    std::fs::write(ws.join("big/old.bin"), vec![8u8; 6000]).expect("write");
+    let sparse = std::fs::File::create(ws.join("huge")).expect("create");
+    sparse.set_len(20 << 30).expect("truncate");
+    std::fs::write(ws.join("a.txt"), b"one\nTWO\n").expect("write");
+    let export = store.export_patch(base.id).expect("export");
+    assert_eq!(
+        export.too_large,
+        vec![
+            "big/old.bin (changed, 5.9 KB: over the per-file limit of 1000 bytes, so no patch can carry it)",
+            "huge (added, 20 GB: over the per-file limit of 1000 bytes, so no patch can carry it)",
+        ]
+    );
+    assert!(export.patch.contains("a/a.txt") && !export.patch.contains("huge"));
+    std::fs::remove_file(ws.join("big/old.bin")).expect("rm");
+    let export = store.export_patch(base.id).expect("export");
+    assert!(
+        export.too_large[0].starts_with("big/old.bin (deleted"),
+        "{:?}",
+        export.too_large
+    );
+
+    // A restore leaves files over the limit alone.
+    let root = WorkspaceRoot::open(&ws).expect("root");
+    store.restore(base.id, &root).expect("restore");
+    assert_eq!(
+        std::fs::metadata(ws.join("huge")).expect("kept").len(),
+        20 << 30
+    );
+    assert_eq!(std::fs::read(ws.join("a.txt")).expect("a"), b"one\ntwo\n");
+}
+
+#[test]
+fn a_capped_patch_is_cut_at_a_file_boundary_and_counts_the_rest() {
+    let (_t, ws, mut store) = setup();
+    let a = store.create("a").expect("create");
+    std::fs::write(ws.join("a.txt"), b"one\nTWO\n").expect("write");
+    std::fs::write(ws.join("z.txt"), "z\n".repeat(5000)).expect("write");
+    let b = store.create("b").expect("create");
+    let old = store.commit(a.id).expect("a").tree().expect("tree");
+    let new = store.commit(b.id).expect("b").tree().expect("tree");
+    let (whole, total) = store.patch_capped(&old, &new, usize::MAX).expect("whole");
+    assert_eq!(whole.len() as u64, total);
+    let (cut, total_cut) = store.patch_capped(&old, &new, 2000).expect("cut");
+    assert_eq!(total_cut, total);
+    assert!(cut.contains("a/a.txt") && !cut.contains("z.txt"), "{cut}");
+    assert!(whole.starts_with(&cut));
+}

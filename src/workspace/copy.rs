@@ -13,6 +13,13 @@
 //!
 //! The source is only read: libgit2 reads its index and computes its status
 //! without writing either, and runs no hooks, filters or other programs.
+//!
+//! Files are copied in fixed-size chunks, and only their data: holes of a
+//! sparse file (found with `SEEK_DATA`/`SEEK_HOLE`) stay holes, so a 2 GB
+//! sparse file costs neither 2 GB of disk nor of memory. A file over the
+//! per-file limit is copied but kept out of the baseline commit (and hidden
+//! from `git status` by `.git/info/exclude`), as it is out of every
+//! checkpoint: it is never read whole to be hashed.
 
 use std::collections::{BTreeSet, HashSet};
 use std::ffi::OsStr;
@@ -61,15 +68,25 @@ impl PrivateWorkspace {
         owner_uid_gid: Option<(u32, u32)>,
         secrets: &SecretPaths,
     ) -> Result<Self, WorkspaceError> {
-        Self::create_reporting(source_repo, dest, owner_uid_gid, secrets, &mut |_| {})
+        Self::create_limited(
+            source_repo,
+            dest,
+            owner_uid_gid,
+            secrets,
+            super::DEFAULT_MAX_FILE_BYTES,
+            &mut |_| {},
+        )
     }
 
-    /// [`Self::create_with`], telling `progress` after each source path.
-    pub fn create_reporting(
+    /// [`Self::create_with`]; files over `max_file_bytes` are copied but not
+    /// committed to the baseline (see the module documentation), and
+    /// `progress` hears after each source path.
+    pub fn create_limited(
         source_repo: &Path,
         dest: &Path,
         owner_uid_gid: Option<(u32, u32)>,
         secrets: &SecretPaths,
+        max_file_bytes: u64,
         progress: &mut dyn FnMut(CopyProgress),
     ) -> Result<Self, WorkspaceError> {
         let source = Repository::open_ext(
@@ -108,12 +125,12 @@ impl PrivateWorkspace {
             }
             let rel = Path::new(OsStr::from_bytes(rel));
             if let Some(file) = copier.copy(rel, dest)? {
-                done.bytes += file.content.len() as u64;
+                done.bytes += file.size;
                 copied.push(file);
             }
             progress(done);
         }
-        let baseline = commit_baseline(dest, &copied)?;
+        let baseline = commit_baseline(dest, &copied, max_file_bytes)?;
         let owner = owner_uid_gid.filter(|_| rustix::process::geteuid().is_root());
         if let Some((uid, gid)) = owner {
             chown_tree(dest, uid, gid)?;
@@ -154,11 +171,13 @@ pub struct CopyProgress {
     pub bytes: u64,
 }
 
-/// A file copied into the workspace: path, git mode and exact bytes.
+/// A file copied into the workspace: path, git mode and size (a symlink's
+/// target is its content).
 struct CopiedFile {
     path: Vec<u8>,
     mode: u32,
-    content: Vec<u8>,
+    size: u64,
+    target: Option<Vec<u8>>,
 }
 
 /// Why the source path `rel` is not copied, if it is not.
@@ -318,27 +337,27 @@ impl<'a> Copier<'a> {
         };
         let ft = meta.file_type();
         let to = dest.join(rel);
-        let (mode, content) = if ft.is_file() {
+        let (mode, size, target) = if ft.is_file() {
             if meta.permissions().mode() & 0o400 == 0 {
                 return Err(WorkspaceError::Unreadable {
                     path: rel.to_path_buf(),
                     mode: meta.permissions().mode() & 0o7777,
                 });
             }
-            let content = std::fs::read(&src).map_err(|e| WorkspaceError::io(&src, e))?;
             let exec = meta.permissions().mode() & 0o111 != 0;
             create_parent(&to)?;
-            std::fs::write(&to, &content).map_err(|e| WorkspaceError::io(&to, e))?;
+            let size = copy_file(&src, &to)?;
             let perm = if exec { 0o755 } else { 0o644 };
             std::fs::set_permissions(&to, std::fs::Permissions::from_mode(perm))
                 .map_err(|e| WorkspaceError::io(&to, e))?;
-            (if exec { 0o100755 } else { 0o100644 }, content)
+            (if exec { 0o100755 } else { 0o100644 }, size, None)
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&src).map_err(|e| WorkspaceError::io(&src, e))?;
             self.check_link(rel, &target)?;
             create_parent(&to)?;
             std::os::unix::fs::symlink(&target, &to).map_err(|e| WorkspaceError::io(&to, e))?;
-            (0o120000, target.as_os_str().as_bytes().to_vec())
+            let bytes = target.as_os_str().as_bytes().to_vec();
+            (0o120000, bytes.len() as u64, Some(bytes))
         } else if ft.is_dir() {
             if src.join(".git").exists() {
                 return Err(WorkspaceError::Submodule {
@@ -355,7 +374,8 @@ impl<'a> Copier<'a> {
         Ok(Some(CopiedFile {
             path: rel.as_os_str().as_bytes().to_vec(),
             mode,
-            content,
+            size,
+            target,
         }))
     }
 
@@ -424,15 +444,100 @@ fn create_parent(to: &Path) -> Result<(), WorkspaceError> {
     }
 }
 
+/// Copies the regular file `src` to the new file `to` in chunks, data only
+/// (holes stay holes); returns the size copied.
+fn copy_file(src: &Path, to: &Path) -> Result<u64, WorkspaceError> {
+    use std::os::unix::fs::FileExt;
+    let from = std::fs::File::open(src).map_err(|e| WorkspaceError::io(src, e))?;
+    let size = from
+        .metadata()
+        .map_err(|e| WorkspaceError::io(src, e))?
+        .len();
+    let out = std::fs::File::create(to).map_err(|e| WorkspaceError::io(to, e))?;
+    let mut buf = vec![0; super::fingerprint::CHUNK];
+    let mut pos = 0u64;
+    while pos < size {
+        // The next data extent; a filesystem without SEEK_DATA reports the
+        // whole file as data.
+        let start = match rustix::fs::seek(&from, rustix::fs::SeekFrom::Data(pos)) {
+            Ok(start) => start,
+            Err(Errno::NXIO) => break, // only a hole is left
+            Err(_) => pos,
+        };
+        let end = rustix::fs::seek(&from, rustix::fs::SeekFrom::Hole(start))
+            .unwrap_or(size)
+            .min(size);
+        let mut at = start;
+        while at < end {
+            let want = usize::try_from(end - at)
+                .unwrap_or(usize::MAX)
+                .min(buf.len());
+            let n = from
+                .read_at(&mut buf[..want], at)
+                .map_err(|e| WorkspaceError::io(src, e))?;
+            if n == 0 {
+                break;
+            }
+            out.write_all_at(&buf[..n], at)
+                .map_err(|e| WorkspaceError::io(to, e))?;
+            at += n as u64;
+        }
+        pos = end.max(start + 1);
+    }
+    out.set_len(size).map_err(|e| WorkspaceError::io(to, e))?;
+    Ok(size)
+}
+
+/// A `.gitignore` pattern matching exactly the path `rel`, if it has one.
+fn exact_pattern(rel: &[u8]) -> Option<Vec<u8>> {
+    if rel.iter().any(|&b| b == b'\n' || b == b'\r') {
+        return None;
+    }
+    let mut out = vec![b'/'];
+    for &b in rel {
+        if matches!(b, b'*' | b'?' | b'[' | b'\\' | b' ' | b'!' | b'#') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    out.push(b'\n');
+    Some(out)
+}
+
 /// A fresh repository in `dest` whose index and one commit hold exactly the
-/// copied bytes (no filters run).
-fn commit_baseline(dest: &Path, files: &[CopiedFile]) -> Result<Oid, WorkspaceError> {
+/// copied bytes (no filters run), streamed into the object database; files
+/// over `max_file_bytes` are left out and listed in `.git/info/exclude`.
+fn commit_baseline(
+    dest: &Path,
+    files: &[CopiedFile],
+    max_file_bytes: u64,
+) -> Result<Oid, WorkspaceError> {
     let repo =
         Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
     let mut index = repo
         .index()
         .map_err(WorkspaceError::git("opening the workspace index"))?;
+    let odb = repo
+        .odb()
+        .map_err(WorkspaceError::git("opening the workspace object database"))?;
+    let mut excluded = Vec::new();
     for f in files {
+        let id = match &f.target {
+            Some(target) => super::fingerprint::store_blob(&odb, &mut target.as_slice(), f.size)?,
+            None if f.size > max_file_bytes => {
+                if let Some(pattern) = exact_pattern(&f.path) {
+                    excluded.extend_from_slice(&pattern);
+                }
+                continue;
+            }
+            None => {
+                let path = dest.join(OsStr::from_bytes(&f.path));
+                let mut file =
+                    std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
+                super::fingerprint::store_blob(&odb, &mut file, f.size)
+                    .map_err(|e| e.at(path.clone()))?
+            }
+        };
         let entry = IndexEntry {
             ctime: IndexTime::new(0, 0),
             mtime: IndexTime::new(0, 0),
@@ -441,18 +546,28 @@ fn commit_baseline(dest: &Path, files: &[CopiedFile]) -> Result<Oid, WorkspaceEr
             mode: f.mode,
             uid: 0,
             gid: 0,
-            file_size: u32::try_from(f.content.len()).unwrap_or(u32::MAX),
-            id: Oid::ZERO_SHA1,
+            file_size: u32::try_from(f.size).unwrap_or(u32::MAX),
+            id,
             flags: 0,
             flags_extended: 0,
             path: f.path.clone(),
         };
-        index
-            .add_frombuffer(&entry, &f.content)
-            .map_err(WorkspaceError::git(format!(
-                "adding {} to the baseline",
-                String::from_utf8_lossy(&f.path)
-            )))?;
+        index.add(&entry).map_err(WorkspaceError::git(format!(
+            "adding {} to the baseline",
+            String::from_utf8_lossy(&f.path)
+        )))?;
+    }
+    if !excluded.is_empty() {
+        let info = repo.path().join("info");
+        std::fs::create_dir_all(&info).map_err(|e| WorkspaceError::io(&info, e))?;
+        let exclude = info.join("exclude");
+        let mut text = std::fs::read(&exclude).unwrap_or_default();
+        if !text.is_empty() && !text.ends_with(b"\n") {
+            text.push(b'\n');
+        }
+        text.extend_from_slice(b"# over minicoder's per-file limit: not in the baseline\n");
+        text.extend_from_slice(&excluded);
+        std::fs::write(&exclude, text).map_err(|e| WorkspaceError::io(&exclude, e))?;
     }
     index
         .write()

@@ -76,6 +76,14 @@ impl WorkspaceError {
         }
     }
 
+    /// An I/O error without a real path gets `path`.
+    pub(crate) fn at(self, path: PathBuf) -> Self {
+        match self {
+            Self::Io { path: p, source } if p.as_os_str() == "." => Self::Io { path, source },
+            other => other,
+        }
+    }
+
     pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Self {
         let context = context.into();
         move |source| Self::Git { context, source }

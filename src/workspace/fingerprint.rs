@@ -20,21 +20,26 @@
 //! | --- | --- |
 //! | path length | u64, little endian |
 //! | path | bytes, `/`-separated, relative to the workspace |
-//! | kind | one byte: 1 file, 2 symlink |
+//! | kind | one byte: 1 file, 2 symlink, 3 file over the size limit |
 //! | mode | u32, little endian |
 //! | payload length | u64, little endian |
-//! | payload | 32-byte content SHA-256 (file) or link target bytes (symlink) |
+//! | payload | 32-byte content SHA-256 (file), link target bytes (symlink), or size (u64) and mtime in ns (i64), both little endian (file over the limit) |
 //!
 //! Every variable-length field is length-prefixed, so no choice of names
 //! (newlines, NULs in targets) can make two different lists collide.
 //!
 //! Scans are incremental through a [`StatCache`]; see that module for the
 //! racy-file rule.
+//!
+//! Files are read in fixed-size chunks, never whole. A file larger than the
+//! per-file limit ([`DEFAULT_MAX_FILE_BYTES`] unless set) is not read at
+//! all: it stands in the fingerprint by its size and modification time
+//! ([`EntryDigest::Oversize`]), and checkpoints leave it out.
 
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
@@ -55,6 +60,12 @@ pub const DEFAULT_EXCLUDES: [&str; 5] = [
     "node_modules",
     ".venv",
 ];
+
+/// Files larger than this are fingerprinted by size and modification time
+/// only, and left out of checkpoints (`max_file_bytes` in `.minicoder.json`).
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 100 << 20;
+/// The read size of hashing and storing.
+pub(crate) const CHUNK: usize = 256 << 10;
 
 pub(crate) const MODE_FILE: u32 = 0o100644;
 pub(crate) const MODE_EXEC: u32 = 0o100755;
@@ -136,6 +147,9 @@ pub enum EntryDigest {
     Content([u8; 32]),
     /// A symlink's target, as stored.
     LinkTarget(PathBuf),
+    /// A file over the per-file limit: never read, known by its size and
+    /// modification time; its blob id is zero and no checkpoint holds it.
+    Oversize { size: u64, mtime_ns: i64 },
 }
 
 /// One file or symlink of the workspace.
@@ -148,8 +162,16 @@ pub struct FingerprintEntry {
     /// Git mode: `0o100644`, `0o100755` or `0o120000`.
     pub mode: u32,
     pub digest: EntryDigest,
-    /// Git blob id of the content or link target.
+    /// Git blob id of the content or link target (zero for
+    /// [`EntryDigest::Oversize`]).
     pub blob: Oid,
+}
+
+impl FingerprintEntry {
+    /// Whether the file is over the per-file limit (never read or stored).
+    pub fn is_oversize(&self) -> bool {
+        matches!(self.digest, EntryDigest::Oversize { .. })
+    }
 }
 
 /// The result of one scan.
@@ -162,8 +184,73 @@ pub struct Snapshot {
     pub rehashed: usize,
 }
 
-/// Gives the blob id of some content (and may store it somewhere).
-pub(crate) type BlobSink<'a> = dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError> + 'a;
+/// Gives the blob id of `size` bytes read from a reader (and may store
+/// them somewhere).
+pub(crate) type BlobSink<'a> = dyn FnMut(&mut dyn Read, u64) -> Result<Oid, WorkspaceError> + 'a;
+
+/// The Git blob id of `size` bytes from `reader`, hashed in chunks.
+pub(crate) fn hash_blob(reader: &mut dyn Read, size: u64) -> Result<Oid, WorkspaceError> {
+    use sha1::Digest as _;
+    let mut h = sha1::Sha1::new();
+    h.update(format!("blob {size}\0").as_bytes());
+    std::io::copy(reader, &mut h).map_err(|e| WorkspaceError::io(Path::new("."), e))?;
+    Oid::from_bytes(&h.finalize()).map_err(WorkspaceError::git("hashing a blob"))
+}
+
+/// Stores `size` bytes from `reader` as a blob of `odb`, streamed in chunks.
+pub(crate) fn store_blob(
+    odb: &git2::Odb<'_>,
+    reader: &mut dyn Read,
+    size: u64,
+) -> Result<Oid, WorkspaceError> {
+    let len = usize::try_from(size).map_err(|_| {
+        WorkspaceError::io(
+            Path::new("."),
+            std::io::Error::other("a file too large for this platform"),
+        )
+    })?;
+    let mut w = odb
+        .writer(len, ObjectType::Blob)
+        .map_err(WorkspaceError::git("storing a blob"))?;
+    let mut buf = vec![0; CHUNK];
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(WorkspaceError::io(Path::new("."), e)),
+        };
+        w.write_all(&buf[..n])
+            .map_err(|e| WorkspaceError::io(Path::new("."), e))?;
+    }
+    w.finalize().map_err(WorkspaceError::git("storing a blob"))
+}
+
+/// Passes on exactly `size` bytes of `inner`, hashing them with SHA-256 on
+/// the way; a file that ends early is an error.
+struct Hashing<R> {
+    inner: R,
+    left: u64,
+    sha: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.left == 0 {
+            return Ok(0);
+        }
+        let want = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n == 0 {
+            return Err(std::io::Error::other("the file shrank while it was read"));
+        }
+        self.sha.update(&buf[..n]);
+        self.left -= n as u64;
+        Ok(n)
+    }
+}
 
 /// Scans a workspace repeatedly, re-reading only files that changed.
 #[derive(Debug)]
@@ -172,6 +259,7 @@ pub struct Fingerprinter {
     excludes: ExcludeSet,
     cache: StatCache,
     cache_file: Option<PathBuf>,
+    max_file_bytes: u64,
 }
 
 impl Fingerprinter {
@@ -182,7 +270,25 @@ impl Fingerprinter {
             excludes,
             cache: StatCache::new(),
             cache_file: None,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
         }
+    }
+
+    /// Files larger than `bytes` are fingerprinted by size and mtime only.
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+        self.set_max_file_bytes(bytes);
+        self
+    }
+
+    /// Changes the per-file limit. Cached hashes stay valid: the cache
+    /// never holds a file over the limit in force when it was scanned, and
+    /// a lower limit is applied to every file the cache vouches for.
+    pub fn set_max_file_bytes(&mut self, bytes: u64) {
+        self.max_file_bytes = bytes;
+    }
+
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
     }
 
     /// Loads the cache from `file` (which must be outside the workspace) and
@@ -214,9 +320,7 @@ impl Fingerprinter {
 
     /// Fingerprints the workspace now.
     pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
-        self.scan_with(&mut |bytes| {
-            Oid::hash_object(ObjectType::Blob, bytes).map_err(WorkspaceError::git("hashing a blob"))
-        })
+        self.scan_with(&mut hash_blob)
     }
 
     /// Like [`Self::scan`], with blob ids of re-read files from `sink`. Blob
@@ -249,15 +353,43 @@ impl Fingerprinter {
                     name_start,
                     cached,
                 } => {
-                    let hash = match cached {
+                    let limit = self.max_file_bytes;
+                    let hash = match cached.filter(|h| h.key.size <= limit) {
                         Some(hash) => hash,
                         None => {
-                            let (key, bytes) = reader.read(&rel, name_start)?;
+                            let (key, file) = reader.open(&rel, name_start)?;
+                            if key.size > self.max_file_bytes {
+                                entries.push(FingerprintEntry {
+                                    path: PathBuf::from(OsString::from_vec(rel)),
+                                    kind: EntryKind::File,
+                                    mode: git_mode(key.mode),
+                                    digest: EntryDigest::Oversize {
+                                        size: key.size,
+                                        mtime_ns: key.mtime_ns,
+                                    },
+                                    blob: Oid::ZERO_SHA1,
+                                });
+                                continue;
+                            }
                             rehashed += 1;
+                            let mut hashing = Hashing {
+                                inner: std::io::BufReader::with_capacity(CHUNK, file),
+                                left: key.size,
+                                sha: Sha256::new(),
+                            };
+                            let blob = sink(&mut hashing, key.size)
+                                .map_err(|e| e.at(self.workspace.join(OsStr::from_bytes(&rel))))?;
+                            if hashing.left != 0 {
+                                return Err(io_error(
+                                    &self.workspace,
+                                    &rel,
+                                    std::io::Error::other("the file shrank while it was read"),
+                                ));
+                            }
                             let hash = CachedHash {
                                 key,
-                                sha256: Sha256::digest(&bytes).into(),
-                                blob: oid_bytes(sink(&bytes)?),
+                                sha256: hashing.sha.finalize().into(),
+                                blob: oid_bytes(blob),
                                 recorded_ns: started_ns,
                             };
                             fresh.push((rel.clone(), hash));
@@ -267,18 +399,14 @@ impl Fingerprinter {
                     entries.push(FingerprintEntry {
                         path: PathBuf::from(OsString::from_vec(rel)),
                         kind: EntryKind::File,
-                        mode: if hash.key.mode & 0o111 != 0 {
-                            MODE_EXEC
-                        } else {
-                            MODE_FILE
-                        },
+                        mode: git_mode(hash.key.mode),
                         digest: EntryDigest::Content(hash.sha256),
                         blob: Oid::from_bytes(&hash.blob)
                             .map_err(WorkspaceError::git("reading a cached blob id"))?,
                     });
                 }
                 Found::Symlink { rel, target } => {
-                    let blob = sink(&target)?;
+                    let blob = sink(&mut target.as_slice(), target.len() as u64)?;
                     entries.push(FingerprintEntry {
                         path: PathBuf::from(OsString::from_vec(rel)),
                         kind: EntryKind::Symlink,
@@ -322,11 +450,24 @@ pub fn digest(entries: &[FingerprintEntry]) -> Fingerprint {
         let path = e.path.as_os_str().as_bytes();
         h.update((path.len() as u64).to_le_bytes());
         h.update(path);
-        h.update([if e.kind == EntryKind::Symlink { 2 } else { 1 }]);
+        let kind = match (&e.digest, e.kind) {
+            (EntryDigest::Oversize { .. }, _) => 3,
+            (_, EntryKind::Symlink) => 2,
+            _ => 1,
+        };
+        h.update([kind]);
         h.update(e.mode.to_le_bytes());
+        let facts;
         let payload: &[u8] = match &e.digest {
             EntryDigest::Content(sum) => sum,
             EntryDigest::LinkTarget(t) => t.as_os_str().as_bytes(),
+            EntryDigest::Oversize { size, mtime_ns } => {
+                let mut b = [0; 16];
+                b[..8].copy_from_slice(&size.to_le_bytes());
+                b[8..].copy_from_slice(&mtime_ns.to_le_bytes());
+                facts = b;
+                &facts
+            }
         };
         h.update((payload.len() as u64).to_le_bytes());
         h.update(payload);
@@ -345,14 +486,14 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    /// Reads a regular file without following a symlink or blocking on a
+    /// Opens a regular file without following a symlink or blocking on a
     /// fifo swapped in since it was examined; the facts returned are those
-    /// of the file actually read.
-    fn read(
+    /// of the file actually opened.
+    fn open(
         &mut self,
         rel: &[u8],
         name_start: usize,
-    ) -> Result<(StatKey, Vec<u8>), WorkspaceError> {
+    ) -> Result<(StatKey, std::fs::File), WorkspaceError> {
         let (dir, name) = rel.split_at(name_start);
         let reuse = matches!(&self.open, Some((path, _)) if path.as_slice() == dir);
         if !reuse {
@@ -381,11 +522,16 @@ impl Reader<'_> {
                 std::io::Error::other("changed into a non-regular file during the scan"),
             ));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0));
-        std::fs::File::from(fd)
-            .read_to_end(&mut bytes)
-            .map_err(|e| io_error(self.workspace, rel, e))?;
-        Ok((stat_key(&st), bytes))
+        Ok((stat_key(&st), std::fs::File::from(fd)))
+    }
+}
+
+/// Git's mode for a regular file with `st_mode`.
+fn git_mode(st_mode: u32) -> u32 {
+    if st_mode & 0o111 != 0 {
+        MODE_EXEC
+    } else {
+        MODE_FILE
     }
 }
 

@@ -245,3 +245,35 @@ fn parallel_walk_finds_every_entry_of_a_wide_deep_tree() {
     assert_eq!(again.entries.len(), expected.len() - 1);
     assert_eq!(f.cache().len(), 12 * 4 * 3 - 1);
 }
+
+#[test]
+fn a_file_over_the_limit_is_known_by_size_and_mtime_without_being_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let big = dir.path().join("big");
+    std::fs::write(&big, vec![1u8; 4096]).expect("write");
+    // Never read: other bytes of the same size and mtime leave the
+    // fingerprint as it was.
+    let mut f = Fingerprinter::new(dir.path(), ExcludeSet::default()).with_max_file_bytes(1024);
+    let first = f.scan().expect("scan");
+    assert!(first.entries[0].is_oversize());
+    assert_eq!(first.rehashed, 0);
+    let mtime = std::fs::metadata(&big)
+        .expect("meta")
+        .modified()
+        .expect("mtime");
+    std::fs::write(&big, vec![2u8; 4096]).expect("write");
+    std::fs::File::options()
+        .write(true)
+        .open(&big)
+        .expect("open")
+        .set_modified(mtime)
+        .expect("set mtime");
+    assert_eq!(f.scan().expect("scan").fingerprint, first.fingerprint);
+    std::fs::write(&big, vec![2u8; 4097]).expect("grow");
+    assert_ne!(f.scan().expect("scan").fingerprint, first.fingerprint);
+    // Under a higher limit it is hashed like any file.
+    let mut all = Fingerprinter::new(dir.path(), ExcludeSet::default());
+    let hashed = all.scan().expect("scan");
+    assert!(!hashed.entries[0].is_oversize());
+    assert_eq!(hashed.rehashed, 1);
+}

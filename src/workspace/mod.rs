@@ -7,21 +7,23 @@ mod copy;
 mod error;
 mod fingerprint;
 mod git_path;
+pub mod limits;
 mod secrets;
 mod source_state;
 pub(crate) mod stat_cache;
 mod tree;
 mod walk;
 
-pub use checkpoint::{Checkpoint, CheckpointStore, PatchExport};
+pub use checkpoint::{Checkpoint, CheckpointStore, MAX_PATCH_BYTES, PatchExport, human_bytes};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
 pub use copy::{CopyProgress, PrivateWorkspace};
 pub use error::WorkspaceError;
 pub use fingerprint::{
-    DEFAULT_EXCLUDES, EntryDigest, ExcludeSet, Fingerprint, FingerprintEntry, Fingerprinter,
-    Snapshot, digest, fingerprint,
+    DEFAULT_EXCLUDES, DEFAULT_MAX_FILE_BYTES, EntryDigest, ExcludeSet, Fingerprint,
+    FingerprintEntry, Fingerprinter, Snapshot, digest, fingerprint,
 };
 pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
+pub use limits::{LimitOverrides, Usage, WorkspaceLimits};
 pub use secrets::{
     DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };

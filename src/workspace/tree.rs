@@ -26,7 +26,10 @@ pub(crate) fn write_tree(
         .map(|e| e.path.as_os_str().as_bytes())
         .collect();
     let mut trees = Trees { odb, stored };
-    trees.write_dir(entries, &paths, 0)
+    match trees.write_dir(entries, &paths, 0)? {
+        Some(id) => Ok(id),
+        None => trees.write_items(Vec::new()),
+    }
 }
 
 struct Trees<'a, 'r> {
@@ -37,19 +40,23 @@ struct Trees<'a, 'r> {
 impl Trees<'_, '_> {
     /// `entries[i]` has path `paths[i]`; all share the first `prefix` bytes,
     /// which name the directory being written (empty, or ending in `/`).
+    /// Files over the size limit are left out, and so is a directory left
+    /// empty by that (`None`).
     fn write_dir(
         &mut self,
         entries: &[FingerprintEntry],
         paths: &[&[u8]],
         prefix: usize,
-    ) -> Result<Oid, WorkspaceError> {
+    ) -> Result<Option<Oid>, WorkspaceError> {
         let mut items: Vec<(&[u8], u32, Oid)> = Vec::new();
         let mut i = 0;
         while i < entries.len() {
             let rest = &paths[i][prefix..];
             match rest.iter().position(|&b| b == b'/') {
                 None => {
-                    items.push((rest, entries[i].mode, entries[i].blob));
+                    if !entries[i].is_oversize() {
+                        items.push((rest, entries[i].mode, entries[i].blob));
+                    }
                     i += 1;
                 }
                 Some(slash) => {
@@ -58,13 +65,22 @@ impl Trees<'_, '_> {
                         .iter()
                         .take_while(|p| p[prefix..].starts_with(dir))
                         .count();
-                    let oid =
-                        self.write_dir(&entries[i..end], &paths[i..end], prefix + dir.len())?;
-                    items.push((&rest[..slash], MODE_TREE, oid));
+                    if let Some(oid) =
+                        self.write_dir(&entries[i..end], &paths[i..end], prefix + dir.len())?
+                    {
+                        items.push((&rest[..slash], MODE_TREE, oid));
+                    }
                     i = end;
                 }
             }
         }
+        if items.is_empty() {
+            return Ok(None);
+        }
+        self.write_items(items).map(Some)
+    }
+
+    fn write_items(&mut self, mut items: Vec<(&[u8], u32, Oid)>) -> Result<Oid, WorkspaceError> {
         // Git orders a tree's entries by name, comparing a directory as if its
         // name ended in '/'. Sorting full paths by bytes already yields that
         // order, so this only confirms it (linear on sorted input).

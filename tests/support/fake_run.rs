@@ -113,6 +113,7 @@ pub fn make_run(
             },
             recovery: RecoverySummary::default(),
             changed_files: export.changed_files.clone(),
+            changed_total: None,
             artifact_dir: artifacts.path().display().to_string(),
             patch: artifacts.final_patch_path().display().to_string(),
             duration_ms: 1,

@@ -231,7 +231,9 @@ pub fn edit() -> Vec<RunEvent> {
     events.push(RunEvent::WorkspaceChanged {
         fingerprint: "sha256:77aa00bb11cc22dd33ee44ff5566778899aabbcc".into(),
         changed_files: vec!["pagination.py".into(), "tests/test_pagination.py".into()],
+        changed_total: None,
         diff: DIFF.into(),
+        diff_total_bytes: None,
     });
     events.extend(tool(
         "call_5",

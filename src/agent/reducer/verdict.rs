@@ -193,6 +193,7 @@ impl Agent {
             fingerprint,
             credentials,
             left_out,
+            too_large,
             export_error,
         } = facts;
         let (outcome, reason) = match (outcome, export_error) {
@@ -212,6 +213,13 @@ impl Agent {
                 format!(
                     "the workspace holds credential files or paths git refuses, which a patch may not add or change ({}); they are left out of final.patch, so the verified state is not the patch",
                     left_out.join(", ")
+                ),
+            ),
+            (Outcome::Success, None) if !too_large.is_empty() => (
+                Outcome::Failure,
+                format!(
+                    "files over the per-file limit changed, which no patch can carry: {}; final.patch leaves them out, so the verified state is not the patch",
+                    too_large.join(", ")
                 ),
             ),
             (Outcome::Success, None)

@@ -169,6 +169,8 @@ fn only_a_changed_diff_bumps_its_generation() {
     let changed = |diff: &str| RunEvent::WorkspaceChanged {
         fingerprint: "f".into(),
         changed_files: vec!["a".into()],
+        changed_total: None,
+        diff_total_bytes: None,
         diff: diff.into(),
     };
     view.apply(&changed("d1"));
