@@ -42,7 +42,7 @@ pub enum ChangeKind {
 }
 
 impl ChangeKind {
-    pub fn letter(self) -> char {
+    pub(crate) fn letter(self) -> char {
         match self {
             ChangeKind::Added => 'A',
             ChangeKind::Deleted => 'D',
@@ -128,7 +128,7 @@ impl Overlap {
 
 /// Compares the source's current images of the touched paths with the
 /// patch's pre-images. `current` holds every path of [`FileChange::paths`].
-pub fn overlaps(changes: &[FileChange], current: &BTreeMap<Vec<u8>, Image>) -> Vec<Overlap> {
+pub(crate) fn overlaps(changes: &[FileChange], current: &BTreeMap<Vec<u8>, Image>) -> Vec<Overlap> {
     let mut found = Vec::new();
     for change in changes {
         if let (Some(path), Some((id, mode))) = (&change.old_path, change.old) {

@@ -4,9 +4,9 @@
 use git2::{ObjectType, Oid};
 use sha2::{Digest, Sha256};
 
-pub const GIT_MODE_FILE: u32 = 0o100644;
-pub const GIT_MODE_EXEC: u32 = 0o100755;
-pub const GIT_MODE_LINK: u32 = 0o120000;
+pub(crate) const GIT_MODE_FILE: u32 = 0o100644;
+pub(crate) const GIT_MODE_EXEC: u32 = 0o100755;
+pub(crate) const GIT_MODE_LINK: u32 = 0o120000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Image {
@@ -23,7 +23,7 @@ pub enum Image {
 
 impl Image {
     /// The mode git records: 100644, 100755 (owner may execute) or 120000.
-    pub fn git_mode(&self) -> Option<u32> {
+    pub(crate) fn git_mode(&self) -> Option<u32> {
         match self {
             Image::Absent => None,
             Image::File { mode, .. } if mode & 0o100 != 0 => Some(GIT_MODE_EXEC),
@@ -42,7 +42,7 @@ impl Image {
     }
 
     /// The git blob id of the content.
-    pub fn blob_id(&self) -> Option<Oid> {
+    pub(crate) fn blob_id(&self) -> Option<Oid> {
         self.content()
             .and_then(|c| Oid::hash_object(ObjectType::Blob, c).ok())
     }
@@ -63,7 +63,7 @@ impl Image {
 
     /// The image git would check out for `content` with `git_mode`; an
     /// existing file's other permission bits are kept where the mode agrees.
-    pub fn from_git(content: Vec<u8>, git_mode: u32, like: &Image) -> Image {
+    pub(crate) fn from_git(content: Vec<u8>, git_mode: u32, like: &Image) -> Image {
         if git_mode == GIT_MODE_LINK {
             return Image::Symlink { target: content };
         }

@@ -24,7 +24,7 @@ use crate::workspace::{quote_path, unquote_path};
 pub use crate::runs::{APPLY_JOURNAL_DIR as JOURNAL_DIR, APPLY_JOURNAL_FILE as JOURNAL_FILE};
 const PRE_DIR: &str = "pre";
 const DOMAIN: &[u8] = b"minicoder apply journal v1\n";
-pub const JOURNAL_VERSION: u32 = 1;
+pub(crate) const JOURNAL_VERSION: u32 = 1;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -88,7 +88,7 @@ impl Recorded {
 }
 
 impl JournalEntry {
-    pub fn path_bytes(&self) -> Result<Vec<u8>, DeliveryError> {
+    pub(crate) fn path_bytes(&self) -> Result<Vec<u8>, DeliveryError> {
         unquote_path(&self.path).ok_or_else(|| DeliveryError::JournalTampered {
             why: format!("the path {:?} is malformed", self.path),
         })
@@ -115,7 +115,7 @@ impl Journal {
         }
     }
 
-    pub fn record(&mut self, path: &[u8], pre: &Image, post: &Image, merged: bool) {
+    pub(crate) fn record(&mut self, path: &[u8], pre: &Image, post: &Image, merged: bool) {
         self.entries.push(JournalEntry {
             path: quote_path(path).into_owned(),
             pre: Recorded::of(pre),
@@ -227,7 +227,7 @@ impl Journal {
     }
 
     /// The pre-image an entry records, read back and checked against its hash.
-    pub fn pre_image(
+    pub(crate) fn pre_image(
         &self,
         artifact_dir: &Path,
         entry: &JournalEntry,
@@ -259,7 +259,7 @@ impl Journal {
 
     /// Sets the journal aside once undone (kept, under a name with the time):
     /// the run can be applied again.
-    pub fn retire(artifact_dir: &Path) -> Result<(), DeliveryError> {
+    pub(crate) fn retire(artifact_dir: &Path) -> Result<(), DeliveryError> {
         let dir = dir(artifact_dir);
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ");
         let from = dir.join(JOURNAL_FILE);
@@ -271,7 +271,7 @@ impl Journal {
     }
 
     /// Removes the journal of an apply that was rolled back.
-    pub fn discard(artifact_dir: &Path) {
+    pub(crate) fn discard(artifact_dir: &Path) {
         let _ = std::fs::remove_file(dir(artifact_dir).join(JOURNAL_FILE));
     }
 }

@@ -22,7 +22,7 @@ pub mod journal;
 pub mod lock;
 pub mod plan;
 pub mod source;
-pub mod transaction;
+pub(crate) mod transaction;
 pub mod verify;
 
 use std::path::{Path, PathBuf};

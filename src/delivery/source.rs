@@ -200,7 +200,7 @@ impl Source {
 
     /// Removes the directories that lead to `rel` and are now empty (as git
     /// does after deleting a file).
-    pub fn prune_empty_parents(&self, rel: &[u8]) {
+    pub(crate) fn prune_empty_parents(&self, rel: &[u8]) {
         let mut dir = self.full(rel);
         while dir.pop() && dir != self.root && dir.starts_with(&self.root) {
             if std::fs::remove_dir(&dir).is_err() {
@@ -210,7 +210,7 @@ impl Source {
     }
 
     /// `path` (inside the root) relative to it, quoted as git quotes paths.
-    pub fn relative(&self, path: &Path) -> String {
+    pub(crate) fn relative(&self, path: &Path) -> String {
         let rel = path.strip_prefix(&self.root).unwrap_or(path);
         quote_path(rel.as_os_str().as_bytes()).into_owned()
     }

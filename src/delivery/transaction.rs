@@ -13,7 +13,7 @@ use super::source::Source;
 
 /// One path to set: from `pre` (what is there now) to `post`.
 #[derive(Debug, Clone, Copy)]
-pub struct Step<'a> {
+pub(crate) struct Step<'a> {
     pub path: &'a [u8],
     pub pre: &'a Image,
     pub post: &'a Image,

@@ -12,8 +12,7 @@ use super::DeliveryError;
 
 /// A run whose artifacts check out.
 #[derive(Debug, Clone)]
-pub struct VerifiedRun {
-    pub receipt: Receipt,
+pub(crate) struct VerifiedRun {
     /// SHA-256 of `receipt.json` as it is on disk.
     pub receipt_sha256: String,
     /// `final.patch`, exactly as signed.
@@ -22,7 +21,7 @@ pub struct VerifiedRun {
     pub succeeded: bool,
 }
 
-pub fn verify_run(
+pub(crate) fn verify_run(
     key: &ReceiptKey,
     run: &RunRecord,
     unverified: bool,
@@ -95,7 +94,6 @@ pub fn verify_run(
         )));
     }
     Ok(VerifiedRun {
-        receipt,
         receipt_sha256: crate::trace::event_log::sha256_hex(&receipt_bytes),
         patch,
         succeeded,

@@ -80,4 +80,4 @@ pub trait ActionSource: Send {
 }
 
 /// The result of [`ActionSource::preflight`].
-pub type PreflightFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+pub(crate) type PreflightFuture<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;

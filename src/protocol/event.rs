@@ -327,7 +327,7 @@ impl RunEvent {
 
     /// Whether the event belongs in `events.jsonl` (streamed deltas do not:
     /// the complete text is in `model.response`).
-    pub fn is_persisted(&self) -> bool {
+    pub(crate) fn is_persisted(&self) -> bool {
         !matches!(
             self,
             RunEvent::ModelDelta { .. } | RunEvent::RunPreparing { .. }

@@ -66,7 +66,7 @@ impl CommandRequest {
     }
 
     /// Stops the command as soon as `stop` holds a reason.
-    pub fn stop_on(mut self, stop: tokio::sync::watch::Receiver<Option<String>>) -> Self {
+    pub(crate) fn stop_on(mut self, stop: tokio::sync::watch::Receiver<Option<String>>) -> Self {
         self.stop = Some(stop);
         self
     }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use super::SandboxError;
 
 /// In-memory budget of each stream (1 MB), head and tail together.
-pub const STREAM_CAP: usize = 1 << 20;
+pub(crate) const STREAM_CAP: usize = 1 << 20;
 
 /// One stream of a finished command.
 ///
@@ -67,7 +67,7 @@ impl CapturedStream {
     }
 
     /// The spool file's name: the id `read_output` knows the stream by.
-    pub fn spool_name(&self) -> Option<String> {
+    pub(crate) fn spool_name(&self) -> Option<String> {
         self.spool
             .as_ref()
             .and_then(|p| p.file_name())

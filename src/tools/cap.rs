@@ -10,7 +10,7 @@ pub const MODEL_CHAR_LIMIT: usize = 16_000;
 /// its end, with a line between them saying how many bytes were left out and,
 /// when the stream was spooled, the `read_output` call that reads them.
 /// Output that was never forwarded past the sandbox's limit is noted after.
-pub fn stream_for_model(stream: &CapturedStream, budget: usize) -> String {
+pub(crate) fn stream_for_model(stream: &CapturedStream, budget: usize) -> String {
     let view = stream.view(budget);
     let mut text = String::from_utf8_lossy(view.front).into_owned();
     if view.gap_len > 0 {
@@ -32,7 +32,7 @@ pub fn stream_for_model(stream: &CapturedStream, budget: usize) -> String {
 
 /// `[… N bytes omitted; read them with read_output id=… offset=… …]` on a
 /// line of its own (without the `read_output` part when there is no id).
-pub fn omission_marker(offset: u64, omitted: u64, id: Option<&str>) -> String {
+pub(crate) fn omission_marker(offset: u64, omitted: u64, id: Option<&str>) -> String {
     let omitted_text = group_thousands(usize::try_from(omitted).unwrap_or(usize::MAX));
     match id {
         Some(id) => format!(

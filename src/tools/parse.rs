@@ -22,7 +22,7 @@ pub enum ToolName {
 }
 
 impl ToolName {
-    pub const ALL: [ToolName; 10] = [
+    pub(crate) const ALL: [ToolName; 10] = [
         Self::ListTree,
         Self::ReadFile,
         Self::Ripgrep,

@@ -94,13 +94,13 @@ impl CheckpointStore {
     }
 
     /// Files larger than `bytes` are neither read nor checkpointed.
-    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+    pub(crate) fn with_max_file_bytes(mut self, bytes: u64) -> Self {
         self.scanner.set_max_file_bytes(bytes);
         self
     }
 
     /// The per-file limit of this store.
-    pub fn max_file_bytes(&self) -> u64 {
+    pub(crate) fn max_file_bytes(&self) -> u64 {
         self.scanner.max_file_bytes()
     }
 

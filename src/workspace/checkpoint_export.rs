@@ -41,7 +41,7 @@ pub const MAX_PATCH_BYTES: usize = 12 << 20;
 
 impl PatchExport {
     /// Whether `patch` is the whole patch.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.patch.len() as u64 == self.patch_bytes
     }
 }

@@ -81,7 +81,7 @@ impl PrivateWorkspace {
     /// [`Self::create_with`]; files over `max_file_bytes` are copied but not
     /// committed to the baseline (see the module documentation), and
     /// `progress` hears after each source path.
-    pub fn create_limited(
+    pub(crate) fn create_limited(
         source_repo: &Path,
         dest: &Path,
         owner_uid_gid: Option<(u32, u32)>,

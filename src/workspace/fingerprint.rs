@@ -169,7 +169,7 @@ pub struct FingerprintEntry {
 
 impl FingerprintEntry {
     /// Whether the file is over the per-file limit (never read or stored).
-    pub fn is_oversize(&self) -> bool {
+    pub(crate) fn is_oversize(&self) -> bool {
         matches!(self.digest, EntryDigest::Oversize { .. })
     }
 }
@@ -275,7 +275,8 @@ impl Fingerprinter {
     }
 
     /// Files larger than `bytes` are fingerprinted by size and mtime only.
-    pub fn with_max_file_bytes(mut self, bytes: u64) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_max_file_bytes(mut self, bytes: u64) -> Self {
         self.set_max_file_bytes(bytes);
         self
     }
@@ -283,11 +284,11 @@ impl Fingerprinter {
     /// Changes the per-file limit. Cached hashes stay valid: the cache
     /// never holds a file over the limit in force when it was scanned, and
     /// a lower limit is applied to every file the cache vouches for.
-    pub fn set_max_file_bytes(&mut self, bytes: u64) {
+    pub(crate) fn set_max_file_bytes(&mut self, bytes: u64) {
         self.max_file_bytes = bytes;
     }
 
-    pub fn max_file_bytes(&self) -> u64 {
+    pub(crate) fn max_file_bytes(&self) -> u64 {
         self.max_file_bytes
     }
 

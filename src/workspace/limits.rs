@@ -33,17 +33,17 @@ use super::checkpoint::human_bytes;
 use super::fingerprint::DEFAULT_MAX_FILE_BYTES;
 
 /// The default entry-count limit of a workspace.
-pub const DEFAULT_MAX_FILES: u64 = 200_000;
+pub(crate) const DEFAULT_MAX_FILES: u64 = 200_000;
 /// The default free-space floor of the state filesystem.
-pub const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
+pub(crate) const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
 /// The smallest default size limit (otherwise 4 × the source's size).
-pub const MIN_DEFAULT_MAX_BYTES: u64 = 2 << 30;
+pub(crate) const MIN_DEFAULT_MAX_BYTES: u64 = 2 << 30;
 
 /// Growth in allocated bytes that does not count against a workspace
 /// already over a limit when its command started: the filesystem's own
 /// bookkeeping (delayed allocation settling, extent blocks written back)
 /// moves `st_blocks` a little after a command has ended.
-pub const SETTLING_BYTES: u64 = 32 << 20;
+pub(crate) const SETTLING_BYTES: u64 = 32 << 20;
 
 /// The `"limits"` object of `.minicoder.json`; each unset field takes its
 /// default.
@@ -97,7 +97,7 @@ impl WorkspaceLimits {
     /// the usage when the command started (`start`): a workspace already
     /// over a limit may still run commands that do not grow it further, so
     /// that the model can delete what put it there.
-    pub fn crossed(&self, start: &Usage, now: &Usage) -> Option<String> {
+    pub(crate) fn crossed(&self, start: &Usage, now: &Usage) -> Option<String> {
         if let Some(free) = now.free_bytes
             && free < self.min_free_bytes
             && start
@@ -151,7 +151,7 @@ pub struct Usage {
 /// that meets an entry vanishing under it just skips it; `give_up` is
 /// asked now and then and ends the walk early (its figures then are
 /// lower bounds).
-pub fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
+pub(crate) fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
     let mut usage = Usage {
         free_bytes: free_bytes(workspace),
         ..Usage::default()
@@ -219,7 +219,7 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 /// Watches the workspace while one command runs (see
 /// the module documentation for why a watchdog and not a size-limited
 /// filesystem): the first poll over a limit puts the reason in `stop`.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     /// Holds the reason once a limit is crossed.
     pub stop: tokio::sync::watch::Receiver<Option<String>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
