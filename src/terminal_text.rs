@@ -125,6 +125,15 @@ pub(crate) fn write_line(out: &mut impl Write, line: &str) {
     let _ = writeln!(out, "{}", escape_line(line));
 }
 
+/// [`escape_line`] with tabs kept: for patches, where tabs indent Makefiles
+/// and Go code and only move the cursor.
+pub(crate) fn escape_keeping_tabs(text: &str) -> String {
+    text.split('\t')
+        .map(escape_line)
+        .collect::<Vec<_>>()
+        .join("\t")
+}
+
 /// A writer that escapes what passes through it line by line, keeping the
 /// newlines that end lines: for loggers, which format a whole record and
 /// write it at once.
@@ -225,5 +234,13 @@ mod tests {
             .expect("write");
         let text = String::from_utf8(w.0).expect("utf8");
         assert_eq!(text, "WARN path `a\\x1b[2J\\nb`\n");
+    }
+
+    #[test]
+    fn patches_keep_their_tabs_and_lose_their_escapes() {
+        assert_eq!(
+            super::escape_keeping_tabs("+\tx = 1\u{1b}[2J\t# \u{202e}"),
+            "+\tx = 1\\x1b[2J\t# \\u{202e}"
+        );
     }
 }

@@ -16,6 +16,27 @@ macro_rules! out {
     }};
 }
 
+/// A line of a patch on stdout: escaped like [`out!`], its tabs kept (they
+/// indent Makefiles and Go code, and only move the cursor).
+pub(crate) fn out_keeping_tabs(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        crate::terminal_text::escape_keeping_tabs(line)
+    );
+}
+
+/// A JSON line on stdout, escaped as JSON so it stays JSON.
+pub(crate) fn out_json_line(line: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "{}",
+        crate::terminal_text::escape_json(line)
+    );
+}
+
 /// `eprintln!` with the same guarantees as [`out!`], on stderr.
 macro_rules! err {
     ($($arg:tt)*) => {{

@@ -500,11 +500,8 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
 /// The patch line by line, each escaped, tabs kept (indentation in
 /// Makefiles and Go code is tabs; a tab moves the cursor, nothing more).
 fn print_patch(patch: &str) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
     for line in patch.lines() {
-        let shown: Vec<String> = line.split('\t').map(escaped).collect();
-        let _ = writeln!(out, "{}", shown.join("\t"));
+        super::out_keeping_tabs(line);
     }
 }
 
@@ -512,11 +509,9 @@ fn print_events(path: &Path) {
     match std::fs::read(path) {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
-            let mut out = std::io::stdout().lock();
             for line in text.lines() {
-                use std::io::Write as _;
                 // Each line is JSON: escaped as JSON, so it stays JSON.
-                let _ = writeln!(out, "{}", crate::terminal_text::escape_json(line));
+                super::out_json_line(line);
             }
         }
         Err(e) => err!("minicoder: cannot read {}: {e}", path.display()),
