@@ -194,7 +194,7 @@ fn current_text(root: &WorkspaceRoot, rel: &Path) -> Result<Option<String>, Tool
         });
     }
     let bytes = root
-        .read(rel)
+        .read(rel, MAX_READ_BYTES)
         .map_err(|e| ToolError::from_workspace(&shown, e))?;
     if is_binary(&bytes) {
         return Err(ToolError::BadPath {

@@ -13,7 +13,7 @@ use std::sync::OnceLock;
 use git2::{ConfigLevel, Repository};
 
 use super::ToolError;
-use crate::workspace::{EntryKind, WorkspaceRoot};
+use crate::workspace::{EntryKind, WorkspaceError, WorkspaceRoot};
 
 /// The most `.git` entries inspected for symlinks.
 const MAX_GIT_ENTRIES: usize = 200_000;
@@ -57,7 +57,18 @@ pub(crate) fn open_workspace_repo(root: &WorkspaceRoot) -> Result<Repository, To
             symlink.display()
         )));
     }
-    if let Ok(config) = root.read(Path::new(".git/config")) {
+    let config = match root.read(Path::new(".git/config"), MAX_CONFIG_BYTES) {
+        Ok(config) => Some(config),
+        Err(WorkspaceError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::FileTooLarge =>
+        {
+            return Err(unsafe_repo(format!(
+                ".git/config is larger than {MAX_CONFIG_BYTES} bytes, which no real config is"
+            )));
+        }
+        Err(_) => None,
+    };
+    if let Some(config) = config {
         let text = String::from_utf8_lossy(&config).to_ascii_lowercase();
         if let Some(key) = REFUSED_CONFIG.iter().find(|k| text.contains(*k)) {
             return Err(unsafe_repo(format!(
@@ -80,6 +91,9 @@ pub(crate) fn open_workspace_repo(root: &WorkspaceRoot) -> Result<Repository, To
     })?;
     Ok(repo)
 }
+
+/// The largest `.git/config` the guard reads to look for refused keys.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 fn unsafe_repo(reason: String) -> ToolError {
     ToolError::refused(format!(

@@ -111,7 +111,7 @@ pub(crate) fn read_text_bytes(
         return Err(too_large(&shown, meta.len));
     }
     let bytes = root
-        .read(rel)
+        .read(rel, MAX_READ_BYTES)
         .map_err(|e| ToolError::from_workspace(&shown, e))?;
     if bytes.len() as u64 > MAX_READ_BYTES {
         return Err(too_large(&shown, bytes.len() as u64));

@@ -104,7 +104,9 @@ fn search_file(
         found.skipped_large.push(shown);
         return;
     }
-    let Ok(bytes) = root.read(rel) else { return };
+    let Ok(bytes) = root.read(rel, MAX_SEARCH_BYTES) else {
+        return;
+    };
     if is_binary(&bytes) {
         found.skipped_binary += 1;
         return;

@@ -14,6 +14,8 @@ use crate::workspace::{EntryKind, WorkspaceRoot};
 
 /// The most entries one walk looks at, to bound the time of a call.
 const MAX_VISITED: usize = 200_000;
+/// The largest ignore file read; a larger one is not taken into account.
+const MAX_RULES_BYTES: u64 = 1 << 20;
 
 /// One entry met by the walk.
 #[derive(Debug, Clone)]
@@ -97,10 +99,10 @@ impl<'a> ConfinedWalk<'a> {
     /// file (a symlinked `.gitignore` is not read).
     fn load_rules(&self, dir: &Path, file: &Path) -> Option<Gitignore> {
         let meta = self.root.metadata(file).ok()?;
-        if meta.kind != EntryKind::File || meta.len > 1 << 20 {
+        if meta.kind != EntryKind::File || meta.len > MAX_RULES_BYTES {
             return None;
         }
-        let bytes = self.root.read(file).ok()?;
+        let bytes = self.root.read(file, MAX_RULES_BYTES).ok()?;
         let text = String::from_utf8_lossy(&bytes);
         let mut builder = GitignoreBuilder::new(self.root.path().join(dir));
         for line in text.lines() {

@@ -102,21 +102,27 @@ impl WorkspaceRoot {
         &self.path
     }
 
-    /// The contents of a regular file (symlinks inside are followed).
-    pub fn read(&self, rel: &Path) -> Result<Vec<u8>, WorkspaceError> {
-        let rel = clean(rel)?;
-        let fd = self.open_beneath(&rel, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC)?;
-        let st = rustix::fs::fstat(&fd).map_err(|e| self.err(&rel, e))?;
-        if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    /// The contents of a regular file (symlinks inside are followed), of at
+    /// most `max` bytes: a sandboxed command decides how big a workspace
+    /// file is, so a larger one (or one that grows past `max` while it is
+    /// read) is refused with `ErrorKind::FileTooLarge`, never read whole.
+    pub fn read(&self, rel: &Path, max: u64) -> Result<Vec<u8>, WorkspaceError> {
+        let (bytes, size) = self.read_prefix(
+            rel,
+            usize::try_from(max.saturating_add(1)).unwrap_or(usize::MAX),
+        )?;
+        if size > max || bytes.len() as u64 > max {
             return Err(WorkspaceError::io(
-                rel,
-                std::io::Error::other("not a regular file"),
+                clean(rel)?,
+                std::io::Error::new(
+                    std::io::ErrorKind::FileTooLarge,
+                    format!(
+                        "{} bytes, over the {max} this reads",
+                        size.max(bytes.len() as u64)
+                    ),
+                ),
             ));
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(st.st_size).unwrap_or(0));
-        std::fs::File::from(fd)
-            .read_to_end(&mut bytes)
-            .map_err(|e| WorkspaceError::io(&rel, e))?;
         Ok(bytes)
     }
 

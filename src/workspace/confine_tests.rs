@@ -22,7 +22,10 @@ fn reads_and_writes_inside() {
         std::fs::read(ws.join("a/b/f.txt")).expect("read back"),
         b"hello"
     );
-    assert_eq!(root.read(Path::new("./a/b/f.txt")).expect("read"), b"hello");
+    assert_eq!(
+        root.read(Path::new("./a/b/f.txt"), 1 << 20).expect("read"),
+        b"hello"
+    );
     let names: Vec<_> = root
         .read_dir(Path::new("a"))
         .expect("ls")
@@ -39,7 +42,7 @@ fn root_symlink_to_slash_cannot_reach_the_host() {
     let (tmp, ws, root) = setup();
     // What `ln -s / root` inside the sandbox leaves behind.
     symlink("/", ws.join("root")).expect("symlink");
-    assert!(is_escape(root.read(Path::new("root/etc/passwd"))));
+    assert!(is_escape(root.read(Path::new("root/etc/passwd"), 1 << 20)));
     let outside = tmp.path().join("outside-target");
     symlink(tmp.path(), ws.join("up")).expect("symlink");
     assert!(is_escape(
@@ -57,18 +60,18 @@ fn root_symlink_to_slash_cannot_reach_the_host() {
 fn dotdot_absolute_and_relative_escapes_are_refused() {
     let (tmp, ws, root) = setup();
     std::fs::write(tmp.path().join("x"), b"secret").expect("write outside");
-    assert!(is_escape(root.read(Path::new("../x"))));
-    assert!(is_escape(root.read(Path::new("/etc/passwd"))));
+    assert!(is_escape(root.read(Path::new("../x"), 1 << 20)));
+    assert!(is_escape(root.read(Path::new("/etc/passwd"), 1 << 20)));
     assert!(is_escape(root.write(Path::new("a/../../x"), b"pwned")));
     std::fs::create_dir(ws.join("d")).expect("mkdir");
     symlink("../../x", ws.join("d/link")).expect("symlink");
-    assert!(is_escape(root.read(Path::new("d/link"))));
+    assert!(is_escape(root.read(Path::new("d/link"), 1 << 20)));
     assert_eq!(
         std::fs::read(tmp.path().join("x")).expect("read"),
         b"secret"
     );
     let msg = root
-        .read(Path::new("../x"))
+        .read(Path::new("../x"), 1 << 20)
         .expect_err("refused")
         .to_string();
     assert!(
@@ -85,8 +88,14 @@ fn symlink_chain_inside_the_workspace_works() {
     symlink("real", ws.join("l1")).expect("symlink");
     symlink("l1/dir", ws.join("l2")).expect("symlink");
     symlink("../l2/f", ws.join("real/l3")).expect("symlink");
-    assert_eq!(root.read(Path::new("l2/f")).expect("read"), b"data");
-    assert_eq!(root.read(Path::new("real/l3")).expect("read"), b"data");
+    assert_eq!(
+        root.read(Path::new("l2/f"), 1 << 20).expect("read"),
+        b"data"
+    );
+    assert_eq!(
+        root.read(Path::new("real/l3"), 1 << 20).expect("read"),
+        b"data"
+    );
     root.write(Path::new("l2/g"), b"new")
         .expect("write through inside link");
     assert_eq!(std::fs::read(ws.join("real/dir/g")).expect("read"), b"new");
@@ -148,7 +157,7 @@ fn reading_a_fifo_does_not_block() {
         0,
     )
     .expect("mkfifo");
-    assert!(root.read(Path::new("fifo")).is_err());
+    assert!(root.read(Path::new("fifo"), 1 << 20).is_err());
     assert_eq!(
         root.metadata(Path::new("fifo")).expect("meta").kind,
         EntryKind::Special
@@ -197,4 +206,25 @@ fn a_prefix_read_stops_at_its_limit_and_stays_inside() {
         "does not block"
     );
     assert!(root.read_prefix(Path::new("missing"), 10).is_err());
+}
+
+#[test]
+fn a_file_over_the_bound_is_refused_without_being_read() {
+    let (_t, ws, root) = setup();
+    // 1 GiB, sparse: reading it whole would take a gibibyte of memory.
+    std::fs::File::create(ws.join("big"))
+        .and_then(|f| f.set_len(1 << 30))
+        .expect("sparse file");
+    match root.read(Path::new("big"), 4096) {
+        Err(WorkspaceError::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::FileTooLarge)
+        }
+        other => panic!("{:?}", other.map(|b| b.len())),
+    }
+    std::fs::write(ws.join("small"), b"exactly 16 bytes").expect("write");
+    assert_eq!(
+        root.read(Path::new("small"), 16).expect("read"),
+        b"exactly 16 bytes"
+    );
+    assert!(root.read(Path::new("small"), 15).is_err());
 }
