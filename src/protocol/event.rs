@@ -178,6 +178,12 @@ pub enum RunEvent {
         id: String,
         reason: String,
         fingerprint: String,
+        /// Earlier checkpoints pruned to keep the store within its budget.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pruned: Vec<String>,
+        /// Bytes of file content the pruning deleted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        freed_bytes: Option<u64>,
     },
     #[serde(rename = "checkpoint.restored")]
     CheckpointRestored { id: String, reason: String },

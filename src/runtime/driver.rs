@@ -363,6 +363,8 @@ fn rebaseline(run: &mut Run) -> Input {
                 id: cp.id.to_string(),
                 reason: reason.to_string(),
                 fingerprint: cp.fingerprint.to_string(),
+                pruned: Vec::new(),
+                freed_bytes: None,
             });
             Input::Rebaselined {
                 checkpoint: cp.id.to_string(),
@@ -376,12 +378,14 @@ fn rebaseline(run: &mut Run) -> Input {
 }
 
 fn checkpoint(run: &mut Run, reason: &str, validated: bool) -> Input {
-    match run.ws.checkpoints.create(reason) {
-        Ok(cp) => {
+    match run.ws.checkpoints.create_within_budget(reason) {
+        Ok((cp, pruned)) => {
             run.bus.emit(RunEvent::CheckpointCreated {
                 id: cp.id.to_string(),
                 reason: reason.to_string(),
                 fingerprint: cp.fingerprint.to_string(),
+                pruned: pruned.checkpoints.iter().map(|id| id.to_string()).collect(),
+                freed_bytes: (pruned.freed_bytes > 0).then_some(pruned.freed_bytes),
             });
             Input::CheckpointCreated {
                 id: cp.id.to_string(),

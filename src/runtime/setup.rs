@@ -346,7 +346,8 @@ async fn copy_workspace(
         let mut checkpoints =
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
                 .with_secret_paths(secrets)
-                .with_max_file_bytes(limits.max_file_bytes);
+                .with_max_file_bytes(limits.max_file_bytes)
+                .with_checkpoint_budget(limits.max_checkpoint_bytes);
         let baseline = checkpoints.create("baseline")?;
         let ws = RunWorkspace {
             workspace,

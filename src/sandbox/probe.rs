@@ -477,6 +477,7 @@ fn probe_limits() -> WorkspaceLimits {
         max_bytes: 64 << 20,
         max_files: 2_000,
         min_free_bytes: 0,
+        max_checkpoint_bytes: 64 << 20,
     }
 }
 

@@ -28,9 +28,12 @@ use super::{
 #[path = "checkpoint_export.rs"]
 mod export;
 pub use export::{MAX_PATCH_BYTES, PatchExport, human_bytes};
+#[path = "checkpoint_budget.rs"]
+mod budget;
+pub use budget::Pruned;
 
 const CHECKPOINTS_REF: &str = "refs/minicoder/checkpoints";
-const VALIDATED_REF: &str = "refs/minicoder/validated";
+pub(crate) const VALIDATED_REF: &str = "refs/minicoder/validated";
 const TRAILER: &str = "\n\nMinicoder-Fingerprint: ";
 /// One line per file over the size limit (not in the tree): size, mtime in
 /// ns and the quoted path.
@@ -56,6 +59,10 @@ pub struct CheckpointStore {
     stored_trees: HashSet<Oid>,
     /// What an exported patch refuses to add or change.
     secrets: SecretPaths,
+    /// What the checkpoints after the baseline may hold, if bounded.
+    budget: Option<u64>,
+    /// The blobs written since the latest baseline.
+    written: budget::Written,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -90,6 +97,8 @@ impl CheckpointStore {
             scanner,
             stored_trees: HashSet::new(),
             secrets: SecretPaths::default(),
+            budget: None,
+            written: budget::Written::default(),
         })
     }
 
@@ -117,12 +126,25 @@ impl CheckpointStore {
 
     /// Records the workspace as it is now, after the latest checkpoint.
     pub fn create(&mut self, label: &str) -> Result<Checkpoint, WorkspaceError> {
+        Ok(self.create_within_budget(label)?.0)
+    }
+
+    /// [`Self::create`], then prunes earlier checkpoints if the store is
+    /// over its budget (see the budget module).
+    pub fn create_within_budget(
+        &mut self,
+        label: &str,
+    ) -> Result<(Checkpoint, Pruned), WorkspaceError> {
         let (snapshot, tree_id) = self.snapshot_tree()?;
+        let label = label.replace(['\n', '\r'], " ");
+        if !budget::is_baseline(&label) {
+            let old = self.tip()?.map(|c| c.tree_id());
+            self.count_new_blobs(old, tree_id)?;
+        }
         let tree = self.tree(tree_id)?;
         let parent = self.tip()?;
         let parents: Vec<&git2::Commit<'_>> = parent.iter().collect();
         let sig = signature()?;
-        let label = label.replace(['\n', '\r'], " ");
         let mut message = format!("{label}{TRAILER}{}\n", snapshot.fingerprint);
         for e in &snapshot.entries {
             if let EntryDigest::Oversize { size, mtime_ns } = e.digest {
@@ -134,12 +156,21 @@ impl CheckpointStore {
             .repo
             .commit(Some(CHECKPOINTS_REF), &sig, &sig, &message, &tree, &parents)
             .map_err(WorkspaceError::git("committing a checkpoint"))?;
-        Ok(Checkpoint {
+        drop((tree, parent));
+        let pruned = if budget::is_baseline(&label) {
+            // What a baseline holds is never pruned, so never counted.
+            self.written.clear();
+            Pruned::default()
+        } else {
+            self.enforce_budget()?
+        };
+        let checkpoint = Checkpoint {
             id,
             label,
             fingerprint: snapshot.fingerprint,
             created: sig.when().seconds(),
-        })
+        };
+        Ok((checkpoint, pruned))
     }
 
     /// All checkpoints, oldest first.
@@ -187,6 +218,8 @@ impl CheckpointStore {
 
     /// The unified patch from checkpoint `from` to checkpoint `to`.
     pub fn diff(&self, from: Oid, to: Oid) -> Result<String, WorkspaceError> {
+        self.unpruned(from)?;
+        self.unpruned(to)?;
         let old = self
             .commit(from)?
             .tree()
@@ -202,7 +235,10 @@ impl CheckpointStore {
     /// (its changed files are stored as blobs, but no checkpoint is made).
     pub fn diff_to_workspace(&mut self, from: Oid) -> Result<String, WorkspaceError> {
         self.commit(from)?;
+        self.unpruned(from)?;
         let (_, new) = self.snapshot_tree()?;
+        let old = self.tip()?.map(|c| c.tree_id());
+        self.count_new_blobs(old, new)?;
         let old = self
             .commit(from)?
             .tree()
@@ -216,6 +252,7 @@ impl CheckpointStore {
     /// Every write goes through `root`.
     pub fn restore(&mut self, id: Oid, root: &WorkspaceRoot) -> Result<Checkpoint, WorkspaceError> {
         let checkpoint = self.get(id)?;
+        self.unpruned(id)?;
         let current = self.scan()?;
         let tree = self
             .commit(id)?
@@ -263,6 +300,7 @@ impl CheckpointStore {
     /// than the store's workspace (a copy to verify the baseline on, while
     /// the agent changes the workspace). `root` is expected to be empty.
     pub fn export(&self, id: Oid, root: &WorkspaceRoot) -> Result<(), WorkspaceError> {
+        self.unpruned(id)?;
         let tree = self
             .commit(id)?
             .tree()

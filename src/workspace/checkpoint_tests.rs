@@ -204,3 +204,136 @@ fn a_capped_patch_is_cut_at_a_file_boundary_and_counts_the_rest() {
     assert!(cut.contains("a/a.txt") && !cut.contains("z.txt"), "{cut}");
     assert!(whole.starts_with(&cut));
 }
+
+/// `n` bytes that do not compress, different for each `seed`.
+fn noise(seed: u64, n: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn loose_object(store: &CheckpointStore, tree_of: Oid, path: &str) -> Option<PathBuf> {
+    let commit = store.repo.find_commit(tree_of).ok()?;
+    let id = commit.tree().ok()?.get_path(Path::new(path)).ok()?.id();
+    let hex = id.to_string();
+    Some(
+        store
+            .repo
+            .path()
+            .join("objects")
+            .join(&hex[..2])
+            .join(&hex[2..]),
+    )
+}
+
+#[test]
+fn the_budget_prunes_intermediate_checkpoints_oldest_first() {
+    const MB: usize = 1 << 20;
+    let (_t, ws, store) = setup();
+    // Blobs count by their size on disk: a little over 1 MB each.
+    let budget = 3 * MB as u64 + MB as u64 / 2;
+    let mut store = store.with_checkpoint_budget(budget);
+    let about = |n: u64, mb: usize| (n >= (mb * MB) as u64) && n < (mb * MB) as u64 + 8192;
+    // A big baseline file is never counted.
+    std::fs::write(ws.join("base.bin"), noise(99, 4 * MB)).expect("write");
+    let (baseline, none) = store.create_within_budget("baseline").expect("baseline");
+    assert_eq!(none, Pruned::default());
+    let mut cps = Vec::new();
+    for v in 1..=5u64 {
+        std::fs::write(ws.join("big.bin"), noise(v, MB)).expect("write");
+        if v == 1 {
+            std::fs::write(ws.join("small.txt"), b"kept by later checkpoints\n").expect("write");
+        }
+        let (cp, pruned) = store
+            .create_within_budget(&format!("c{v}"))
+            .expect("create");
+        if v == 2 {
+            store.mark_validated(cp.id).expect("validate");
+        }
+        cps.push((cp.id, pruned));
+        assert!(store.written_bytes() <= budget, "after c{v}");
+    }
+    let ids: Vec<Oid> = cps.iter().map(|(id, _)| *id).collect();
+    // c4 took the count to 4 MB: c1 went (c2 is validated); c5: c3 went.
+    assert_eq!(cps[3].1.checkpoints, vec![ids[0]]);
+    assert!(about(cps[3].1.freed_bytes, 1), "{:?}", cps[3].1);
+    assert_eq!(cps[4].1.checkpoints, vec![ids[2]]);
+    assert!(cps[..3].iter().all(|(_, p)| p.checkpoints.is_empty()));
+    assert!(store.is_pruned(ids[0]) && store.is_pruned(ids[2]));
+    assert!(!store.is_pruned(ids[1]) && !store.is_pruned(ids[3]));
+
+    // A blob stored for a live diff only, then changed again, goes first.
+    std::fs::write(ws.join("big.bin"), noise(6, MB)).expect("write");
+    store.diff_to_workspace(baseline.id).expect("live diff");
+    std::fs::write(ws.join("big.bin"), noise(7, MB)).expect("write");
+    let (c6, pruned) = store.create_within_budget("c6").expect("create");
+    assert_eq!(pruned.checkpoints, vec![ids[3]]);
+    assert!(about(pruned.freed_bytes, 2), "{pruned:?}");
+    assert!(store.written_bytes() <= budget);
+
+    // What is pruned is refused by name, and its blobs are gone from disk;
+    // what is kept restores byte for byte, shared files included.
+    let root = WorkspaceRoot::open(&ws).expect("root");
+    assert!(matches!(
+        store.restore(ids[0], &root),
+        Err(WorkspaceError::CheckpointPruned { .. })
+    ));
+    assert!(matches!(
+        store.diff(ids[2], c6.id),
+        Err(WorkspaceError::CheckpointPruned { .. })
+    ));
+    let pruned_blob = loose_object(&store, ids[0], "big.bin").expect("path");
+    assert!(!pruned_blob.exists());
+    assert!(
+        loose_object(&store, ids[1], "big.bin")
+            .expect("path")
+            .exists()
+    );
+    store.restore(ids[1], &root).expect("validated restores");
+    assert_eq!(
+        std::fs::read(ws.join("big.bin")).expect("read"),
+        noise(2, MB)
+    );
+    assert_eq!(
+        std::fs::read(ws.join("small.txt")).expect("read"),
+        b"kept by later checkpoints\n"
+    );
+    store.restore(c6.id, &root).expect("latest restores");
+    assert_eq!(
+        std::fs::read(ws.join("big.bin")).expect("read"),
+        noise(7, MB)
+    );
+    store
+        .restore(baseline.id, &root)
+        .expect("baseline restores");
+    assert!(!ws.join("big.bin").exists());
+    assert_eq!(
+        std::fs::read(ws.join("base.bin")).expect("read"),
+        noise(99, 4 * MB)
+    );
+    // A later scan still stores a blob that was pruned when it comes back.
+    std::fs::write(ws.join("big.bin"), noise(1, MB)).expect("write");
+    let again = store.create("v1 again").expect("create");
+    assert!(
+        loose_object(&store, again.id, "big.bin")
+            .expect("path")
+            .exists()
+    );
+}
+
+#[test]
+fn without_a_budget_nothing_is_pruned() {
+    let (_t, ws, mut store) = setup();
+    store.create("baseline").expect("baseline");
+    for v in 1..=3u64 {
+        std::fs::write(ws.join("big.bin"), noise(v, 1 << 20)).expect("write");
+        let (cp, pruned) = store.create_within_budget("c").expect("create");
+        assert!(pruned.checkpoints.is_empty() && !store.is_pruned(cp.id));
+    }
+}

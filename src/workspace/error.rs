@@ -53,6 +53,11 @@ pub enum WorkspaceError {
     #[error("no checkpoint `{id}` in the checkpoint store")]
     UnknownCheckpoint { id: String },
 
+    #[error(
+        "checkpoint `{id}` was pruned to keep the run's checkpoints within their budget; its files are gone"
+    )]
+    CheckpointPruned { id: String },
+
     #[error("`{path}`: {source}")]
     Io {
         path: PathBuf,

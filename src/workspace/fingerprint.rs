@@ -292,6 +292,11 @@ impl Fingerprinter {
         self.max_file_bytes
     }
 
+    /// Forgets cached hashes whose blobs were deleted from the store.
+    pub(crate) fn forget_blobs(&mut self, blobs: &std::collections::HashSet<Oid>) {
+        self.cache.forget_blobs(blobs);
+    }
+
     /// Loads the cache from `file` (which must be outside the workspace) and
     /// brings it up to date there after every scan (see [`StatCache`]).
     pub fn with_cache_file(mut self, file: impl Into<PathBuf>) -> Result<Self, WorkspaceError> {

@@ -38,6 +38,8 @@ pub(crate) const DEFAULT_MAX_FILES: u64 = 200_000;
 pub(crate) const DEFAULT_MIN_FREE_BYTES: u64 = 1 << 30;
 /// The smallest default size limit (otherwise 4 × the source's size).
 pub(crate) const MIN_DEFAULT_MAX_BYTES: u64 = 2 << 30;
+/// The smallest default checkpoint budget (otherwise the source's size).
+pub(crate) const MIN_DEFAULT_CHECKPOINT_BYTES: u64 = 1 << 30;
 
 /// Growth in allocated bytes that does not count against a workspace
 /// already over a limit when its command started: the filesystem's own
@@ -63,6 +65,10 @@ pub struct LimitOverrides {
     /// Free space the state filesystem keeps while a command runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_free_bytes: Option<u64>,
+    /// File content the checkpoints after the baseline may hold; past it,
+    /// intermediate checkpoints are pruned, oldest first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_bytes: Option<u64>,
 }
 
 /// The limits of one run's workspace.
@@ -72,6 +78,12 @@ pub struct WorkspaceLimits {
     pub max_bytes: u64,
     pub max_files: u64,
     pub min_free_bytes: u64,
+    #[serde(default = "default_checkpoint_bytes")]
+    pub max_checkpoint_bytes: u64,
+}
+
+fn default_checkpoint_bytes() -> u64 {
+    MIN_DEFAULT_CHECKPOINT_BYTES
 }
 
 impl Default for WorkspaceLimits {
@@ -90,6 +102,9 @@ impl WorkspaceLimits {
                 .unwrap_or_else(|| source_bytes.saturating_mul(4).max(MIN_DEFAULT_MAX_BYTES)),
             max_files: overrides.workspace_files.unwrap_or(DEFAULT_MAX_FILES),
             min_free_bytes: overrides.min_free_bytes.unwrap_or(DEFAULT_MIN_FREE_BYTES),
+            max_checkpoint_bytes: overrides
+                .checkpoint_bytes
+                .unwrap_or_else(|| source_bytes.max(MIN_DEFAULT_CHECKPOINT_BYTES)),
         }
     }
 
@@ -313,6 +328,8 @@ mod tests {
         assert_eq!(small.max_file_bytes, DEFAULT_MAX_FILE_BYTES);
         let big = WorkspaceLimits::new(3 << 30, &LimitOverrides::default());
         assert_eq!(big.max_bytes, 12 << 30);
+        assert_eq!(small.max_checkpoint_bytes, MIN_DEFAULT_CHECKPOINT_BYTES);
+        assert_eq!(big.max_checkpoint_bytes, 3 << 30);
         let set = WorkspaceLimits::new(
             3 << 30,
             &LimitOverrides {
@@ -320,6 +337,7 @@ mod tests {
                 workspace_files: Some(6),
                 max_file_bytes: Some(7),
                 min_free_bytes: Some(8),
+                checkpoint_bytes: Some(9),
             },
         );
         assert_eq!(
@@ -327,9 +345,10 @@ mod tests {
                 set.max_bytes,
                 set.max_files,
                 set.max_file_bytes,
-                set.min_free_bytes
+                set.min_free_bytes,
+                set.max_checkpoint_bytes,
             ),
-            (5, 6, 7, 8)
+            (5, 6, 7, 8, 9)
         );
     }
 
@@ -340,6 +359,7 @@ mod tests {
             max_bytes: 1000,
             max_files: 10,
             min_free_bytes: 100,
+            max_checkpoint_bytes: 1,
         };
         let at = |bytes, files, free| Usage {
             bytes,

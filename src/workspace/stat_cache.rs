@@ -106,6 +106,17 @@ impl StatCache {
         self.records_on_disk = None;
     }
 
+    /// Forgets every entry whose blob is in `blobs` (deleted from the store
+    /// it vouched for).
+    pub(crate) fn forget_blobs(&mut self, blobs: &std::collections::HashSet<git2::Oid>) {
+        let before = self.entries.len();
+        self.entries
+            .retain(|_, e| git2::Oid::from_bytes(&e.blob).map_or(true, |id| !blobs.contains(&id)));
+        if self.entries.len() != before {
+            self.records_on_disk = None;
+        }
+    }
+
     /// Records the files hashed by a scan (`fresh`) and forgets every path
     /// not among the files it saw (`seen`).
     pub(crate) fn update<'p>(
