@@ -93,6 +93,22 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
             checks,
             ..
         } => format!("run {run_id} on {repo}; checks: {}", checks.join(", ")),
+        RunEvent::RunResumed {
+            run_id,
+            checkpoint,
+            interrupted,
+            follow_up,
+            ..
+        } => {
+            let mut line = format!("resuming {run_id} from checkpoint {}", short(checkpoint));
+            if !interrupted.is_empty() {
+                line.push_str(&format!("; interrupted: {}", interrupted.join("; ")));
+            }
+            if follow_up.is_some() {
+                line.push_str("; with a follow-up");
+            }
+            line
+        }
         RunEvent::BootstrapFinished {
             passed,
             duration_ms,

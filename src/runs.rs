@@ -131,27 +131,19 @@ pub(crate) fn is_live(state: &StateDir, run_id: &str) -> bool {
         .is_some_and(|o| o.is_alive())
 }
 
-/// Whether a run's checkpoint store is still of use: only `resume` reads
-/// it, and only a run that did not succeed is resumed from it.
-pub(crate) fn keeps_checkpoints(outcome: Option<Outcome>) -> bool {
-    outcome != Some(Outcome::Success)
-}
-
-/// Removes what a run no longer needs once it ended with `outcome`: its
-/// stat caches always, its checkpoint store unless [`keeps_checkpoints`].
+/// Removes what a run no longer needs once it ended: its stat caches
+/// always, its checkpoint store when `store_too` (the store of an ended run
+/// stays, compacted to its baselines and last states, for `resume` and for
+/// `apply --merge`, until `gc --older-than` or the run's directory goes).
 /// Returns what it removed.
-pub(crate) fn release_stores(
-    state: &StateDir,
-    run_id: &str,
-    outcome: Option<Outcome>,
-) -> Vec<PathBuf> {
+pub(crate) fn release_stores(state: &StateDir, run_id: &str, store_too: bool) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for cache in state.stat_cache_paths(run_id) {
         if remove_path(&cache) {
             removed.push(cache);
         }
     }
-    if !keeps_checkpoints(outcome) {
+    if store_too {
         let store = state.checkpoint_store_dir(run_id);
         if remove_path(&store) {
             removed.push(store);
@@ -200,10 +192,9 @@ pub(crate) fn older_than(
         .collect()
 }
 
-/// Removes the checkpoint stores and stat caches no run can use any more:
-/// those of successful runs, and those whose run has no artifact directory
-/// in the state directory, unless a live process owns the run. Returns what
-/// it removed.
+/// Removes the stat caches of ended runs, and the checkpoint stores no run
+/// can use any more: those whose run has no artifact directory in the state
+/// directory, unless a live process owns the run. Returns what it removed.
 pub(crate) fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(state.checkpoints_dir()) else {
         return Vec::new();
@@ -224,13 +215,7 @@ pub(crate) fn collect_stores(state: &StateDir) -> Vec<PathBuf> {
             continue;
         }
         let dir = state.runs_dir().join(&id);
-        let outcome = match RunRecord::read(&dir) {
-            Ok(run) => run.report.map(|r| r.outcome),
-            // Nothing left to resume from: treat it as done with.
-            Err(_) if !dir.exists() => Some(Outcome::Success),
-            Err(_) => None,
-        };
-        removed.extend(release_stores(state, &id, outcome));
+        removed.extend(release_stores(state, &id, !dir.exists()));
     }
     removed
 }
@@ -368,6 +353,7 @@ mod tests {
             baseline_commit: String::new(),
             baseline_fingerprint: String::new(),
             checks: Vec::new(),
+            checks_from_flags: false,
             bootstrap: Vec::new(),
             model_chain: Vec::new(),
             limits: ManifestLimits {

@@ -27,11 +27,19 @@ fn text(out: &Output) -> (String, String) {
 }
 
 #[test]
-fn resume_not_built_yet_says_so_with_exit_2() {
-    let out = minicoder(&["resume", "r1"], &[]);
+fn resume_of_an_unknown_run_is_a_usage_error() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = minicoder(
+        &["resume", "r1", "--non-interactive"],
+        &[("MINICODER_STATE_DIR", state.path().to_str().expect("utf-8"))],
+    );
     let (_, err) = text(&out);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(err.contains("not implemented yet"), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("r1"), "{err}");
+    let out = minicoder(&["resume", "r1", "--events"], &[]);
+    let (_, err) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--non-interactive"), "{err}");
 }
 
 #[test]

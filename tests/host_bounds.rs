@@ -440,3 +440,67 @@ async fn kill_9_of_minicoder_leaves_no_command_running() {
         String::from_utf8_lossy(&gc.stderr)
     );
 }
+
+#[tokio::test]
+async fn checkpoints_stay_within_their_budget_while_a_file_is_rewritten() {
+    let source = fixture();
+    // 24 MB for everything after the baseline; each turn writes 10 MB anew.
+    std::fs::write(
+        source.path().join(".minicoder.json"),
+        r#"{"limits": {"checkpoint_bytes": 24000000}}"#,
+    )
+    .expect("config");
+    let Some(h) = RunHarness::new(source).await else {
+        return;
+    };
+    let write = "head -c 10000000 /dev/urandom > big.bin && echo written";
+    let mut responses = vec![plan_and_shell(write)];
+    responses.extend((0..4).map(|_| shell(write)));
+    // (A binary file that big would not fit in final.patch.)
+    responses.push(shell("rm big.bin"));
+    responses.push(MockResponse::tool_calls(&[(
+        "edit_file",
+        json!({"path": "pagination.py", "patch": FIX}),
+    )]));
+    responses.push(MockResponse::tool_calls(&[
+        ("update_plan", plan(["done", "done"])),
+        (
+            "request_completion",
+            json!({"summary": "page_count rounds up"}),
+        ),
+    ]));
+    h.mock.push_all(responses);
+    let m = run_measured(&h, "five 10 MB rewrites, 24 MB checkpoint budget").await;
+    assert_host_safe(&m);
+    assert_eq!(m.result["outcome"], "success", "{}", m.stderr);
+    let events = std::fs::read_to_string(h.artifacts.join("events.jsonl")).expect("events");
+    let pruned: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .filter(|e| e["type"] == "checkpoint.created" && e["pruned"].is_array())
+        .collect();
+    assert!(!pruned.is_empty(), "no checkpoint was pruned:\n{events}");
+    let run_id = m.result["run_id"].as_str().expect("run id");
+    let store = minicoder::state::StateDir::new(h.state.path()).checkpoint_store_dir(run_id);
+    let objects = dir_bytes(&store.join("objects"));
+    println!(
+        "checkpoint store after 5 rewrites of a 10 MB file: {} MB ({} prunings)",
+        objects >> 20,
+        pruned.len()
+    );
+    // Kept: the baseline (well under 1 MB) and what the budget allows of
+    // the rewrites while the run went on; without pruning it would hold 50 MB.
+    assert!(objects < 24_000_000, "the store holds {objects} bytes");
+}
+
+fn dir_bytes(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return 0;
+    };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path)
+        .map(|entries| entries.flatten().map(|e| dir_bytes(&e.path())).sum())
+        .unwrap_or(0)
+}

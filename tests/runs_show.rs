@@ -91,6 +91,7 @@ impl Fixture {
                 baseline_commit: "b".repeat(40),
                 baseline_fingerprint: "fp0".into(),
                 checks: Vec::new(),
+                checks_from_flags: false,
                 bootstrap: Vec::new(),
                 model_chain: Vec::new(),
                 limits: ManifestLimits {
@@ -620,7 +621,8 @@ async fn gc_removes_checkpoint_stores_no_run_can_use() {
     let out = f.minicoder(&["gc"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(!f.state.checkpoint_store_dir(success).exists(), "{text}");
+    // A store goes with its run's artifacts, whatever the outcome.
+    assert!(f.state.checkpoint_store_dir(success).exists(), "{text}");
     assert!(!f.state.checkpoint_store_dir(orphan).exists(), "{text}");
     assert!(f.state.checkpoint_store_dir(failure).exists(), "{text}");
     assert!(f.state.checkpoint_store_dir(interrupted).exists(), "{text}");
@@ -629,7 +631,8 @@ async fn gc_removes_checkpoint_stores_no_run_can_use() {
             assert!(!cache.exists(), "{} is a cache: {text}", cache.display());
         }
     }
-    assert!(text.contains(&format!("{success}.git")), "{text}");
+    assert!(text.contains(&format!("{orphan}.git")), "{text}");
+    assert!(!text.contains(&format!("{success}.git")), "{text}");
     assert!(!text.contains("nothing to remove"), "{text}");
 }
 
@@ -848,8 +851,16 @@ async fn a_real_run_records_its_source_summary_and_next_step() {
             .ends_with(&format!("next: minicoder apply {id}")),
         "the summary ends with the next step: {err}"
     );
-    // Retention: nothing a resume would need is kept for a success.
-    assert!(!f.state.checkpoint_store_dir(&id).exists());
+    // Retention: the store stays for a follow-up and `apply --merge`,
+    // compacted; the caches go, and so does the workspace.
+    let store = f.state.checkpoint_store_dir(&id);
+    assert!(store.join("minicoder-resume.json").exists());
+    let pruned = std::fs::read_dir(store.join("refs/minicoder/pruned"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    let log = std::fs::read_to_string(f.state.runs_dir().join(&id).join("events.jsonl")).unwrap();
+    let checkpoints = log.matches("\"checkpoint.created\"").count();
+    println!("{checkpoints} checkpoints, {pruned} pruned at the end");
     for cache in f.state.stat_cache_paths(&id) {
         assert!(!cache.exists(), "{}", cache.display());
     }

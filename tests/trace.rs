@@ -294,6 +294,7 @@ fn manifest() -> Manifest {
             name: "test".into(),
             command: "pytest -q".into(),
         }],
+        checks_from_flags: false,
         bootstrap: vec!["pip install -e .".into()],
         model_chain: vec![ModelId {
             provider: "gemini".into(),

@@ -63,6 +63,39 @@ pub struct Context {
     pub discoveries: Discoveries,
 }
 
+impl Context {
+    /// Answers every tool call of the history that has no result yet with
+    /// `text`, so that the conversation is whole again (a provider refuses
+    /// a call without its result).
+    pub(crate) fn close_open_calls(&mut self, text: &str) {
+        let answered: std::collections::HashSet<String> = self
+            .history
+            .iter()
+            .filter_map(|m| m.tool_call_id.clone())
+            .collect();
+        let mut i = 0;
+        while i < self.history.len() {
+            let open: Vec<String> = self.history[i]
+                .tool_calls
+                .iter()
+                .filter(|c| !answered.contains(&c.id))
+                .map(|c| c.id.clone())
+                .collect();
+            i += 1;
+            // Results follow their call, before anything else.
+            let mut at = i;
+            while at < self.history.len() && self.history[at].tool_call_id.is_some() {
+                at += 1;
+            }
+            for id in open {
+                self.history
+                    .insert(at, crate::model::types::ChatMessage::tool_result(id, text));
+                at += 1;
+            }
+        }
+    }
+}
+
 /// What one compaction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Compaction {

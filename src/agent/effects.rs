@@ -194,6 +194,13 @@ pub enum Input {
     CommandsClosed,
     /// A message typed by the person while the run works; sent with the next turn.
     FollowUp(String),
+    /// The run goes on after an interruption, or after it finished, from a
+    /// saved state whose workspace is back as it was then: `note` says what
+    /// happened in between, `follow_up` is a new instruction.
+    Resumed {
+        note: String,
+        follow_up: Option<String>,
+    },
     /// Work the driver performed failed.
     Failed {
         kind: FailureKind,

@@ -120,6 +120,12 @@ impl Agent {
         }
     }
 
+    /// When edits are approved from now on (a resumed run takes the front
+    /// end's choice).
+    pub(crate) fn set_approval(&mut self, mode: crate::protocol::ApprovalMode) {
+        self.config.approval = mode;
+    }
+
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
@@ -187,7 +193,7 @@ impl Agent {
     }
 
     fn step(&mut self, input: Input, fx: &mut Vec<Effect>) {
-        if matches!(self.phase, Phase::Finished { .. }) {
+        if matches!(self.phase, Phase::Finished { .. }) && !matches!(input, Input::Resumed { .. }) {
             return;
         }
         // Inputs that mean the same in every phase.
@@ -217,6 +223,7 @@ impl Agent {
                 self.run_state.follow_up(&text);
                 return self.follow_ups.push(text);
             }
+            Input::Resumed { note, follow_up } => return self.on_resumed(note, follow_up, fx),
             Input::Approval { id, decision } => return self.on_approval(id, decision, fx),
             Input::ApprovalTimedOut { id } => return self.on_approval_timeout(id, fx),
             Input::CommandsClosed => return self.on_commands_closed(fx),
@@ -335,6 +342,55 @@ impl Agent {
             // Anything else is out of place (a stray or repeated result): it
             // changes nothing.
             _ => {}
+        }
+    }
+
+    /// A saved state goes on: whatever was in flight is gone, the workspace
+    /// is as it was when the state was saved, and no earlier verification
+    /// counts any more — success needs a new one.
+    fn on_resumed(&mut self, note: String, follow_up: Option<String>, fx: &mut Vec<Effect>) {
+        let was_finished = matches!(self.phase, Phase::Finished { .. });
+        if was_finished && follow_up.is_none() {
+            if let Phase::Finished {
+                outcome: Outcome::Success,
+                ..
+            } = self.phase
+            {
+                // Nothing to continue: a finished success needs a new instruction.
+                return self.finish_again(fx);
+            }
+        }
+        self.queue.clear();
+        self.last_verdict = None;
+        self.validated = None;
+        self.failures_since_validated = 0;
+        self.no_tool_streak = 0;
+        self.approve_all = false;
+        self.completion_summary = None;
+        self.context.close_open_calls(
+            "Not run: the run was interrupted before this call finished; its effects were rolled back.",
+        );
+        self.context.history.push(ChatMessage::user(note));
+        if let Some(text) = follow_up {
+            self.run_state.follow_up(&text);
+            self.follow_ups.push(text);
+        }
+        self.phase = Phase::AwaitingModel;
+        if matches!(self.baseline, Baseline::NotStarted | Baseline::Running) {
+            // Its verdict was lost with the process: it runs again.
+            return self.begin(fx);
+        }
+        self.next_turn(fx);
+    }
+
+    /// Ends again with the outcome already decided.
+    fn finish_again(&mut self, fx: &mut Vec<Effect>) {
+        if let Phase::Finished { outcome, reason } = self.phase.clone() {
+            self.phase = Phase::Concluding {
+                outcome,
+                reason: reason.clone(),
+            };
+            fx.push(Effect::Finish { outcome, reason });
         }
     }
 
@@ -535,3 +591,7 @@ mod flow_tests;
 #[cfg(test)]
 #[path = "reducer_context_tests.rs"]
 mod context_tests;
+
+#[cfg(test)]
+#[path = "reducer_resume_tests.rs"]
+mod resume_tests;

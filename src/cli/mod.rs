@@ -52,6 +52,7 @@ mod doctor_project;
 mod gc;
 mod options;
 mod progress;
+mod resume;
 mod run;
 mod runs;
 mod sandbox;
@@ -131,8 +132,8 @@ pub enum Command {
         #[arg(long)]
         commit: bool,
     },
-    /// Continue an interrupted run from its persisted state
-    Resume { run: String },
+    /// Continue a run that did not finish, or a finished one with a follow-up
+    Resume(ResumeArgs),
     /// List runs, newest first
     Runs {
         /// Only the runs of the repository at PATH
@@ -244,12 +245,40 @@ pub struct RunArgs {
     pub allow_zero_tests: bool,
 }
 
+/// `minicoder resume RUN ["FOLLOW-UP"]`.
+#[derive(Debug, Clone, Args)]
+pub struct ResumeArgs {
+    /// A run id, a unique prefix of one, or `last`
+    pub run: String,
+    /// A new instruction (needed to continue a run that succeeded)
+    pub follow_up: Option<String>,
+    /// Print exactly one JSON object on stdout (progress on stderr)
+    #[arg(long)]
+    pub non_interactive: bool,
+    /// With --non-interactive: stream every event as a JSON line instead
+    #[arg(long)]
+    pub events: bool,
+    /// When edits are approved from now on (default: as the run had it)
+    #[arg(long, value_enum)]
+    pub approval: Option<Approval>,
+    /// Colour theme of the session
+    #[arg(long)]
+    pub theme: Option<String>,
+    /// Pin a provider or PROVIDER:MODEL (default: the run's model)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Go on with the repository's checks as they are now, if they changed
+    #[arg(long)]
+    pub new_checks: bool,
+}
+
 /// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let session = match &cli.command {
         None => true,
         Some(Command::Run(args)) => !args.non_interactive,
+        Some(Command::Resume(args)) => !args.non_interactive,
         _ => false,
     };
     init_tracing(session);
@@ -258,7 +287,6 @@ pub fn main() -> ExitCode {
         return ExitCode::from(EXIT_FAILURE);
     }
     let name = match &cli.command {
-        Some(Command::Resume { .. }) => "resume",
         Some(
             Command::Runs { .. }
             | Command::Show { .. }
@@ -268,6 +296,7 @@ pub fn main() -> ExitCode {
             | Command::Doctor
             | Command::Gc { .. }
             | Command::Run(_)
+            | Command::Resume(_)
             | Command::Demo,
         )
         | None => "",
@@ -333,6 +362,7 @@ pub fn main() -> ExitCode {
             }) => sandbox::probe().await,
             Some(Command::Doctor) => doctor::run().await,
             Some(Command::Run(args)) => run::run(args).await,
+            Some(Command::Resume(args)) => resume::run(args).await,
             Some(Command::Demo) => demo::run().await,
             Some(Command::Gc { caches, older_than }) => gc::run(caches, older_than).await,
             Some(Command::Runs { repo, json }) => runs::list(repo.as_deref(), json),

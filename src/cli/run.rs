@@ -68,7 +68,7 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
         };
     let repo = args.repo.display().to_string();
-    let (code, report) = run_with(opts, source, mode, &repo, &args.task).await;
+    let (code, report) = run_with(Begin::Fresh(opts), source, mode, &repo, &args.task).await;
     if let Some(report) = report
         && mode == StdoutMode::Result
     {
@@ -77,11 +77,26 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// A new run, or one that goes on.
+pub(crate) enum Begin {
+    Fresh(RunOptions),
+    Resume(Box<runtime::ResumeRequest>),
+}
+
+impl Begin {
+    fn repo(&self) -> std::path::PathBuf {
+        match self {
+            Begin::Fresh(opts) => opts.repo.clone(),
+            Begin::Resume(req) => req.run.manifest.repo.clone().into(),
+        }
+    }
+}
+
 /// Runs with a ready action source, progress on stderr (and events on
 /// stdout in `Events` mode); returns the exit code and, for a run that
 /// started, its report. A run that could not start prints its failure object.
 pub(crate) async fn run_with(
-    opts: RunOptions,
+    begin: Begin,
     source: Box<dyn ActionSource>,
     mode: StdoutMode,
     repo: &str,
@@ -94,7 +109,7 @@ pub(crate) async fn run_with(
             None,
         );
     }
-    match super::sandbox::docker_with_project_image(&opts.repo).await {
+    match super::sandbox::docker_with_project_image(&begin.repo()).await {
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
         Err(e) => {
             return (
@@ -106,7 +121,10 @@ pub(crate) async fn run_with(
     let (channels, commands, events) = RunChannels::pair();
     let consumer = tokio::spawn(headless::consume(events, mode, true));
     cancel_on_signals(commands);
-    let result = runtime::run(opts, source, channels).await;
+    let result = match begin {
+        Begin::Fresh(opts) => runtime::run(opts, source, channels).await,
+        Begin::Resume(req) => runtime::resume(*req, source, channels).await,
+    };
     let _ = consumer.await;
     match result {
         Ok(report) => (ExitCode::from(exit_code(report.outcome)), Some(report)),

@@ -56,7 +56,7 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
         events: false,
         allow_zero_tests: false,
     };
-    interactive(template, None).await
+    interactive(template, None, None).await
 }
 
 /// `minicoder run REPO TASK` without `--non-interactive`.
@@ -66,7 +66,17 @@ pub(crate) async fn run_task(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return usage(&e),
     }
     let task = args.task.clone();
-    interactive(args, Some(task)).await
+    interactive(args, Some(task), None).await
+}
+
+/// `minicoder resume RUN` in the session: the first run it starts is the
+/// resumed one (with `task` shown as its task).
+pub(crate) async fn resume_task(
+    args: RunArgs,
+    task: String,
+    resume: runtime::ResumeRequest,
+) -> anyhow::Result<ExitCode> {
+    interactive(args, Some(task), Some(resume)).await
 }
 
 fn usage(message: &str) -> anyhow::Result<ExitCode> {
@@ -112,7 +122,11 @@ fn load_keymap(config: Option<&Path>) -> Result<Keymap, String> {
     Keymap::load(file.as_deref()).map_err(|e| e.to_string())
 }
 
-async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<ExitCode> {
+async fn interactive(
+    template: RunArgs,
+    task: Option<String>,
+    resume: Option<runtime::ResumeRequest>,
+) -> anyhow::Result<ExitCode> {
     if let Err(e) = super::options::check_model_flag(template.model.as_deref()) {
         return usage(&e);
     }
@@ -160,6 +174,7 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
         template,
         env,
         selection,
+        resume: std::sync::Mutex::new(resume),
     });
     let mut app = App::new(&repo, keymap, theme, approval);
     if let Some(task) = task {
@@ -217,6 +232,8 @@ struct CliLauncher {
     template: RunArgs,
     env: HashMap<String, String>,
     selection: ModelSelection,
+    /// The run to resume, taken by the first launch.
+    resume: std::sync::Mutex<Option<runtime::ResumeRequest>>,
 }
 
 impl Launcher for CliLauncher {
@@ -230,12 +247,14 @@ impl Launcher for CliLauncher {
         let options = super::options::options(&args, &self.env);
         let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
             .map_err(|e| e.to_string());
+        let resume = self.resume.lock().ok().and_then(|mut r| r.take());
         Box::pin(async move {
-            let options = options?;
             let source = source?;
-            runtime::run(options, Box::new(source), channels)
-                .await
-                .map_err(|e| e.to_string())
+            match resume {
+                Some(req) => runtime::resume(req, Box::new(source), channels).await,
+                None => runtime::run(options?, Box::new(source), channels).await,
+            }
+            .map_err(|e| e.to_string())
         })
     }
 }

@@ -82,6 +82,22 @@ pub enum RunEvent {
         #[serde(default)]
         source: super::report::SourceState,
     },
+    /// The run goes on after an interruption (or, with a follow-up, after
+    /// it finished), from a saved state; `run.started` follows.
+    #[serde(rename = "run.resumed")]
+    RunResumed {
+        run_id: String,
+        /// The checkpoint the workspace was rebuilt from.
+        checkpoint: String,
+        /// What was in flight when the run stopped, as the log shows it.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        interrupted: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        follow_up: Option<String>,
+        /// Whether the checks were changed on purpose (`--new-checks`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        new_checks: bool,
+    },
     #[serde(rename = "bootstrap.started")]
     BootstrapStarted {
         commands: Vec<String>,
@@ -304,6 +320,7 @@ impl RunEvent {
         match self {
             RunEvent::RunPreparing { .. } => "run.preparing",
             RunEvent::RunStarted { .. } => "run.started",
+            RunEvent::RunResumed { .. } => "run.resumed",
             RunEvent::BootstrapStarted { .. } => "bootstrap.started",
             RunEvent::BootstrapFinished { .. } => "bootstrap.finished",
             RunEvent::ModelRequest { .. } => "model.request",

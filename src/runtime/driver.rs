@@ -41,14 +41,20 @@ impl Loop {
     }
 }
 
-pub(crate) async fn drive(mut run: Run) -> RunReport {
-    let event = started_event(&run);
-    run.bus.emit(event);
-    let mut l = Loop::default();
+pub(crate) async fn drive(run: Run) -> RunReport {
     let start = Input::Start {
         baseline_checkpoint: run.ws.baseline.to_string(),
     };
-    l.feed(&mut run, start);
+    drive_from(run, start).await
+}
+
+/// Runs the loop from `first`: `Start` for a new run, `Resumed` for one
+/// that goes on (its `run.resumed` already emitted).
+pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
+    let event = started_event(&run);
+    run.bus.emit(event);
+    let mut l = Loop::default();
+    l.feed(&mut run, first);
     let (outcome, reason) = loop {
         if l.queue
             .front()
@@ -139,6 +145,8 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             None
         }
         Effect::CallModel(request) => {
+            let label = format!("turn {}", run.agent.stats().turns);
+            super::resume::save(run, &label);
             let t = Instant::now();
             let input = call_model(run, request).await;
             run.counters.durations.model_ms += elapsed_ms(t);

@@ -140,6 +140,7 @@ pub(crate) async fn finish(
         Some(c) => c,
         None => conclude(&mut run).0,
     };
+    super::resume::save(&mut run, "the end");
     let duration_ms = run.id.started.elapsed().as_millis() as u64;
     run.bus.emit(RunEvent::RunFinished {
         outcome,
@@ -244,8 +245,12 @@ pub(crate) async fn finish(
     if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
         tracing::error!("writing receipt.json: {e}");
     }
-    // Retention: what only a resume could use goes with a success.
-    drop(ws);
-    crate::runs::release_stores(&id.state, &id.run_id, Some(outcome));
+    // Retention: the store keeps only what a resume or `apply --merge` can use.
+    let mut checkpoints = ws.checkpoints;
+    if let Err(e) = checkpoints.compact() {
+        tracing::warn!("compacting the checkpoint store: {e}");
+    }
+    drop(checkpoints);
+    crate::runs::release_stores(&id.state, &id.run_id, false);
     report
 }

@@ -15,12 +15,14 @@ mod finish;
 mod instructions;
 pub(crate) mod options;
 mod parts;
+mod resume;
 mod setup;
 mod steering;
 mod tool_exec;
 
 pub use bus::EventBus;
 pub use options::{ApprovalMode, Limits, RunOptions};
+pub use resume::{ResumeRequest, resume};
 pub use setup::new_run_id;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

@@ -52,6 +52,9 @@ pub(crate) struct RunWorkspace {
     pub source: crate::protocol::SourceState,
     /// What the workspace may grow to while a command runs.
     pub limits: crate::workspace::WorkspaceLimits,
+    /// The raw bytes of the workspace repository's baseline commit, read
+    /// before any command ran (a resumed workspace gets the same commit).
+    pub baseline_raw: Vec<u8>,
 }
 
 /// What the driver counts and keeps between effects.

@@ -34,10 +34,27 @@ pub fn new_run_id() -> String {
     )
 }
 
+/// A run that goes on from a saved state instead of starting afresh.
+pub(crate) struct Resuming {
+    pub run_id: String,
+    pub point: super::resume::ResumePoint,
+}
+
 pub(crate) async fn prepare(
     options: RunOptions,
     source: Box<dyn ActionSource>,
     channels: RunChannels,
+) -> Result<Run, RunError> {
+    prepare_with(options, source, channels, None).await
+}
+
+/// Sets a run up; with `resuming`, its workspace is rebuilt from the saved
+/// checkpoint, its event log continued and its agent restored.
+pub(crate) async fn prepare_with(
+    options: RunOptions,
+    source: Box<dyn ActionSource>,
+    channels: RunChannels,
+    resuming: Option<Resuming>,
 ) -> Result<Run, RunError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
@@ -49,7 +66,9 @@ pub(crate) async fn prepare(
     // copied, built or started.
     source.preflight().await.map_err(RunError::Invalid)?;
     phases.inputs_ms = elapsed_ms(started);
-    let run_id = new_run_id();
+    let run_id = resuming
+        .as_ref()
+        .map_or_else(new_run_id, |r| r.run_id.clone());
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     let t = Instant::now();
     progress.phase("image");
@@ -98,7 +117,11 @@ pub(crate) async fn prepare(
         }
     };
     phases.sandbox_ms = elapsed_ms(t);
-    let ws = match copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await {
+    let made = match &resuming {
+        Some(r) => rebuild_workspace(&inputs, &claim.dir, &state, &run_id, &r.point).await,
+        None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
+    };
+    let ws = match made {
         Ok((ws, copy_ms, checkpoint_ms)) => {
             (phases.copy_ms, phases.checkpoint_ms) = (copy_ms, checkpoint_ms);
             ws
@@ -139,25 +162,38 @@ pub(crate) async fn prepare(
     }
     phases.preflight_ms = elapsed_ms(t);
 
-    let log = artifacts.create_event_log()?;
-    let bus = EventBus::new(log, channels.subscribers);
-    // Only the root is looked at now: subdirectories as the agent reaches them.
-    let root_instructions =
-        super::instructions::read(&ws.root, &[crate::agent::instructions::lookup("")]);
-    let mut config = agent_config(&options, &inputs, source.context_limit());
-    config.instructions = root_instructions;
-    let agent = Agent::new(config);
-    let mut manifest = manifest(&run_id, &options, &inputs, &ws, source.current());
-    manifest.instructions = agent
-        .instructions()
-        .iter()
-        .map(|d| ManifestInstruction {
-            path: d.path.clone(),
-            bytes: d.bytes,
-            truncated: d.truncated,
-        })
-        .collect();
-    artifacts.write_manifest(&manifest)?;
+    let mut counters = RunCounters::default();
+    let (bus, agent) = match resuming {
+        Some(r) => {
+            let log = artifacts.open_event_log()?;
+            let mut agent = r.point.agent;
+            agent.set_approval(options.approval);
+            counters.edit_seq = r.point.edit_seq;
+            counters.call_seq = r.point.call_seq;
+            (EventBus::new(log, channels.subscribers), agent)
+        }
+        None => {
+            let log = artifacts.create_event_log()?;
+            // Only the root is looked at now: subdirectories as the agent reaches them.
+            let root_instructions =
+                super::instructions::read(&ws.root, &[crate::agent::instructions::lookup("")]);
+            let mut config = agent_config(&options, &inputs, source.context_limit());
+            config.instructions = root_instructions;
+            let agent = Agent::new(config);
+            let mut manifest = manifest(&run_id, &options, &inputs, &ws, source.current());
+            manifest.instructions = agent
+                .instructions()
+                .iter()
+                .map(|d| ManifestInstruction {
+                    path: d.path.clone(),
+                    bytes: d.bytes,
+                    truncated: d.truncated,
+                })
+                .collect();
+            artifacts.write_manifest(&manifest)?;
+            (EventBus::new(log, channels.subscribers), agent)
+        }
+    };
     let timeout_s = options.limits.timeout_ms / 1000;
     Ok(Run {
         id: RunIdentity {
@@ -188,7 +224,7 @@ pub(crate) async fn prepare(
                 prepare: phases,
                 ..PhaseDurations::default()
             },
-            ..RunCounters::default()
+            ..counters
         },
     })
 }
@@ -349,6 +385,8 @@ async fn copy_workspace(
                 .with_max_file_bytes(limits.max_file_bytes)
                 .with_checkpoint_budget(limits.max_checkpoint_bytes);
         let baseline = checkpoints.create("baseline")?;
+        let baseline_raw =
+            crate::workspace::baseline_commit_raw(workspace.path(), workspace.baseline())?;
         let ws = RunWorkspace {
             workspace,
             root,
@@ -357,11 +395,77 @@ async fn copy_workspace(
             baseline_fingerprint: baseline.fingerprint.to_string(),
             source,
             limits,
+            baseline_raw,
         };
         Ok((ws, copy_ms, elapsed_ms(t)))
     })
     .await
     .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+/// Rebuilds the workspace of a resumed run from its saved checkpoint, with
+/// the baseline commit it started from; the store keeps its checkpoints.
+async fn rebuild_workspace(
+    inputs: &Inputs,
+    ws_dir: &Path,
+    state: &StateDir,
+    run_id: &str,
+    point: &super::resume::ResumePoint,
+) -> Result<(RunWorkspace, u64, u64), RunError> {
+    let (ws_dir, store, secrets, overrides, point) = (
+        ws_dir.to_path_buf(),
+        state.checkpoint_store_dir(run_id),
+        inputs.secrets.clone(),
+        inputs.limits,
+        point.clone(),
+    );
+    tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
+        let t = Instant::now();
+        let oid = |hex: &str, what: &str| {
+            git2::Oid::from_str(hex)
+                .map_err(|_| RunError::Invalid(format!("the saved state names no valid {what}")))
+        };
+        let at = oid(&point.checkpoint, "checkpoint")?;
+        let baseline = oid(&point.baseline_checkpoint, "baseline checkpoint")?;
+        let commit = oid(&point.workspace_baseline, "baseline commit")?;
+        let raw = hex::decode(&point.workspace_baseline_raw)
+            .map_err(|_| RunError::Invalid("the saved baseline commit is not hex".into()))?;
+        // The stat cache describes the old workspace's files.
+        for cache in crate::workspace::CheckpointStore::cache_files(&store) {
+            let _ = std::fs::remove_file(cache);
+        }
+        let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
+        let checkpoints = CheckpointStore::open(&store, &ws_dir, ExcludeSet::default())?
+            .with_secret_paths(secrets)
+            .with_max_file_bytes(max_file_bytes);
+        let fallback = checkpoints.tree_of(baseline)?;
+        let from = crate::workspace::RebuildFrom {
+            store: &checkpoints,
+            at,
+            baseline: commit,
+            raw_commit: &raw,
+            fallback_tree: fallback,
+        };
+        let workspace = PrivateWorkspace::rebuild(&ws_dir, workspace_owner(), &from, Vec::new())?;
+        let copy_ms = elapsed_ms(t);
+        let copied = crate::workspace::limits::measure(workspace.path(), &mut |_| false);
+        let limits = WorkspaceLimits::new(copied.bytes, &overrides);
+        let checkpoints = checkpoints.with_checkpoint_budget(limits.max_checkpoint_bytes);
+        let root = workspace.root()?;
+        let ws = RunWorkspace {
+            workspace,
+            root,
+            checkpoints,
+            baseline,
+            baseline_fingerprint: point.baseline_fingerprint.clone(),
+            source: point.source.clone(),
+            limits,
+            baseline_raw: raw,
+        };
+        Ok((ws, copy_ms, 0))
+    })
+    .await
+    .map_err(|e| RunError::Invalid(format!("rebuilding the workspace failed: {e}")))?
 }
 
 /// Tells the run's subscribers which phase of setting up is under way
@@ -443,6 +547,7 @@ fn manifest(
                 command: c.command.clone(),
             })
             .collect(),
+        checks_from_flags: !options.checks.is_empty(),
         bootstrap: inputs.bootstrap.clone(),
         model_chain: vec![model],
         limits: ManifestLimits {

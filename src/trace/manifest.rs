@@ -18,6 +18,10 @@ pub struct Manifest {
     pub baseline_fingerprint: String,
     /// The frozen verification checks, in order.
     pub checks: Vec<ManifestCheck>,
+    /// Whether the checks came from `--check` flags rather than the
+    /// repository's configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub checks_from_flags: bool,
     /// Bootstrap commands, in order.
     pub bootstrap: Vec<String>,
     /// The providers and models the run may use, in fallback order.

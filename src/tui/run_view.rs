@@ -370,7 +370,7 @@ impl RunView {
                 }
                 self.changed_files = changed_files.clone();
             }
-            RunEvent::CheckpointCreated { .. } => {}
+            RunEvent::CheckpointCreated { .. } | RunEvent::RunResumed { .. } => {}
             RunEvent::CheckpointRestored { id, reason } => self.note(
                 NoteKind::Warning,
                 format!("restored checkpoint {}: {reason}", short(id)),

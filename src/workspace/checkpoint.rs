@@ -119,6 +119,21 @@ impl CheckpointStore {
         self
     }
 
+    /// The cache files a store at `store_dir` keeps beside its objects.
+    pub(crate) fn cache_files(store_dir: &Path) -> [std::path::PathBuf; 1] {
+        [store_dir.join(CACHE_FILE)]
+    }
+
+    /// The tree of checkpoint `id`.
+    pub(crate) fn tree_of(&self, id: Oid) -> Result<Oid, WorkspaceError> {
+        Ok(self.commit(id)?.tree_id())
+    }
+
+    /// The store's repository, read-only use.
+    pub(crate) fn repository(&self) -> &Repository {
+        &self.repo
+    }
+
     /// The credential paths of this store's workspace.
     pub fn secret_paths(&self) -> &SecretPaths {
         &self.secrets
@@ -127,6 +142,24 @@ impl CheckpointStore {
     /// Records the workspace as it is now, after the latest checkpoint.
     pub fn create(&mut self, label: &str) -> Result<Checkpoint, WorkspaceError> {
         Ok(self.create_within_budget(label)?.0)
+    }
+
+    /// The latest checkpoint if the workspace still matches it (its tree is
+    /// the same), else a new one as [`Self::create_within_budget`] makes;
+    /// `true` when it is new.
+    pub(crate) fn create_if_changed(
+        &mut self,
+        label: &str,
+    ) -> Result<(Checkpoint, Pruned, bool), WorkspaceError> {
+        let tip = self.tip()?.map(|c| (c.id(), c.tree_id()));
+        if let Some((tip_id, tip_tree)) = tip {
+            let (_, tree) = self.snapshot_tree()?;
+            if tree == tip_tree && !self.is_pruned(tip_id) {
+                return Ok((self.get(tip_id)?, Pruned::default(), false));
+            }
+        }
+        let (checkpoint, pruned) = self.create_within_budget(label)?;
+        Ok((checkpoint, pruned, true))
     }
 
     /// [`Self::create`], then prunes earlier checkpoints if the store is

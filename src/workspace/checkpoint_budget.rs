@@ -24,6 +24,8 @@ use super::{CheckpointStore, VALIDATED_REF};
 use crate::workspace::WorkspaceError;
 
 const PRUNED_PREFIX: &str = "refs/minicoder/pruned/";
+/// The checkpoint a saved run state refers to: never pruned.
+const RESUME_REF: &str = "refs/minicoder/resume";
 
 /// What one pruning did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,6 +115,24 @@ impl CheckpointStore {
         Ok(())
     }
 
+    /// Keeps checkpoint `id` from being pruned: a saved run state refers
+    /// to it (the one mark replaces the previous one).
+    pub(crate) fn mark_resume_point(&self, id: Oid) -> Result<(), WorkspaceError> {
+        self.repo
+            .reference(RESUME_REF, id, true, "resume point")
+            .map(|_| ())
+            .map_err(WorkspaceError::git("marking a resume point"))
+    }
+
+    /// Prunes every checkpoint that is not a baseline, the validated one,
+    /// the resume point or the latest: for a run that has ended.
+    pub(crate) fn compact(&mut self) -> Result<Pruned, WorkspaceError> {
+        let budget = self.budget.replace(0);
+        let pruned = self.enforce_budget();
+        self.budget = budget;
+        pruned
+    }
+
     /// Whether checkpoint `id` was pruned.
     pub fn is_pruned(&self, id: Oid) -> bool {
         self.repo
@@ -134,17 +154,19 @@ impl CheckpointStore {
         let Some(budget) = self.budget else {
             return Ok(pruned);
         };
-        if self.written.bytes <= budget {
+        if self.written.bytes <= budget && budget > 0 {
             return Ok(pruned);
         }
         let all = self.list()?;
         let validated = self.repo.refname_to_id(VALIDATED_REF).ok();
+        let resume = self.repo.refname_to_id(RESUME_REF).ok();
         let tip = all.last().map(|c| c.id);
         let mut candidates = all
             .iter()
             .filter(|c| {
                 !is_baseline(&c.label)
                     && Some(c.id) != validated
+                    && Some(c.id) != resume
                     && Some(c.id) != tip
                     && !self.is_pruned(c.id)
             })
@@ -159,10 +181,13 @@ impl CheckpointStore {
         loop {
             let keep = self.kept_blobs(all.iter().map(|c| c.id).filter(|id| !gone.contains(id)))?;
             pruned.freed_bytes += self.delete_unkept(&keep);
-            if self.written.bytes <= budget {
+            if self.written.bytes <= budget && budget > 0 {
                 break;
             }
             let Some(next) = candidates.next() else {
+                if budget == 0 {
+                    break;
+                }
                 tracing::warn!(
                     "the checkpoints hold {} bytes, over their budget of {budget}, and none is left to prune",
                     self.written.bytes

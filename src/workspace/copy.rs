@@ -143,6 +143,21 @@ impl PrivateWorkspace {
         })
     }
 
+    /// A workspace made some other way (rebuilt from checkpoints).
+    pub(super) fn from_parts(
+        path: PathBuf,
+        baseline: Oid,
+        owner: Option<(u32, u32)>,
+        left_out: Vec<LeftOut>,
+    ) -> Self {
+        Self {
+            path,
+            baseline,
+            owner,
+            left_out,
+        }
+    }
+
     /// The source paths not copied, and why, in path order.
     pub fn left_out(&self) -> &[LeftOut] {
         &self.left_out
@@ -286,7 +301,7 @@ fn special_kind(ft: &std::fs::FileType) -> &'static str {
     }
 }
 
-fn prepare_dest(dest: &Path) -> Result<(), WorkspaceError> {
+pub(super) fn prepare_dest(dest: &Path) -> Result<(), WorkspaceError> {
     match std::fs::read_dir(dest) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -583,7 +598,7 @@ fn commit_baseline(
         .map_err(WorkspaceError::git("committing the baseline"))
 }
 
-fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
         .map_err(|e| WorkspaceError::io(path, e))?;
     if std::fs::symlink_metadata(path)

@@ -8,6 +8,7 @@ mod error;
 mod fingerprint;
 mod git_path;
 pub mod limits;
+mod rebuild;
 mod secrets;
 mod source_state;
 pub(crate) mod stat_cache;
@@ -24,6 +25,7 @@ pub use fingerprint::{
 };
 pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
 pub use limits::{LimitOverrides, Usage, WorkspaceLimits};
+pub(crate) use rebuild::{RebuildFrom, baseline_commit_raw};
 pub use secrets::{
     DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };

@@ -48,6 +48,7 @@ pub fn make_run(
             baseline_commit: ws.baseline().to_string(),
             baseline_fingerprint: baseline.fingerprint.to_string(),
             checks: Vec::new(),
+            checks_from_flags: false,
             bootstrap: Vec::new(),
             model_chain: Vec::new(),
             limits: ManifestLimits {
