@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{EXIT_FAILURE, EXIT_USAGE};
+use crate::delivery::subset_record::SubsetRecord;
 use crate::protocol::{CheckReport, PlanItem, PlanStatus, RunEvent};
 use crate::runs::{self, RunLookupError, RunRecord, RunStatus};
 use crate::state::StateDir;
@@ -345,6 +346,69 @@ fn latest_checks(events: &Path) -> Vec<CheckReport> {
     checks
 }
 
+/// The apply journal and the subset record, when there are any: each must
+/// verify, and a journal of a subset must name the record there.
+fn verify_apply(run: &RunRecord, key: &ReceiptKey) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let journal = match crate::delivery::Journal::load(key, &run.dir) {
+        Ok(journal) => {
+            if journal.is_some() {
+                checks.push(Check {
+                    what: "apply journal",
+                    ok: true,
+                    detail: "its HMAC verifies under this machine's key".into(),
+                });
+            }
+            journal
+        }
+        Err(e) => {
+            checks.push(Check {
+                what: "apply journal",
+                ok: false,
+                detail: e.to_string(),
+            });
+            None
+        }
+    };
+    let link = journal.and_then(|j| j.subset);
+    let exists = crate::delivery::subset::artifact_record(&run.dir).exists();
+    if !exists && link.is_none() {
+        return checks;
+    }
+    checks.push(match SubsetRecord::load(key, &run.dir) {
+        Ok(Some((record, sha256))) => match &link {
+            Some(link) if link.record_sha256 != sha256 => Check {
+                what: "subset record",
+                ok: false,
+                detail: format!(
+                    "the apply journal names the record {}, the record there is {sha256}",
+                    link.record_sha256
+                ),
+            },
+            _ => Check {
+                what: "subset record",
+                ok: true,
+                detail: format!(
+                    "its HMAC verifies and subset.patch is the patch it signed ({}; checks {})",
+                    record.chosen,
+                    if record.passed { "passed" } else { "failed" }
+                ),
+            },
+        },
+        Ok(None) => Check {
+            what: "subset record",
+            ok: false,
+            detail: "the apply journal names a subset record that is not there".into(),
+        },
+        Err(e) => Check {
+            what: "subset record",
+            ok: false,
+            detail: e.to_string(),
+        },
+    });
+    checks
+}
+
 /// Lines added and removed in one file of a patch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 struct FileStat {
@@ -491,9 +555,62 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
             out!("  {}  +{} -{}", f.path, f.added, f.removed);
         }
     }
+    print_subset(run, state);
     if let Some(r) = &run.report {
         out!();
         out!("next: {}", crate::headless::next_step(&run.id, r.outcome));
+    }
+}
+
+/// The subset of the patch verified again, if there was one.
+fn print_subset(run: &RunRecord, state: &StateDir) {
+    if !crate::delivery::subset::artifact_record(&run.dir).exists() {
+        return;
+    }
+    out!();
+    let loaded = ReceiptKey::load_or_create(state)
+        .map_err(|e| e.to_string())
+        .and_then(|key| SubsetRecord::load(&key, &run.dir).map_err(|e| e.to_string()));
+    let record = match loaded {
+        Ok(Some((record, _))) => record,
+        Ok(None) => return,
+        Err(why) => {
+            out!("subset: {why}");
+            return;
+        }
+    };
+    out!(
+        "subset: {} ({} of {} hunks), verified again {}: {}",
+        record.chosen,
+        record.hunks,
+        record.total_hunks,
+        record.verified,
+        if record.passed {
+            "every check passed"
+        } else {
+            "checks FAILED"
+        }
+    );
+    out!(
+        "  base:       the source as it was then with the subset applied ({})",
+        if record.base_is_run_baseline {
+            "the run's baseline"
+        } else {
+            "not the run's baseline: the source had changed"
+        }
+    );
+    out!("  image:      {}", record.image);
+    for c in &record.checks {
+        out!(
+            "  {:<6} {}  `{}`: {}",
+            if c.passed { "pass" } else { "FAIL" },
+            c.name,
+            c.command,
+            c.detail
+        );
+    }
+    for f in &record.files {
+        out!("  {f}");
     }
 }
 
@@ -621,6 +738,7 @@ fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
             detail: e.to_string(),
         },
     });
+    checks.extend(verify_apply(run, &key));
     // The same verdict as `apply` reaches, in one call.
     if checks.iter().all(|c| c.ok)
         && let Err(e) = receipt.verify_against(
