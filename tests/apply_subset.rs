@@ -23,12 +23,13 @@ fn calc(one: &str, two: &str) -> String {
 struct Fixture {
     tmp: tempfile::TempDir,
     repo: PathBuf,
+    id: &'static str,
 }
 
 impl Fixture {
     /// A repository and a successful run that fixed both functions of
     /// `calc.py` (hunks 1 and 2) and edited `notes.txt` (hunk 3).
-    fn new() -> Self {
+    fn new(id: &'static str) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         support::write(&repo.join("calc.py"), calc("0", "0").as_bytes());
@@ -39,13 +40,13 @@ impl Fixture {
         support::write(&repo.join("notes.txt"), b"notes\n");
         support::write(&repo.join("other.txt"), b"not touched by the run\n");
         support::git_commit_all(&repo);
-        let fx = Self { tmp, repo };
+        let fx = Self { tmp, repo, id };
         let workspace = fx.tmp.path().join("ws");
         support::fake_run::make_run_with_checks(
             &fx.state(),
             &fx.repo,
             &workspace,
-            "run-1",
+            id,
             Outcome::Success,
             &[("tests", "python3 check.py")],
             |ws| {
@@ -61,7 +62,39 @@ impl Fixture {
     }
 
     fn run_dir(&self) -> PathBuf {
-        self.state().runs_dir().join("run-1")
+        self.state().runs_dir().join(self.id)
+    }
+
+    fn cmd_run(&self, args: &[&str]) -> Output {
+        let mut all = vec![args[0], self.id];
+        all.extend_from_slice(&args[1..]);
+        self.cmd(&all)
+    }
+
+    /// What a re-verification left behind: workspaces in the state
+    /// directory, and containers of this run's subsets.
+    fn leftovers(&self) -> (Vec<PathBuf>, Vec<String>) {
+        let workspaces = std::fs::read_dir(self.state().root().join("workspaces"))
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        let out = std::process::Command::new("docker")
+            .args([
+                "ps",
+                "-a",
+                "--filter",
+                "label=org.minicoder.run",
+                "--format",
+                "{{.Label \"org.minicoder.run\"}}",
+            ])
+            .output()
+            .unwrap();
+        let prefix = format!("{}-subset-", self.id);
+        let containers = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .map(String::from)
+            .collect();
+        (workspaces, containers)
     }
 
     fn cmd(&self, args: &[&str]) -> Output {
@@ -130,9 +163,9 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
     if support::docker_or_skip().await.is_none() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("run-pass");
     let before = tree_hash(&fx.repo);
-    let out = fx.cmd(&["apply", "run-1", "--hunks", "1"]);
+    let out = fx.cmd_run(&["apply", "--hunks", "1"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
@@ -146,6 +179,11 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
     // Only the first hunk: one() fixed, two() and notes.txt as they were.
     assert_eq!(fx.read("calc.py"), calc("1", "0"));
     assert_eq!(fx.read("notes.txt"), "notes\n");
+    assert_eq!(
+        fx.leftovers(),
+        (Vec::new(), Vec::new()),
+        "copy and containers removed"
+    );
 
     let record = fx.json("apply/subset-verification.json");
     assert_eq!(record["passed"], true);
@@ -167,7 +205,7 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
         sha256_file(&fx.run_dir().join("apply/subset-verification.json"))
     );
 
-    let show = fx.cmd(&["show", "run-1", "--verify"]);
+    let show = fx.cmd_run(&["show", "--verify"]);
     let (stdout, stderr) = text(&show);
     assert_eq!(show.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
@@ -181,13 +219,13 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
     let path = fx.run_dir().join("apply/subset-verification.json");
     let original = std::fs::read_to_string(&path).unwrap();
     std::fs::write(&path, original.replace("\"hunks 1\"", "\"hunks 1,2\"")).unwrap();
-    let show = fx.cmd(&["show", "run-1", "--verify"]);
+    let show = fx.cmd_run(&["show", "--verify"]);
     let (stdout, _) = text(&show);
     assert_eq!(show.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("[FAIL] subset record"), "{stdout}");
     std::fs::write(&path, original).unwrap();
 
-    let undo = fx.cmd(&["undo", "run-1"]);
+    let undo = fx.cmd_run(&["undo"]);
     assert_eq!(undo.status.code(), Some(0), "{:?}", text(&undo));
     assert_eq!(
         tree_hash(&fx.repo),
@@ -201,11 +239,11 @@ async fn a_subset_that_fails_is_not_applied_unless_unverified() {
     if support::docker_or_skip().await.is_none() {
         return;
     }
-    let fx = Fixture::new();
+    let fx = Fixture::new("run-fail");
     // The source changed since the run where the subset does not touch it.
     std::fs::write(fx.repo.join("other.txt"), "edited by the user\n").unwrap();
     let before = tree_hash(&fx.repo);
-    let out = fx.cmd(&["apply", "run-1", "--hunks", "2-3"]);
+    let out = fx.cmd_run(&["apply", "--hunks", "2-3"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
     assert!(stderr.contains("check tests: FAILED (exit 1)"), "{stderr}");
@@ -214,12 +252,17 @@ async fn a_subset_that_fails_is_not_applied_unless_unverified() {
         "{stderr}"
     );
     assert_eq!(tree_hash(&fx.repo), before, "nothing was written");
+    assert_eq!(
+        fx.leftovers(),
+        (Vec::new(), Vec::new()),
+        "copy and containers removed"
+    );
     assert!(!fx.run_dir().join("apply/journal.json").exists());
     let record = fx.json("apply/subset-verification.json");
     assert_eq!(record["passed"], false);
     assert_eq!(record["base_is_run_baseline"], false, "{record}");
 
-    let out = fx.cmd(&["apply", "run-1", "--hunks", "2-3", "--unverified"]);
+    let out = fx.cmd_run(&["apply", "--hunks", "2-3", "--unverified"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stderr.contains("applying unverified, as asked"), "{stderr}");
@@ -237,8 +280,8 @@ async fn paths_choose_whole_files() {
     if support::docker_or_skip().await.is_none() {
         return;
     }
-    let fx = Fixture::new();
-    let out = fx.cmd(&["apply", "run-1", "--paths", "calc.py"]);
+    let fx = Fixture::new("run-paths");
+    let out = fx.cmd_run(&["apply", "--paths", "calc.py"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
@@ -251,26 +294,26 @@ async fn paths_choose_whole_files() {
 
 #[test]
 fn a_hunk_or_path_not_in_the_patch_is_refused_and_a_dry_run_lists_the_hunks() {
-    let fx = Fixture::new();
+    let fx = Fixture::new("run-refuse");
     let before = tree_hash(&fx.repo);
-    let out = fx.cmd(&["apply", "run-1", "--hunks", "1,9"]);
+    let out = fx.cmd_run(&["apply", "--hunks", "1,9"]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("hunk 9 is not in final.patch, which has 3"),
         "{stderr}"
     );
-    let out = fx.cmd(&["apply", "run-1", "--paths", "calc.py", "nope.txt"]);
+    let out = fx.cmd_run(&["apply", "--paths", "calc.py", "nope.txt"]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("not a path final.patch changes: nope.txt"),
         "{stderr}"
     );
-    let out = fx.cmd(&["apply", "run-1", "--hunks", "0"]);
+    let out = fx.cmd_run(&["apply", "--hunks", "0"]);
     assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
 
-    let out = fx.cmd(&["apply", "run-1", "--dry-run", "--hunks", "1"]);
+    let out = fx.cmd_run(&["apply", "--dry-run", "--hunks", "1"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("a dry run verifies nothing"), "{stdout}");

@@ -212,8 +212,9 @@ pub(crate) async fn reverify(
             } else {
                 let why = c.first_error.as_ref().or(c.failure.as_ref());
                 format!(
-                    "FAILED (exit {}){}",
-                    c.exit_code.map_or("-".into(), |e| e.to_string()),
+                    "FAILED ({}){}",
+                    c.exit_code
+                        .map_or("no exit code".into(), |e| format!("exit {e}")),
                     why.map(|w| format!(": {w}")).unwrap_or_default()
                 )
             };

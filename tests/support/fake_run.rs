@@ -73,7 +73,7 @@ pub fn make_run_with_checks(
             limits: ManifestLimits {
                 max_turns: 1,
                 timeout_ms: 1,
-                command_timeout_ms: 1,
+                command_timeout_ms: 60_000,
                 model_timeout_ms: 1,
                 max_tokens: 1,
                 network: false,
