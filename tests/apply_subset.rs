@@ -327,3 +327,73 @@ fn a_hunk_or_path_not_in_the_patch_is_refused_and_a_dry_run_lists_the_hunks() {
     assert_eq!(tree_hash(&fx.repo), before);
     assert!(!fx.run_dir().join("apply").exists());
 }
+
+/// The session's review hands over a patch of whole hunks, file headers as
+/// the run wrote them: the library verifies it and applies it, and says so.
+#[tokio::test]
+async fn a_reviewed_patch_is_verified_and_applied_through_the_library() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let fx = Fixture::new("run-review");
+    let patch = std::fs::read_to_string(fx.run_dir().join("final.patch")).unwrap();
+    // calc.py's header and its first hunk only.
+    let calc_section = patch
+        .split("diff --git")
+        .find(|s| s.contains("calc.py"))
+        .unwrap();
+    let first_hunk_end = calc_section.match_indices("\n@@").nth(1).unwrap().0 + 1;
+    let reviewed = format!("diff --git{}", &calc_section[..first_hunk_end]);
+    let state = fx.state();
+    let key = minicoder::trace::ReceiptKey::load_or_create(&state).unwrap();
+    let record = minicoder::runs::RunRecord::read(&fx.run_dir()).unwrap();
+    let lines = std::sync::Mutex::new(Vec::new());
+    let progress = |line: &str| lines.lock().unwrap().push(line.to_string());
+    let done = minicoder::delivery::subset::apply_subset(
+        &state,
+        &key,
+        &record,
+        &minicoder::delivery::subset::Subset::Patch(reviewed.clone()),
+        minicoder::delivery::ApplyOptions::default(),
+        &progress,
+    )
+    .await
+    .unwrap();
+    assert!(done.verification.passed, "{:?}", lines.lock().unwrap());
+    assert_eq!(done.verification.checks.len(), 1);
+    assert!(done.verification.record.is_file());
+    assert!(done.report.succeeded);
+    assert_eq!(done.report.changes, vec![('M', "calc.py".to_string())]);
+    assert_eq!(done.summary, "1 of 2 files (1 of 3 hunks)");
+    assert_eq!(fx.read("calc.py"), calc("1", "0"));
+    assert!(
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("check tests: passed")),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+
+    // A reviewed patch with a line the run never wrote is refused.
+    let forged = reviewed.replace("+    return 1", "+    return 7");
+    let undo = fx.cmd_run(&["undo"]);
+    assert_eq!(undo.status.code(), Some(0), "{:?}", text(&undo));
+    match minicoder::delivery::subset::apply_subset(
+        &state,
+        &key,
+        &record,
+        &minicoder::delivery::subset::Subset::Patch(forged),
+        minicoder::delivery::ApplyOptions::default(),
+        &progress,
+    )
+    .await
+    {
+        Err(minicoder::delivery::DeliveryError::BadSubset(why)) => {
+            assert!(why.contains("is not a hunk of final.patch"), "{why}")
+        }
+        other => panic!("{:?}", other.map(|d| d.summary)),
+    }
+    assert_eq!(fx.read("calc.py"), calc("0", "0"));
+}
