@@ -209,7 +209,7 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
     let (stdout, stderr) = text(&show);
     assert_eq!(show.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
-        stdout.contains("subset: hunks 1 (1 of 3 hunks)"),
+        stdout.contains("subset (applied): hunks 1 (1 of 3 hunks)"),
         "{stdout}"
     );
     assert!(stdout.contains("[ OK ] subset record"), "{stdout}");
@@ -261,6 +261,14 @@ async fn a_subset_that_fails_is_not_applied_unless_unverified() {
     let record = fx.json("apply/subset-verification.json");
     assert_eq!(record["passed"], false);
     assert_eq!(record["base_is_run_baseline"], false, "{record}");
+    let show = fx.cmd_run(&["show"]);
+    let (stdout, _) = text(&show);
+    assert!(
+        stdout.contains("subset (not applied): hunks 2,3"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("FAIL   tests"), "{stdout}");
+    assert!(stdout.contains("not the run's baseline"), "{stdout}");
 
     let out = fx.cmd_run(&["apply", "--hunks", "2-3", "--unverified"]);
     let (stdout, stderr) = text(&out);

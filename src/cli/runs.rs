@@ -259,6 +259,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
             "checks": details.checks,
             "patch_stat": details.stat,
             "patch": flags.diff.then_some(&details.patch),
+            "subset": subset_json(&run, &state),
             "verify": checks.as_ref().map(|c| c.iter().map(|c| serde_json::json!({
                 "what": c.what, "ok": c.ok, "detail": c.detail,
             })).collect::<Vec<_>>()),
@@ -562,6 +563,21 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
     }
 }
 
+/// The subset record for `show --json`: the record, or why it does not load.
+fn subset_json(run: &RunRecord, state: &StateDir) -> serde_json::Value {
+    if !crate::delivery::subset::artifact_record(&run.dir).exists() {
+        return serde_json::Value::Null;
+    }
+    let loaded = ReceiptKey::load_or_create(state)
+        .map_err(|e| e.to_string())
+        .and_then(|key| SubsetRecord::load(&key, &run.dir).map_err(|e| e.to_string()));
+    match loaded {
+        Ok(Some((record, _))) => serde_json::to_value(record).unwrap_or_default(),
+        Ok(None) => serde_json::Value::Null,
+        Err(why) => serde_json::json!({ "error": why }),
+    }
+}
+
 /// The subset of the patch verified again, if there was one.
 fn print_subset(run: &RunRecord, state: &StateDir) {
     if !crate::delivery::subset::artifact_record(&run.dir).exists() {
@@ -571,16 +587,26 @@ fn print_subset(run: &RunRecord, state: &StateDir) {
     let loaded = ReceiptKey::load_or_create(state)
         .map_err(|e| e.to_string())
         .and_then(|key| SubsetRecord::load(&key, &run.dir).map_err(|e| e.to_string()));
-    let record = match loaded {
-        Ok(Some((record, _))) => record,
+    let (record, sha256) = match loaded {
+        Ok(Some(found)) => found,
         Ok(None) => return,
         Err(why) => {
             out!("subset: {why}");
             return;
         }
     };
+    let applied = ReceiptKey::load_or_create(state)
+        .ok()
+        .and_then(|key| {
+            crate::delivery::Journal::load(&key, &run.dir)
+                .ok()
+                .flatten()
+        })
+        .and_then(|j| j.subset)
+        .is_some_and(|link| link.record_sha256 == sha256);
     out!(
-        "subset: {} ({} of {} hunks), verified again {}: {}",
+        "subset ({}): {} ({} of {} hunks), verified again {}: {}",
+        if applied { "applied" } else { "not applied" },
         record.chosen,
         record.hunks,
         record.total_hunks,

@@ -99,6 +99,14 @@ fn a_reviewed_patch_maps_back_to_its_hunks_and_a_foreign_hunk_is_refused() {
     only.chosen[new][0] = true;
     let reviewed = build(&files, &only);
     assert_eq!(by_patch(&files, &reviewed).unwrap(), only);
+    // The review keeps the run's header, post-image id included.
+    let header = String::from_utf8(files[a].header.clone()).unwrap();
+    let zeroed = String::from_utf8(without_post_id(&files[a].header)).unwrap();
+    assert_ne!(header, zeroed);
+    let as_reviewed = String::from_utf8(reviewed.clone())
+        .unwrap()
+        .replace(&zeroed, &header);
+    assert_eq!(by_patch(&files, as_reviewed.as_bytes()).unwrap(), only);
 
     let forged = String::from_utf8(reviewed.clone())
         .unwrap()

@@ -35,7 +35,7 @@ fn failed(what: impl std::fmt::Display) -> DeliveryError {
 pub(crate) fn frozen_checks(run: &RunRecord) -> Result<Vec<CheckSpec>, DeliveryError> {
     if run.manifest.checks.is_empty() {
         return Err(DeliveryError::BadSubset(format!(
-            "run {} froze no check, so nothing can verify a subset of its patch (apply the whole patch, or --unverified)",
+            "run {} froze no check, so nothing can verify a subset of its patch; apply the whole patch instead",
             run.id
         )));
     }
