@@ -223,6 +223,16 @@ async fn a_subset_that_passes_is_applied_and_its_record_says_what_was_verified()
     let (stdout, _) = text(&show);
     assert_eq!(show.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("[FAIL] subset record"), "{stdout}");
+    std::fs::remove_file(&path).unwrap();
+    let show = fx.cmd_run(&["show", "--verify"]);
+    let (stdout, _) = text(&show);
+    assert_eq!(show.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "[FAIL] subset record: the apply journal names a subset record that is not there"
+        ),
+        "{stdout}"
+    );
     std::fs::write(&path, original).unwrap();
 
     let undo = fx.cmd_run(&["undo"]);

@@ -347,10 +347,24 @@ fn latest_checks(events: &Path) -> Vec<CheckReport> {
     checks
 }
 
-/// The apply journal and the subset record, when there are any: each must
-/// verify, and a journal of a subset must name the record there.
+/// The subset record, when there is one, and the apply journal beside it:
+/// each must verify, and a journal of a subset must name the record there.
 fn verify_apply(run: &RunRecord, key: &ReceiptKey) -> Vec<Check> {
     let mut checks = Vec::new();
+    if !crate::delivery::subset::artifact_record(&run.dir).exists() {
+        let names_one = crate::delivery::Journal::load(key, &run.dir)
+            .ok()
+            .flatten()
+            .is_some_and(|j| j.subset.is_some());
+        if names_one {
+            checks.push(Check {
+                what: "subset record",
+                ok: false,
+                detail: "the apply journal names a subset record that is not there".into(),
+            });
+        }
+        return checks;
+    }
     let journal = match crate::delivery::Journal::load(key, &run.dir) {
         Ok(journal) => {
             if journal.is_some() {
@@ -372,10 +386,6 @@ fn verify_apply(run: &RunRecord, key: &ReceiptKey) -> Vec<Check> {
         }
     };
     let link = journal.and_then(|j| j.subset);
-    let exists = crate::delivery::subset::artifact_record(&run.dir).exists();
-    if !exists && link.is_none() {
-        return checks;
-    }
     checks.push(match SubsetRecord::load(key, &run.dir) {
         Ok(Some((record, sha256))) => match &link {
             Some(link) if link.record_sha256 != sha256 => Check {
@@ -399,7 +409,7 @@ fn verify_apply(run: &RunRecord, key: &ReceiptKey) -> Vec<Check> {
         Ok(None) => Check {
             what: "subset record",
             ok: false,
-            detail: "the apply journal names a subset record that is not there".into(),
+            detail: "the subset record vanished while it was checked".into(),
         },
         Err(e) => Check {
             what: "subset record",
