@@ -170,3 +170,53 @@ fn a_post_id_is_zeroed_and_the_mode_kept() {
     );
     assert_eq!(zero_post_id(b"--- a/x\n"), b"--- a/x\n".to_vec());
 }
+
+#[test]
+fn every_kind_of_change_splits_into_files_git_agrees_with() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    std::fs::write(ws.join("a.txt"), TEN).unwrap();
+    std::fs::write(ws.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::write(ws.join("logo.bin"), b"\x89PNG\0\0\x01binary\xff").unwrap();
+    std::fs::write(ws.join("kind.txt"), "becomes a link\n").unwrap();
+    std::fs::write(ws.join("old.txt"), "to be removed\n").unwrap();
+    let mut store =
+        CheckpointStore::open(&tmp.path().join("store"), &ws, ExcludeSet::default()).unwrap();
+    let base = store.create("baseline").unwrap();
+    std::fs::write(ws.join("a.txt"), edit(true, true)).unwrap();
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(ws.join("logo.bin"), b"\x89PNG\0\0\x02other\xfe").unwrap();
+    std::fs::remove_file(ws.join("kind.txt")).unwrap();
+    std::os::unix::fs::symlink("a.txt", ws.join("kind.txt")).unwrap();
+    std::fs::remove_file(ws.join("old.txt")).unwrap();
+    std::os::unix::fs::symlink("a.txt", ws.join("link.txt")).unwrap();
+    let patch = store.export_patch(base.id).unwrap().patch.into_bytes();
+
+    let files = split(&patch).unwrap();
+    let shown: Vec<(&str, bool)> = files
+        .iter()
+        .map(|f| (f.display.as_str(), f.whole))
+        .collect();
+    for (path, whole) in [
+        ("a.txt", false),
+        ("run.sh", true),
+        ("logo.bin", true),
+        ("old.txt", true),
+        ("link.txt", true),
+    ] {
+        assert!(shown.contains(&(path, whole)), "{path}: {shown:?}");
+    }
+    // A file that becomes a link: a deletion and an addition, each whole.
+    assert_eq!(shown.iter().filter(|(p, _)| *p == "kind.txt").count(), 2);
+    let all = by_paths(&files, &["a.txt".into()]).unwrap();
+    assert_eq!(all.counts(&files).0, 2);
+    let every: Vec<usize> = (1..=numbering(&files).len()).collect();
+    assert_eq!(build(&files, &by_numbers(&files, &every).unwrap()), patch);
+    // Each whole file alone is a patch git reads.
+    for n in 1..=numbering(&files).len() {
+        let one = build(&files, &by_numbers(&files, &[n]).unwrap());
+        super::super::conflict::parse(&one).unwrap();
+    }
+}
