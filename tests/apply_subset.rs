@@ -30,6 +30,11 @@ impl Fixture {
     /// A repository and a successful run that fixed both functions of
     /// `calc.py` (hunks 1 and 2) and edited `notes.txt` (hunk 3).
     fn new(id: &'static str) -> Self {
+        Self::with_check(id, "python3 check.py")
+    }
+
+    /// [`Fixture::new`] whose run froze `check` as its `tests` check.
+    fn with_check(id: &'static str, check: &str) -> Self {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         support::write(&repo.join("calc.py"), calc("0", "0").as_bytes());
@@ -48,7 +53,7 @@ impl Fixture {
             &workspace,
             id,
             Outcome::Success,
-            &[("tests", "python3 check.py")],
+            &[("tests", check)],
             |ws| {
                 std::fs::write(ws.join("calc.py"), calc("1", "2")).unwrap();
                 std::fs::write(ws.join("notes.txt"), "notes, edited\n").unwrap();
@@ -414,4 +419,56 @@ async fn a_reviewed_patch_is_verified_and_applied_through_the_library() {
         other => panic!("{:?}", other.map(|d| d.summary)),
     }
     assert_eq!(fx.read("calc.py"), calc("0", "0"));
+}
+
+/// Ctrl-C while the subset's checks run: nothing is written, and the copy
+/// and the containers are gone.
+#[tokio::test]
+async fn an_interrupted_reverification_leaves_nothing_behind() {
+    use std::io::BufRead as _;
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let fx = Fixture::with_check("run-cancel", "python3 check.py && sleep 120");
+    let before = tree_hash(&fx.repo);
+    let mut child = std::process::Command::new(support::bin())
+        .args(["apply", fx.id, "--hunks", "1"])
+        .current_dir(&fx.repo)
+        .env("MINICODER_STATE_DIR", fx.state().root())
+        .env_remove("MINICODER_LOG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "{seen}");
+        seen.push_str(&line);
+        if line.contains("check tests …") {
+            break;
+        }
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{seen}{rest}");
+    assert_eq!(tree_hash(&fx.repo), before);
+    assert!(!fx.run_dir().join("apply/journal.json").exists());
+    assert_eq!(
+        fx.leftovers().0,
+        Vec::<PathBuf>::new(),
+        "the copy is removed"
+    );
+    // A container whose creation was under way when the signal came is
+    // this dead process's: `gc` removes it.
+    let gc = fx.cmd(&["gc"]);
+    assert_eq!(gc.status.code(), Some(0), "{:?}", text(&gc));
+    assert_eq!(fx.leftovers(), (Vec::new(), Vec::new()), "{seen}{rest}");
 }

@@ -120,12 +120,20 @@ pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCo
         }
     };
     let progress = |line: &str| err!("minicoder: {line}");
-    let done = runtime.block_on(subset::apply_subset(
-        &state, &key, &record, subset, options, &progress,
-    ));
+    // Ctrl-C or SIGTERM while the checks run: the copy is removed as the
+    // work is dropped, and this process's containers with it.
+    let done = runtime.block_on(async {
+        let docker = crate::sandbox::connect().await.ok();
+        super::until_cancelled(
+            docker.as_ref(),
+            subset::apply_subset(&state, &key, &record, subset, options, &progress),
+        )
+        .await
+    });
     let done = match done {
-        Ok(done) => done,
-        Err(e) => return refused(&e),
+        Some(Ok(done)) => done,
+        Some(Err(e)) => return refused(&e),
+        None => return ExitCode::from(super::EXIT_CANCELLED),
     };
     let report = &done.report;
     if options.dry_run {
