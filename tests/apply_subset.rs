@@ -304,7 +304,7 @@ async fn paths_choose_whole_files() {
         return;
     }
     let fx = Fixture::new("run-paths");
-    let out = fx.cmd_run(&["apply", "--paths", "calc.py"]);
+    let out = fx.cmd_run(&["apply", "--paths", "calc.py", "--commit"]);
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
     assert!(
@@ -313,6 +313,18 @@ async fn paths_choose_whole_files() {
     );
     assert_eq!(fx.read("calc.py"), calc("1", "2"));
     assert_eq!(fx.read("notes.txt"), "notes\n");
+    // The commit names the record of the subset's verification.
+    let log = std::process::Command::new("git")
+        .args(["log", "-1", "--format=%B"])
+        .current_dir(&fx.repo)
+        .output()
+        .unwrap();
+    let message = String::from_utf8_lossy(&log.stdout);
+    let record = sha256_file(&fx.run_dir().join("apply/subset-verification.json"));
+    assert!(
+        message.contains(&format!("Minicoder-Subset-Verification: {record}")),
+        "{message}"
+    );
 }
 
 #[test]

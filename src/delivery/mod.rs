@@ -263,13 +263,18 @@ fn deliver(
             .as_ref()
             .map(|r| r.summary.as_deref().unwrap_or(r.reason.as_str()))
             .unwrap_or("");
+        let mut trailers = vec![
+            ("Minicoder-Run", run.id.as_str()),
+            ("Minicoder-Receipt", verified.receipt_sha256.as_str()),
+        ];
+        // A subset: the record of its own verification.
+        if let Some(link) = &journal.subset {
+            trailers.push(("Minicoder-Subset-Verification", &link.record_sha256));
+        }
         let message = commit::message(
             &run.manifest.task,
             &format!("{}\n\n{summary}", run.manifest.task),
-            &[
-                ("Minicoder-Run", &run.id),
-                ("Minicoder-Receipt", &verified.receipt_sha256),
-            ],
+            &trailers,
         );
         let id = commit::commit(source.root(), &paths, &message)?;
         journal.commit = Some(id.clone());
