@@ -56,6 +56,7 @@ mod run;
 mod runs;
 mod sandbox;
 mod session;
+mod show_subset;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

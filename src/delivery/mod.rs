@@ -16,7 +16,7 @@
 //! hunks.rs        the numbered hunks of a patch; the patch of a subset
 //! subset.rs       a subset verified again before it is applied
 //! reverify.rs     a fresh copy, the subset, the frozen checks in fresh containers
-//! subset_record.rs the signed record of a subset's verification
+//! subset_record.rs  the signed record of a subset's verification
 //! ```
 
 pub mod commit;
