@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use super::{EXIT_FAILURE, EXIT_USAGE};
+use crate::delivery::subset::{self, Subset};
 use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
 use crate::runs::RunRecord;
 use crate::state::StateDir;
@@ -90,6 +91,133 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         } else {
             ExitCode::SUCCESS
         };
+    }
+    match &report.commit {
+        Some(id) => out!("committed {id} (no hooks run)"),
+        None => out!(
+            "left uncommitted; `minicoder undo {}` reverts it",
+            record.id
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+/// `minicoder apply RUN --paths P… | --hunks LIST`: the subset is verified
+/// again (progress and each check on stderr) before it is applied.
+pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCode {
+    let (state, key, record) = match find(run) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            err!("minicoder: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let progress = |line: &str| err!("minicoder: {line}");
+    // Ctrl-C or SIGTERM while the checks run: the copy is removed as the
+    // work is dropped, and this process's containers with it.
+    let done = runtime.block_on(async {
+        let docker = crate::sandbox::connect().await.ok();
+        super::until_cancelled(
+            docker.as_ref(),
+            subset::apply_subset(&state, &key, &record, subset, options, &progress),
+        )
+        .await
+    });
+    let done = match done {
+        Some(Ok(done)) => done,
+        Some(Err(e)) => return refused(&e),
+        None => return ExitCode::from(super::EXIT_CANCELLED),
+    };
+    let report = &done.report;
+    if options.dry_run {
+        out!(
+            "minicoder apply: would apply {} of run {} to {} (a dry run verifies nothing)",
+            done.summary,
+            record.id,
+            report.repo.display()
+        );
+        for c in &done.choices {
+            let mark = if c.chosen { "[x]" } else { "[ ]" };
+            out!("  {mark} {:>3}  {}  {}", c.number, c.file, c.hunk);
+        }
+    } else {
+        if !report.succeeded {
+            err!(
+                "minicoder: applying unverified, as asked (the journal records it): {}",
+                if done.verification.passed {
+                    format!("run {} did not succeed", record.id)
+                } else {
+                    format!(
+                        "the subset failed {}",
+                        subset::failed_names(&done.verification.checks)
+                    )
+                }
+            );
+        }
+        out!(
+            "minicoder apply: applied {} of run {} to {}",
+            done.summary,
+            record.id,
+            report.repo.display()
+        );
+    }
+    for (letter, path) in &report.changes {
+        out!("  {letter} {path}");
+    }
+    if options.dry_run {
+        let mut blocked = false;
+        if !report.overlaps.is_empty() {
+            out!(
+                "changed since the run's baseline: {}",
+                report.overlaps.join(", ")
+            );
+            blocked = !options.merge;
+        }
+        if !report.unmerged.is_empty() {
+            out!("do not merge cleanly: {}", report.unmerged.join(", "));
+            blocked = true;
+        }
+        out!(
+            "dry run: nothing was written{}",
+            if blocked { "; apply would refuse" } else { "" }
+        );
+        return if blocked {
+            ExitCode::from(EXIT_FAILURE)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let v = &done.verification;
+    if !v.record.as_os_str().is_empty() {
+        out!(
+            "verified again on the source as it is now with the subset applied ({}): {}",
+            if v.base_is_run_baseline {
+                "the run's baseline"
+            } else {
+                "which differs from the run's baseline"
+            },
+            if v.passed {
+                "every check passed"
+            } else {
+                "checks FAILED"
+            }
+        );
+        for c in &v.checks {
+            out!(
+                "  {:<6} {}: {}",
+                if c.passed { "pass" } else { "FAIL" },
+                c.name,
+                c.detail
+            );
+        }
+        out!("record: {}", v.record.display());
     }
     match &report.commit {
         Some(id) => out!("committed {id} (no hooks run)"),

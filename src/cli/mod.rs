@@ -57,6 +57,7 @@ mod run;
 mod runs;
 mod sandbox;
 mod session;
+mod show_subset;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -118,9 +119,15 @@ pub enum Command {
         /// Commit the change in the source (no hooks run)
         #[arg(long)]
         commit: bool,
-        /// Apply the patch of a run that did not succeed (recorded in the journal)
+        /// Apply the patch of a run that did not succeed, or a subset whose checks failed (recorded in the journal)
         #[arg(long)]
         unverified: bool,
+        /// Apply only these files of the patch, verified again first
+        #[arg(long, value_name = "PATH", num_args = 1.., conflicts_with = "hunks")]
+        paths: Vec<String>,
+        /// Apply only these hunks (1,3-4; `--dry-run --hunks 1` lists them), verified again first
+        #[arg(long, value_name = "LIST")]
+        hunks: Option<String>,
     },
     /// Revert an applied run, refusing files changed since unless --force
     Undo {
@@ -312,16 +319,30 @@ pub fn main() -> ExitCode {
             merge,
             commit,
             unverified,
+            paths,
+            hunks,
         }) => {
-            return apply::apply(
-                run,
-                crate::delivery::ApplyOptions {
-                    dry_run: *dry_run,
-                    merge: *merge,
-                    commit: *commit,
-                    unverified: *unverified,
+            let options = crate::delivery::ApplyOptions {
+                dry_run: *dry_run,
+                merge: *merge,
+                commit: *commit,
+                unverified: *unverified,
+            };
+            let subset = match (hunks, paths.is_empty()) {
+                (Some(list), _) => match crate::delivery::hunks::parse_numbers(list) {
+                    Ok(numbers) => Some(crate::delivery::subset::Subset::Hunks(numbers)),
+                    Err(why) => {
+                        err!("minicoder: --hunks {list}: {why}");
+                        return ExitCode::from(EXIT_USAGE);
+                    }
                 },
-            );
+                (None, false) => Some(crate::delivery::subset::Subset::Paths(paths.clone())),
+                (None, true) => None,
+            };
+            return match subset {
+                Some(subset) => apply::apply_subset(run, &subset, options),
+                None => apply::apply(run, options),
+            };
         }
         Some(Command::Undo { run, force, commit }) => {
             return apply::undo(

@@ -258,6 +258,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
             "checks": details.checks,
             "patch_stat": details.stat,
             "patch": flags.diff.then_some(&details.patch),
+            "subset": super::show_subset::subset_json(&run, &state),
             "verify": checks.as_ref().map(|c| c.iter().map(|c| serde_json::json!({
                 "what": c.what, "ok": c.ok, "detail": c.detail,
             })).collect::<Vec<_>>()),
@@ -491,6 +492,7 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
             out!("  {}  +{} -{}", f.path, f.added, f.removed);
         }
     }
+    super::show_subset::print_subset(run, state);
     if let Some(r) = &run.report {
         out!();
         out!("next: {}", crate::headless::next_step(&run.id, r.outcome));
@@ -520,10 +522,10 @@ fn print_events(path: &Path) {
 
 /// One re-check of `show --verify`.
 #[derive(Debug)]
-struct Check {
-    what: &'static str,
-    ok: bool,
-    detail: String,
+pub(super) struct Check {
+    pub what: &'static str,
+    pub ok: bool,
+    pub detail: String,
 }
 
 /// Re-checks the event chain, the receipt's HMAC, and that the patch and the
@@ -621,6 +623,7 @@ fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
             detail: e.to_string(),
         },
     });
+    checks.extend(super::show_subset::verify_apply(run, &key));
     // The same verdict as `apply` reaches, in one call.
     if checks.iter().all(|c| c.ok)
         && let Err(e) = receipt.verify_against(

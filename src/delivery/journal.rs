@@ -41,9 +41,24 @@ pub struct Journal {
     pub receipt_sha256: String,
     /// The commit `--commit` made in the source.
     pub commit: Option<String>,
+    /// A subset of the run's patch, verified again: its signed record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subset: Option<SubsetLink>,
     pub entries: Vec<JournalEntry>,
     /// Lowercase hex HMAC-SHA256 of the other fields.
     pub hmac: String,
+}
+
+/// The subset-verification record an apply of a subset rests on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubsetLink {
+    /// SHA-256 of `apply/subset-verification.json` as written.
+    pub record_sha256: String,
+    /// SHA-256 of the subset's patch (`apply/subset.patch`).
+    pub patch_sha256: String,
+    /// Whether its checks passed (`false`: applied with `--unverified`).
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,6 +125,7 @@ impl Journal {
             unverified,
             receipt_sha256,
             commit: None,
+            subset: None,
             entries: Vec::new(),
             hmac: String::new(),
         }

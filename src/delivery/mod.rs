@@ -13,15 +13,23 @@
 //! journal.rs      the authenticated apply journal
 //! lock.rs         one apply or undo at a time per repository
 //! commit.rs       --commit, through libgit2 (no hooks)
+//! hunks.rs        the numbered hunks of a patch; the patch of a subset
+//! subset.rs       a subset verified again before it is applied
+//! reverify.rs     a fresh copy, the subset, the frozen checks in fresh containers
+//! subset_record.rs  the signed record of a subset's verification
 //! ```
 
 pub mod commit;
 pub mod conflict;
+pub(crate) mod hunks;
 pub mod image;
 pub mod journal;
 pub mod lock;
 pub mod plan;
+mod reverify;
 pub mod source;
+pub mod subset;
+pub mod subset_record;
 pub(crate) mod transaction;
 pub mod verify;
 
@@ -70,6 +78,15 @@ pub enum DeliveryError {
     },
     #[error("could not {what}: {message}")]
     Git { what: String, message: String },
+    #[error("refused: {0}")]
+    BadSubset(String),
+    #[error(
+        "refused: the subset failed its verification: {}; nothing was written (--unverified applies it anyway, and the journal says so)",
+        subset::failed_names(.checks)
+    )]
+    SubsetFailed { checks: Vec<subset::SubsetCheck> },
+    #[error("could not verify the subset again: {0}; nothing was written")]
+    Reverify(String),
     #[error("{0}; every file written was put back: the source is as it was")]
     RolledBack(Box<DeliveryError>),
     #[error(
@@ -127,7 +144,36 @@ pub fn apply(
     let (diff, changes) = conflict::parse(&verified.patch)?;
     let store = plan::BaselineStore::open(&state.checkpoint_store_dir(&run.id));
     let plan = plan::plan(&source, &diff, changes, options.merge.then_some(&store))?;
-    let mut report = ApplyReport {
+    let mut report = report_for(&source, &plan, &verified, options);
+    if options.dry_run {
+        return Ok(report);
+    }
+    refuse_blocked(&plan, options, &report)?;
+    if plan.writes.is_empty() {
+        return Ok(report);
+    }
+    deliver(
+        key,
+        run,
+        &source,
+        &plan,
+        &verified,
+        options,
+        !verified.succeeded,
+        None,
+        &mut report,
+    )?;
+    Ok(report)
+}
+
+/// What applying `plan` does, before anything is written.
+fn report_for(
+    source: &Source,
+    plan: &plan::Plan,
+    verified: &verify::VerifiedRun,
+    options: ApplyOptions,
+) -> ApplyReport {
+    ApplyReport {
         repo: source.root().to_path_buf(),
         changes: plan
             .changes
@@ -145,25 +191,45 @@ pub fn apply(
         succeeded: verified.succeeded,
         dry_run: options.dry_run,
         commit: None,
-    };
-    if options.dry_run {
-        return Ok(report);
     }
+}
+
+/// Overlaps without `--merge`, and files that do not merge, refuse it all.
+fn refuse_blocked(
+    plan: &plan::Plan,
+    options: ApplyOptions,
+    report: &ApplyReport,
+) -> Result<(), DeliveryError> {
     if !plan.unmerged.is_empty() {
-        return Err(DeliveryError::Unmerged(plan.unmerged));
+        return Err(DeliveryError::Unmerged(plan.unmerged.clone()));
     }
     if !options.merge && !plan.overlaps.is_empty() {
-        return Err(DeliveryError::Overlap(report.overlaps));
+        return Err(DeliveryError::Overlap(report.overlaps.clone()));
     }
-    if plan.writes.is_empty() {
-        return Ok(report);
-    }
+    Ok(())
+}
+
+/// Writes `plan` to the source: the journal first, then every file or
+/// none, then the commit when asked.
+#[allow(clippy::too_many_arguments)]
+fn deliver(
+    key: &ReceiptKey,
+    run: &RunRecord,
+    source: &Source,
+    plan: &plan::Plan,
+    verified: &verify::VerifiedRun,
+    options: ApplyOptions,
+    unverified: bool,
+    subset: Option<journal::SubsetLink>,
+    report: &mut ApplyReport,
+) -> Result<(), DeliveryError> {
     let mut journal = Journal::new(
         &run.id,
         source.root(),
-        !verified.succeeded,
+        unverified,
         verified.receipt_sha256.clone(),
     );
+    journal.subset = subset;
     for w in &plan.writes {
         journal.record(&w.path, &w.pre, &w.post, w.merged);
     }
@@ -180,7 +246,7 @@ pub fn apply(
             post: &w.post,
         })
         .collect();
-    if let Err(e) = transaction::run(&source, &steps) {
+    if let Err(e) = transaction::run(source, &steps) {
         if matches!(e, DeliveryError::RolledBack(_)) {
             Journal::discard(&run.dir);
         }
@@ -197,20 +263,25 @@ pub fn apply(
             .as_ref()
             .map(|r| r.summary.as_deref().unwrap_or(r.reason.as_str()))
             .unwrap_or("");
+        let mut trailers = vec![
+            ("Minicoder-Run", run.id.as_str()),
+            ("Minicoder-Receipt", verified.receipt_sha256.as_str()),
+        ];
+        // A subset: the record of its own verification.
+        if let Some(link) = &journal.subset {
+            trailers.push(("Minicoder-Subset-Verification", &link.record_sha256));
+        }
         let message = commit::message(
             &run.manifest.task,
             &format!("{}\n\n{summary}", run.manifest.task),
-            &[
-                ("Minicoder-Run", &run.id),
-                ("Minicoder-Receipt", &verified.receipt_sha256),
-            ],
+            &trailers,
         );
         let id = commit::commit(source.root(), &paths, &message)?;
         journal.commit = Some(id.clone());
         journal.write(key, &run.dir, &[])?;
         report.commit = Some(id);
     }
-    Ok(report)
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, Default)]

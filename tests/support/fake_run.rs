@@ -27,6 +27,20 @@ pub fn make_run(
     outcome: Outcome,
     edit: impl FnOnce(&Path),
 ) -> PathBuf {
+    make_run_with_checks(state, repo_dir, workspace, id, outcome, &[], edit)
+}
+
+/// [`make_run`] with `checks` (name, command) frozen in its manifest and
+/// passed in its receipt.
+pub fn make_run_with_checks(
+    state: &StateDir,
+    repo_dir: &Path,
+    workspace: &Path,
+    id: &str,
+    outcome: Outcome,
+    checks: &[(&str, &str)],
+    edit: impl FnOnce(&Path),
+) -> PathBuf {
     let ws = PrivateWorkspace::create(repo_dir, workspace, None).unwrap();
     let mut store = CheckpointStore::open(
         &state.checkpoint_store_dir(id),
@@ -47,14 +61,20 @@ pub fn make_run(
             task: "Fix the greeting".into(),
             baseline_commit: ws.baseline().to_string(),
             baseline_fingerprint: baseline.fingerprint.to_string(),
-            checks: Vec::new(),
+            checks: checks
+                .iter()
+                .map(|(name, command)| minicoder::trace::ManifestCheck {
+                    name: (*name).into(),
+                    command: (*command).into(),
+                })
+                .collect(),
             checks_from_flags: false,
             bootstrap: Vec::new(),
             model_chain: Vec::new(),
             limits: ManifestLimits {
                 max_turns: 1,
                 timeout_ms: 1,
-                command_timeout_ms: 1,
+                command_timeout_ms: 60_000,
                 model_timeout_ms: 1,
                 max_tokens: 1,
                 network: false,
