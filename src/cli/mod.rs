@@ -53,7 +53,7 @@ mod gc;
 mod options;
 mod progress;
 mod run;
-mod runs;
+pub(crate) mod runs;
 mod sandbox;
 mod session;
 

@@ -16,6 +16,7 @@ use crate::protocol::Outcome;
 use crate::protocol::RunReport;
 use crate::runtime::{self, RunChannels};
 use crate::tui::app::App;
+use crate::tui::delivery::RunStore;
 use crate::tui::keymap::Keymap;
 use crate::tui::session::{Launcher, Session};
 use crate::tui::terminal::TerminalGuard;
@@ -166,6 +167,14 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
         app.start(&task);
     }
     let mut session = Session::new(Some(launcher));
+    // Applies, undos and the runs browser read the state directory; without
+    // one the session still runs, and says so when they are asked for.
+    if let Ok(state) = crate::state::StateDir::from_env() {
+        session = session.with_store(RunStore {
+            state,
+            repo: PathBuf::from(&repo),
+        });
+    }
     let signals = session.sender();
     tokio::spawn(async move {
         super::shutdown_signal().await;
@@ -192,10 +201,16 @@ fn summary(app: &App) -> ExitCode {
     if let Some(path) = &app.reviewed_patch {
         out!("reviewed patch: {path}");
     }
-    out!(
-        "next: {}",
-        crate::headless::next_step(&report.run_id, report.outcome)
-    );
+    match &app.applied_run {
+        Some(run) => {
+            out!("applied: run {} is in the source, uncommitted", run.id);
+            out!("next: `minicoder undo {}` reverts it", run.id);
+        }
+        None => out!(
+            "next: {}",
+            crate::headless::next_step(&report.run_id, report.outcome)
+        ),
+    }
     ExitCode::from(super::options::exit_code(report.outcome))
 }
 

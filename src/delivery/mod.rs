@@ -22,6 +22,7 @@ pub mod journal;
 pub mod lock;
 pub mod plan;
 pub mod source;
+pub mod subset;
 pub(crate) mod transaction;
 pub mod verify;
 
@@ -70,6 +71,15 @@ pub enum DeliveryError {
     },
     #[error("could not {what}: {message}")]
     Git { what: String, message: String },
+    #[error("refused: {0}")]
+    BadSubset(String),
+    #[error(
+        "refused: the subset failed its verification: {}; nothing was written (--unverified applies it anyway, and the journal says so)",
+        subset::failed_names(.checks)
+    )]
+    SubsetFailed { checks: Vec<subset::SubsetCheck> },
+    #[error("could not verify the subset again: {0}; nothing was written")]
+    Reverify(String),
     #[error("{0}; every file written was put back: the source is as it was")]
     RolledBack(Box<DeliveryError>),
     #[error(
