@@ -191,6 +191,11 @@ async fn interactive(template: RunArgs, task: Option<String>) -> anyhow::Result<
 /// What is left on the normal screen after the session: the run's result and where it is.
 fn summary(app: &App) -> ExitCode {
     let Some(report) = app.report.as_deref() else {
+        // A run applied from the runs browser, with no run of this session.
+        if let Some(run) = &app.applied_run {
+            out!("applied: run {} is in the source, uncommitted", run.id);
+            out!("next: `minicoder undo {}` reverts it", run.id);
+        }
         if let crate::tui::run_view::Phase::Failed(reason) = &app.view.phase {
             err!("minicoder: the run could not start: {reason}");
             return ExitCode::from(super::EXIT_FAILURE);
