@@ -80,11 +80,7 @@ const ACTIONS: [(Action, &str, &str); 34] = [
         "toggle-all",
         "include or exclude every hunk",
     ),
-    (
-        Action::Apply,
-        "apply",
-        "apply the patch to the source (the review: the chosen hunks)",
-    ),
+    (Action::Apply, "apply", "apply to the source"),
     (Action::Submit, "submit", "send the task or follow-up"),
     (Action::ShowOutput, "show-output", "show the full output"),
     (
