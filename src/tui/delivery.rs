@@ -154,20 +154,23 @@ impl RunStore {
     }
 }
 
-/// Performs one delivery op and sends its result; returns at once.
+/// Performs an apply and sends its result; returns at once. The apply runs
+/// on a blocking thread of its own, driven there: a subset's verification
+/// holds what cannot move between threads while it waits for its checks.
 pub(crate) fn spawn_apply(
     store: Option<Arc<RunStore>>,
     request: ApplyRequest,
     sender: AppSender,
 ) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
         let result = match store {
             Some(store) => {
                 let lines = sender.clone();
                 let progress = move |line: &str| {
                     let _ = lines.send(AppEvent::DeliveryProgress(line.to_string()));
                 };
-                store.apply(&request, &progress).await
+                runtime.block_on(store.apply(&request, &progress))
             }
             None => Err(ApplyFailure::Other(NO_STORE.into())),
         };
