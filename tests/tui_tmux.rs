@@ -453,3 +453,66 @@ async fn apply_from_the_review_then_undo_from_the_runs_browser() {
     );
     scene.assert_source_unchanged();
 }
+
+/// A reviewed subset that does not pass (the README note without the fix:
+/// the fixture's tests fail) is not applied, is not called verified, and
+/// offers applying it unverified only behind a question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewed_subset_that_fails_is_not_applied_without_the_override() {
+    let Some(scene) = Scene::new().await else {
+        return;
+    };
+    scene.mock.push_all([
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["done", "in_progress"])),
+            ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
+            (
+                "edit_file",
+                json!({"path": "README.md", "patch": README_NOTE}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan(["done", "done"])),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
+        ]),
+    ]);
+    let tmux = Tmux::new("subset");
+    let command = format!(
+        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
+        quote(scene.source.path()),
+        quote(&support::bin()),
+    );
+    let env = scene.env();
+    let long = Duration::from_secs(300);
+    tokio::task::block_in_place(|| {
+        tmux.start("120", "36", &env, &command);
+        tmux.wait_for("describe the task, then press Enter", long);
+        tmux.type_text("Fix the pagination bug");
+        tmux.keys(&["Enter"]);
+        tmux.wait_for("Review the verified patch", long);
+        // README.md, then pagination.py: leave the fix out.
+        tmux.keys(&["}"]);
+        tmux.keys(&["Space"]);
+        tmux.wait_for("1 of 2 hunks chosen", long);
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("not verified: nothing was written", long);
+        assert!(screen.contains("apply them unverified"), "{screen}");
+        assert!(!screen.contains("passed the run's checks"), "{screen}");
+        scene.assert_source_unchanged();
+        // The override asks first; n goes back and writes nothing.
+        tmux.keys(&["!"]);
+        tmux.wait_for("Apply unverified?", long);
+        tmux.keys(&["n"]);
+        tmux.wait_for("not verified: nothing was written", long);
+        for key in ["Escape", "Escape", "Escape", "q"] {
+            std::thread::sleep(Duration::from_millis(300));
+            tmux.keys(&[key]);
+        }
+        let screen = tmux.wait_for("MINICODER_EXIT=", long);
+        assert!(screen.contains("MINICODER_EXIT=0"), "{screen}");
+    });
+    scene.assert_source_unchanged();
+}
