@@ -216,10 +216,21 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
 
 fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
     let focused = app.focus == Pane::Input && app.review.is_none() && app.browser.is_none();
-    let title = if app.view.is_running() {
-        " Follow-up "
+    // The run's task stays in sight above the box, cut to the room there is.
+    let task = super::text::clean(&app.view.task).replace('\n', " ");
+    let room = usize::from(area.width).saturating_sub(24);
+    let task = if task.chars().count() > room {
+        let mut cut: String = task.chars().take(room.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
     } else {
-        " Task "
+        task
+    };
+    let title = match (app.view.is_running(), task.is_empty()) {
+        (true, true) => " Follow-up ".to_string(),
+        (true, false) => format!(" Follow-up — the task: {task} "),
+        (false, true) => " Task ".to_string(),
+        (false, false) => format!(" Task — the last one: {task} "),
     };
     let hints = key_hints(app);
     let block = pane_block(app, title, focused).title_bottom(
