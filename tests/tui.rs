@@ -1086,3 +1086,23 @@ fn an_undo_from_the_browser_shows_what_it_restored_and_skipped() {
         })));
     });
 }
+
+#[test]
+fn the_browser_and_the_delivery_screens_draw_at_any_size() {
+    for (width, height) in [(1, 1), (12, 4), (30, 8), (50, 12), (240, 70)] {
+        let mut h = Harness::new(width, height, ApprovalMode::Final);
+        opened(&mut h);
+        for keys in [&["tab"][..], &["tab"], &["esc"], &["u"], &["y"]] {
+            h.keys(keys);
+            h.screen();
+        }
+        h.app.update(AppEvent::Undone(Ok(Undone {
+            restored: (0..200).map(|i| format!("restored f{i}.py")).collect(),
+            skipped: (0..200).map(|i| format!("g{i}.py")).collect(),
+        })));
+        let screen = h.screen();
+        if height >= 24 {
+            assert!(screen.contains("and 1"), "long lists are cut:\n{screen}");
+        }
+    }
+}
