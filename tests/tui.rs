@@ -14,7 +14,10 @@ use minicoder::protocol::{Outcome, RunEvent};
 use minicoder::protocol::{
     PhaseDurations, RecoverySummary, RunReport, TokenTotals, VerificationSummary,
 };
-use minicoder::tui::app::{App, AppEvent, Clock, Op};
+use minicoder::tui::app::{
+    App, AppEvent, Applied, ApplyFailure, CheckLine, Clock, Op, RunDetail, RunEntry, Undone,
+    Verified,
+};
 use minicoder::tui::diff::DiffModel;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
 use minicoder::tui::theme::Theme;
@@ -583,7 +586,7 @@ fn review_saves_only_the_chosen_hunks() {
     h.feed(ev::ending(Outcome::Success));
     h.app
         .update(AppEvent::RunEnded(Ok(h.report(Outcome::Success))));
-    h.keys(&["space", "enter"]);
+    h.keys(&["space", "s"]);
     let Some(Op::SaveReview { patch, .. }) = h.ops.last().cloned() else {
         panic!("no SaveReview op: {:?}", h.ops);
     };
@@ -594,6 +597,7 @@ fn review_saves_only_the_chosen_hunks() {
     let (chosen, _) = h.app.review.as_ref().expect("review").selection.chosen();
     assert_eq!(chosen, 0);
     let count = h.ops.len();
+    h.keys(&["s"]);
     h.keys(&["enter"]);
     assert_eq!(h.ops.len(), count);
 }
@@ -884,4 +888,221 @@ fn preparation_shows_its_phase_with_counts_until_the_run_starts() {
     let screen = h.screen();
     assert!(!screen.contains("copying"), "{screen}");
     assert!(screen.contains("sandbox ready"), "{screen}");
+}
+
+/// A finished, applied run reviewed in the session, then the runs of the repository.
+fn runs_listed(h: &mut Harness) {
+    mid_run(h);
+    h.feed(ev::ending(Outcome::Success));
+    let report = h.report(Outcome::Success);
+    h.app.update(AppEvent::RunEnded(Ok(report)));
+    h.keys(&["ctrl-r"]);
+    let entry = |id: &str, age: &str, task: &str, outcome: &str, verified, applied| RunEntry {
+        id: id.into(),
+        dir: format!("/tmp/minicoder-state/runs/{id}"),
+        age: age.into(),
+        task: task.into(),
+        outcome: outcome.into(),
+        verified,
+        applied,
+        changed_files: vec!["pagination.py".into(), "tests/test_pagination.py".into()],
+    };
+    h.app.update(AppEvent::RunsListed(Ok(vec![
+        entry(
+            "20261130-051500-3f9a1c2e",
+            "2m",
+            "page_count drops the last partial page; fix it",
+            "success",
+            Some(true),
+            true,
+        ),
+        entry(
+            "20261129-174210-9b1d0e44",
+            "11h",
+            "make the \u{1b}[31mred\u{1b}[0m test pass\nand more",
+            "failure",
+            Some(false),
+            false,
+        ),
+        entry(
+            "20261128-090000-77aa01bc",
+            "1d",
+            "add a page_slice test",
+            "interrupted",
+            None,
+            false,
+        ),
+    ])));
+    h.pump();
+}
+
+fn check(name: &str, passed: bool) -> minicoder::protocol::CheckReport {
+    minicoder::protocol::CheckReport {
+        name: name.into(),
+        command: format!("{name} --run"),
+        exit_code: Some(if passed { 0 } else { 1 }),
+        passed,
+        duration_ms: 1200,
+        failure: None,
+        first_error: (!passed).then(|| "assert 2 == 3".into()),
+        output_file: None,
+    }
+}
+
+fn opened(h: &mut Harness) {
+    runs_listed(h);
+    h.keys(&["enter"]);
+    assert!(
+        matches!(h.ops.last(), Some(Op::OpenRun { dir }) if dir.ends_with("3f9a1c2e")),
+        "{:?}",
+        h.ops
+    );
+    let entry = h.app.browser.as_ref().expect("browser").runs[0].clone();
+    h.app.update(AppEvent::RunOpened(Ok(Box::new(RunDetail {
+        entry,
+        reason: "verified: 2 checks passed".into(),
+        summary: Some("page_count rounds up".into()),
+        patch: Arc::new(DiffModel::parse(ev::DIFF)),
+        checks: vec![check("tests", true), check("lint", true)],
+        events: vec![
+            "   1 run.started  {\"repo\":\"pagination\"}".into(),
+            "   2 tool.finished  {\"name\":\"edit_file\"}".into(),
+        ],
+        events_skipped: 0,
+    }))));
+}
+
+#[test]
+fn the_runs_browser_lists_the_repository_runs() {
+    both_sizes("runs_browser", ApprovalMode::Final, runs_listed);
+    // Its keys are in the help.
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    runs_listed(&mut h);
+    h.keys(&["?"]);
+    let screen = h.screen();
+    for line in ["Runs keys", "open the selected run", "undo the apply"] {
+        assert!(screen.contains(line), "{line}:\n{screen}");
+    }
+    // The hostile task is drawn without its escape sequence.
+    assert!(!screen.contains('\u{1b}'));
+}
+
+#[test]
+fn a_run_opened_in_the_browser_shows_its_diff_checks_and_events() {
+    both_sizes("runs_show", ApprovalMode::Final, opened);
+    both_sizes("runs_show_verification", ApprovalMode::Final, |h| {
+        opened(h);
+        h.keys(&["tab"]);
+    });
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    opened(&mut h);
+    h.keys(&["tab", "tab"]);
+    let screen = h.screen();
+    assert!(screen.contains("tool.finished"), "{screen}");
+}
+
+#[test]
+fn a_reviewed_subset_applied_after_verifying_again() {
+    both_sizes("apply_result", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report(Outcome::Success);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+        h.keys(&["space", "enter"]);
+        assert!(
+            matches!(h.ops.last(), Some(Op::Apply(r)) if r.subset.is_some()),
+            "{:?}",
+            h.ops
+        );
+        h.app.update(AppEvent::Applied(Ok(Applied {
+            changes: vec![('M', "pagination.py".into())],
+            merged: Vec::new(),
+            verified: Verified::Subset(vec![
+                CheckLine {
+                    name: "tests".into(),
+                    passed: true,
+                    detail: "exit 0".into(),
+                },
+                CheckLine {
+                    name: "lint".into(),
+                    passed: true,
+                    detail: "exit 0".into(),
+                },
+            ]),
+        })));
+    });
+}
+
+#[test]
+fn a_subset_that_fails_verification_asks_before_it_is_applied() {
+    let failed = |h: &mut Harness| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report(Outcome::Success);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+        h.keys(&["space", "enter"]);
+        h.app
+            .update(AppEvent::Applied(Err(ApplyFailure::SubsetFailed {
+                why: "1 of 2 checks failed on the chosen hunks".into(),
+                checks: vec![
+                    CheckLine {
+                        name: "tests".into(),
+                        passed: false,
+                        detail: "exit 1: assert 2 == 3".into(),
+                    },
+                    CheckLine {
+                        name: "lint".into(),
+                        passed: true,
+                        detail: "exit 0".into(),
+                    },
+                ],
+            })));
+    };
+    both_sizes("apply_subset_failed", ApprovalMode::Final, failed);
+    both_sizes("apply_unverified_confirm", ApprovalMode::Final, |h| {
+        failed(h);
+        h.keys(&["!"]);
+    });
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    failed(&mut h);
+    let screen = h.screen();
+    assert!(!screen.contains("verified again"), "{screen}");
+    assert!(screen.contains("not verified"), "{screen}");
+}
+
+#[test]
+fn an_undo_from_the_browser_shows_what_it_restored_and_skipped() {
+    both_sizes("undo_result", ApprovalMode::Final, |h| {
+        runs_listed(h);
+        h.keys(&["u", "y"]);
+        assert!(
+            matches!(h.ops.last(), Some(Op::Undo { force: false, .. })),
+            "{:?}",
+            h.ops
+        );
+        h.app.update(AppEvent::Undone(Ok(Undone {
+            restored: vec!["restored pagination.py".into()],
+            skipped: vec!["tests/test_pagination.py".into()],
+        })));
+    });
+}
+
+#[test]
+fn the_browser_and_the_delivery_screens_draw_at_any_size() {
+    for (width, height) in [(1, 1), (12, 4), (30, 8), (50, 12), (240, 70)] {
+        let mut h = Harness::new(width, height, ApprovalMode::Final);
+        opened(&mut h);
+        for keys in [&["tab"][..], &["tab"], &["esc"], &["u"], &["y"]] {
+            h.keys(keys);
+            h.screen();
+        }
+        h.app.update(AppEvent::Undone(Ok(Undone {
+            restored: (0..200).map(|i| format!("restored f{i}.py")).collect(),
+            skipped: (0..200).map(|i| format!("g{i}.py")).collect(),
+        })));
+        let screen = h.screen();
+        if height >= 24 {
+            assert!(screen.contains("and 1"), "long lists are cut:\n{screen}");
+        }
+    }
 }

@@ -259,12 +259,12 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
         let screen = tmux.wait_for("Review the verified patch", long);
         assert!(screen.contains("2 of 2 hunks chosen"), "{screen}");
         // Files are listed README.md, pagination.py: go to the fix and back, then leave
-        // the README change out and save.
+        // the README change out and save (s; Enter would apply).
         tmux.keys(&["}"]);
         tmux.keys(&["{"]);
         tmux.keys(&["Space"]);
         tmux.wait_for("1 of 2 hunks chosen", long);
-        tmux.keys(&["Enter"]);
+        tmux.keys(&["s"]);
         let screen = tmux.wait_for("reviewed.patch", long);
         let path = screen
             .split_whitespace()
@@ -363,4 +363,156 @@ async fn ctrl_c_twice_and_sigterm_cancel_and_restore_the_terminal() {
             "{how}: containers of the run are left"
         );
     }
+}
+
+/// The whole loop in the session: a run, the review, apply from the session
+/// (the source changes as the patch says), then undo from the runs browser
+/// (the source is back, byte for byte).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_from_the_review_then_undo_from_the_runs_browser() {
+    let Some(scene) = Scene::new().await else {
+        return;
+    };
+    scene.mock.push_all([
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["done", "in_progress"])),
+            ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
+            (
+                "edit_file",
+                json!({"path": "README.md", "patch": README_NOTE}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan(["done", "done"])),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
+        ]),
+    ]);
+    let tmux = Tmux::new("deliver");
+    let command = format!(
+        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
+        quote(scene.source.path()),
+        quote(&support::bin()),
+    );
+    let env = scene.env();
+    let long = Duration::from_secs(180);
+    let module = scene.source.path().join("pagination.py");
+    let before = std::fs::read(&module).expect("pagination.py");
+    tokio::task::block_in_place(|| {
+        tmux.start("120", "36", &env, &command);
+        tmux.wait_for("describe the task, then press Enter", long);
+        tmux.type_text("Fix the pagination bug");
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("Review the verified patch", long);
+        assert!(screen.contains("2 of 2 hunks chosen"), "{screen}");
+        // Every hunk chosen: Enter applies the verified patch.
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("Applied run", long);
+        assert!(
+            screen.contains("The run's verified patch, whole"),
+            "{screen}"
+        );
+        assert!(screen.contains("M pagination.py"), "{screen}");
+        let applied = std::fs::read_to_string(&module).expect("pagination.py");
+        assert!(
+            applied.contains("return -(-total_items // page_size)"),
+            "{applied}"
+        );
+        assert!(!applied.contains("return total_items // page_size"));
+        tmux.keys(&["Escape"]);
+        std::thread::sleep(Duration::from_millis(300));
+        // The runs browser: this run, applied.
+        tmux.keys(&["C-r"]);
+        tmux.wait_for("Runs of", long);
+        // The run's row, once the list is read: verified and applied.
+        let screen = tmux.wait_for("success", long);
+        assert!(screen.contains("Runs of"), "{screen}");
+        assert!(
+            screen.contains("success     yes      yes"),
+            "verified and applied are shown:\n{screen}"
+        );
+        tmux.keys(&["u"]);
+        tmux.wait_for("Undo the apply?", long);
+        tmux.keys(&["y"]);
+        let screen = tmux.wait_for("Undid run", long);
+        assert!(screen.contains("2 file(s) put back"), "{screen}");
+        for key in ["Escape", "Escape", "q"] {
+            std::thread::sleep(Duration::from_millis(300));
+            tmux.keys(&[key]);
+        }
+        let screen = tmux.wait_for("MINICODER_EXIT=", long);
+        assert!(screen.contains("MINICODER_EXIT=0"), "{screen}");
+        assert!(!tmux.alternate_screen());
+    });
+    assert_eq!(
+        std::fs::read(&module).expect("pagination.py"),
+        before,
+        "undo restores the file byte for byte"
+    );
+    scene.assert_source_unchanged();
+}
+
+/// A reviewed subset that does not pass (the README note without the fix:
+/// the fixture's tests fail) is not applied, is not called verified, and
+/// offers applying it unverified only behind a question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reviewed_subset_that_fails_is_not_applied_without_the_override() {
+    let Some(scene) = Scene::new().await else {
+        return;
+    };
+    scene.mock.push_all([
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["done", "in_progress"])),
+            ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
+            (
+                "edit_file",
+                json!({"path": "README.md", "patch": README_NOTE}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan(["done", "done"])),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
+        ]),
+    ]);
+    let tmux = Tmux::new("subset");
+    let command = format!(
+        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
+        quote(scene.source.path()),
+        quote(&support::bin()),
+    );
+    let env = scene.env();
+    let long = Duration::from_secs(300);
+    tokio::task::block_in_place(|| {
+        tmux.start("120", "36", &env, &command);
+        tmux.wait_for("describe the task, then press Enter", long);
+        tmux.type_text("Fix the pagination bug");
+        tmux.keys(&["Enter"]);
+        tmux.wait_for("Review the verified patch", long);
+        // README.md, then pagination.py: leave the fix out.
+        tmux.keys(&["}"]);
+        tmux.keys(&["Space"]);
+        tmux.wait_for("1 of 2 hunks chosen", long);
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for("not verified: nothing was written", long);
+        assert!(screen.contains("apply them unverified"), "{screen}");
+        assert!(!screen.contains("passed the run's checks"), "{screen}");
+        scene.assert_source_unchanged();
+        // The override asks first; n goes back and writes nothing.
+        tmux.keys(&["!"]);
+        tmux.wait_for("Apply unverified?", long);
+        tmux.keys(&["n"]);
+        tmux.wait_for("not verified: nothing was written", long);
+        for key in ["Escape", "Escape", "Escape", "q"] {
+            std::thread::sleep(Duration::from_millis(300));
+            tmux.keys(&[key]);
+        }
+        let screen = tmux.wait_for("MINICODER_EXIT=", long);
+        assert!(screen.contains("MINICODER_EXIT=0"), "{screen}");
+    });
+    scene.assert_source_unchanged();
 }

@@ -54,7 +54,7 @@ mod options;
 mod progress;
 mod resume;
 mod run;
-mod runs;
+pub(crate) mod runs;
 mod sandbox;
 mod session;
 mod show_subset;

@@ -197,7 +197,7 @@ fn repo_name(repo: &str) -> String {
 }
 
 /// `45s`, `12m`, `3h`, `5d` since `created`; `?` if it does not parse.
-fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
     let Ok(t) = chrono::DateTime::parse_from_rfc3339(created) else {
         return "?".into();
     };
@@ -331,7 +331,7 @@ impl Details {
 }
 
 /// The checks of the latest verification in the event log.
-fn latest_checks(events: &Path) -> Vec<CheckReport> {
+pub(crate) fn latest_checks(events: &Path) -> Vec<CheckReport> {
     let Ok(text) = std::fs::read_to_string(events) else {
         return Vec::new();
     };

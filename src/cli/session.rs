@@ -16,6 +16,7 @@ use crate::protocol::Outcome;
 use crate::protocol::RunReport;
 use crate::runtime::{self, RunChannels};
 use crate::tui::app::App;
+use crate::tui::delivery::RunStore;
 use crate::tui::keymap::Keymap;
 use crate::tui::session::{Launcher, Session};
 use crate::tui::terminal::TerminalGuard;
@@ -181,6 +182,14 @@ async fn interactive(
         app.start(&task);
     }
     let mut session = Session::new(Some(launcher));
+    // Applies, undos and the runs browser read the state directory; without
+    // one the session still runs, and says so when they are asked for.
+    if let Ok(state) = crate::state::StateDir::from_env() {
+        session = session.with_store(RunStore {
+            state,
+            repo: PathBuf::from(&repo),
+        });
+    }
     let signals = session.sender();
     tokio::spawn(async move {
         super::shutdown_signal().await;
@@ -197,6 +206,11 @@ async fn interactive(
 /// What is left on the normal screen after the session: the run's result and where it is.
 fn summary(app: &App) -> ExitCode {
     let Some(report) = app.report.as_deref() else {
+        // A run applied from the runs browser, with no run of this session.
+        if let Some(run) = &app.applied_run {
+            out!("applied: run {} is in the source, uncommitted", run.id);
+            out!("next: `minicoder undo {}` reverts it", run.id);
+        }
         if let crate::tui::run_view::Phase::Failed(reason) = &app.view.phase {
             err!("minicoder: the run could not start: {reason}");
             return ExitCode::from(super::EXIT_FAILURE);
@@ -207,10 +221,16 @@ fn summary(app: &App) -> ExitCode {
     if let Some(path) = &app.reviewed_patch {
         out!("reviewed patch: {path}");
     }
-    out!(
-        "next: {}",
-        crate::headless::next_step(&report.run_id, report.outcome)
-    );
+    match &app.applied_run {
+        Some(run) => {
+            out!("applied: run {} is in the source, uncommitted", run.id);
+            out!("next: `minicoder undo {}` reverts it", run.id);
+        }
+        None => out!(
+            "next: {}",
+            crate::headless::next_step(&report.run_id, report.outcome)
+        ),
+    }
     ExitCode::from(super::options::exit_code(report.outcome))
 }
 

@@ -3,12 +3,21 @@
 //! `App` never does IO of its own beyond reading an output file the person asked
 //! to see: the session loop performs the ops (start a run, send a follow-up,
 //! answer an approval, cancel, parse a diff off the UI thread, save the reviewed
-//! patch) and feeds the results back as events. Approvals arrive as
+//! patch, apply or undo a run, list and read the repository's runs) and
+//! feeds the results back as events. Approvals arrive as
 //! `approval.requested` events and are answered with [`Op::Answer`], which the
 //! session sends on the run's one command channel. Snapshot tests drive it with
 //! real [`RunEvent`]s.
 
+mod delivery;
 mod keys;
+#[cfg(test)]
+mod tests;
+
+pub use delivery::{
+    Applied, ApplyFailure, ApplyRequest, Browser, CheckLine, Delivery, DeliveryState, OpenRun,
+    RunDetail, RunEntry, RunRef, Section, Undone, Verified,
+};
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
@@ -40,6 +49,16 @@ pub enum AppEvent {
     },
     /// The reviewed patch was saved (or not).
     ReviewSaved(Result<String, String>),
+    /// A line of an apply going on (a subset's verification takes a while).
+    DeliveryProgress(String),
+    /// An apply ended.
+    Applied(Result<Applied, ApplyFailure>),
+    /// An undo ended.
+    Undone(Result<Undone, String>),
+    /// The runs of the repository, for the browser.
+    RunsListed(Result<Vec<RunEntry>, String>),
+    /// A run opened in the browser.
+    RunOpened(Result<Box<RunDetail>, String>),
     /// A second passed while a run is going (the elapsed clock).
     Tick,
     /// SIGTERM, or the terminal went away: cancel any run, then quit.
@@ -64,6 +83,16 @@ pub enum Op {
     SaveReview {
         patch: String,
         artifact_dir: String,
+    },
+    Apply(ApplyRequest),
+    Undo {
+        run: RunRef,
+        force: bool,
+    },
+    ListRuns,
+    /// Read the run in this artifact directory.
+    OpenRun {
+        dir: String,
     },
 }
 
@@ -120,6 +149,13 @@ pub enum Overlay {
     /// `q` in the review: leaving now drops the chosen hunks.
     ConfirmDiscard,
     Pager(Pager),
+    /// An apply or undo going on, or its result.
+    Delivery,
+    /// Apply what did not pass verification? Asked before it is done.
+    ConfirmUnverified,
+    ConfirmUndo(RunRef),
+    /// Undo files changed since the apply too.
+    ConfirmForceUndo(RunRef),
 }
 
 /// What the run asked in `approval.requested`.
@@ -146,6 +182,7 @@ pub struct PendingApproval {
 /// The final review of the verified patch, per file and per hunk.
 #[derive(Debug)]
 pub struct Review {
+    pub run: RunRef,
     pub model: DiffModel,
     pub selection: ReviewSelection,
     pub state: DiffViewState,
@@ -185,6 +222,12 @@ pub struct App {
     pub report: Option<Box<RunReport>>,
     /// Where the chosen hunks of the last review were saved.
     pub reviewed_patch: Option<String>,
+    /// The runs browser, when open.
+    pub browser: Option<Browser>,
+    /// The apply or undo on screen.
+    pub delivery: Option<Delivery>,
+    /// The run applied in this session and not undone: `u` undoes it.
+    pub applied_run: Option<RunRef>,
     /// Tasks and follow-ups sent in this session, oldest first (Up recalls them).
     pub history: Vec<String>,
     history_at: Option<usize>,
@@ -223,6 +266,9 @@ impl App {
             flash: None,
             report: None,
             reviewed_patch: None,
+            browser: None,
+            delivery: None,
+            applied_run: None,
             history: Vec::new(),
             history_at: None,
             clock: Clock::Real,
@@ -305,6 +351,11 @@ impl App {
                     review.saved = Some(result);
                 }
             }
+            AppEvent::DeliveryProgress(line) => self.delivery_progress(line),
+            AppEvent::Applied(result) => self.applied(result),
+            AppEvent::Undone(result) => self.undone(result),
+            AppEvent::RunsListed(result) => self.runs_listed(result),
+            AppEvent::RunOpened(result) => self.run_opened(result),
         }
     }
 
@@ -453,6 +504,11 @@ impl App {
             return;
         }
         self.review = Some(Review {
+            run: RunRef {
+                id: report.run_id.clone(),
+                dir: report.artifact_dir.clone(),
+                task: report.task.clone(),
+            },
             selection: ReviewSelection::new(&model),
             model,
             state: DiffViewState::default(),

@@ -69,7 +69,9 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
     let area = frame.area();
     let areas = layout(app, area);
     status_line(app, frame, areas.status);
-    if app.review.is_some() {
+    if app.browser.is_some() {
+        widgets::runs::draw(app, frame, body_of(&areas, area));
+    } else if app.review.is_some() {
         widgets::review::draw(app, frame, body_of(&areas, area));
     } else {
         if !areas.plan.is_empty() {
@@ -99,6 +101,7 @@ pub fn draw(app: &mut App, frame: &mut Frame) {
         widgets::approval::draw(app, frame, area);
     }
     widgets::overlay::draw(app, frame, area);
+    widgets::delivery::draw(app, frame, area);
 }
 
 /// The body: everything between the status line and the input box.
@@ -212,11 +215,22 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
 }
 
 fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
-    let focused = app.focus == Pane::Input && app.review.is_none();
-    let title = if app.view.is_running() {
-        " Follow-up "
+    let focused = app.focus == Pane::Input && app.review.is_none() && app.browser.is_none();
+    // The run's task stays in sight above the box, cut to the room there is.
+    let task = super::text::clean(&app.view.task).replace('\n', " ");
+    let room = usize::from(area.width).saturating_sub(24);
+    let task = if task.chars().count() > room {
+        let mut cut: String = task.chars().take(room.saturating_sub(1)).collect();
+        cut.push('…');
+        cut
     } else {
-        " Task "
+        task
+    };
+    let title = match (app.view.is_running(), task.is_empty()) {
+        (true, true) => " Follow-up ".to_string(),
+        (true, false) => format!(" Follow-up — the task: {task} "),
+        (false, true) => " Task ".to_string(),
+        (false, false) => format!(" Task — the last one: {task} "),
     };
     let hints = key_hints(app);
     let block = pane_block(app, title, focused).title_bottom(
@@ -240,11 +254,16 @@ fn key_hints(app: &App) -> String {
     let running = app.view.is_running();
     let hints = match (app.focus, running) {
         (Pane::Input, true) => " Enter send · Esc/Tab panes · ? keys · Ctrl-C cancel ",
-        (Pane::Input, false) => " Enter start · Esc/Tab panes · ? keys · Ctrl-C quit ",
+        (Pane::Input, false) => {
+            " Enter start · Ctrl-R runs · Esc/Tab panes · ? keys · Ctrl-C quit "
+        }
         (_, true) => " Tab next pane · z zoom · i type · ? keys · Ctrl-C cancel ",
-        (_, false) => " Tab next pane · z zoom · i type · ? keys · q quit ",
+        (_, false) => " Tab next pane · i type · Ctrl-R runs · ? keys · q quit ",
     };
-    hints.to_string()
+    match (&app.applied_run, app.focus) {
+        (Some(_), focus) if focus != Pane::Input => format!(" u undo the apply ·{hints}"),
+        _ => hints.to_string(),
+    }
 }
 
 /// The last path component of the repository, or the whole path.

@@ -2,6 +2,7 @@
 //! event channel, drawn on request, with themes and keys as data.
 
 pub mod app;
+pub mod delivery;
 pub mod diff;
 pub mod draw;
 pub mod keymap;

@@ -1,7 +1,8 @@
 //! The session loop: terminal input, run events and background results come in
 //! through one channel; the app is drawn only when something changed, at most
 //! once per [`FRAME_INTERVAL`], and never while idle. The app's answers,
-//! follow-ups and cancel go to the run on its one command channel.
+//! follow-ups and cancel go to the run on its one command channel; applies,
+//! undos and reading runs happen in background tasks that answer as events.
 
 use std::io;
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::app::{App, AppEvent, Op};
+use super::delivery::{RunStore, spawn_apply, spawn_list, spawn_open, spawn_undo};
 use super::diff::DiffModel;
 use crate::protocol::{Command, RunReport};
 use crate::runtime::RunChannels;
@@ -55,6 +57,9 @@ pub struct Session {
     diff_jobs: watch::Sender<Option<(u64, String)>>,
     launcher: Option<Arc<dyn Launcher>>,
     active: Option<ActiveRun>,
+    store: Option<Arc<RunStore>>,
+    /// An apply or undo going on: leaving waits for it, so nothing is left half-written.
+    delivering: Option<JoinHandle<()>>,
     pub stats: FrameStats,
 }
 
@@ -69,8 +74,16 @@ impl Session {
             diff_jobs,
             launcher,
             active: None,
+            store: None,
+            delivering: None,
             stats: FrameStats::default(),
         }
+    }
+
+    /// Where applies, undos and the runs browser find the runs.
+    pub fn with_store(mut self, store: RunStore) -> Session {
+        self.store = Some(Arc::new(store));
+        self
     }
 
     pub fn sender(&self) -> AppSender {
@@ -169,6 +182,16 @@ impl Session {
                 let result = save_review(&patch, &artifact_dir);
                 let _ = self.sender.send(AppEvent::ReviewSaved(result));
             }
+            Op::Apply(request) => {
+                let job = spawn_apply(self.store.clone(), request, self.sender.clone());
+                self.delivering = Some(job);
+            }
+            Op::Undo { run, force } => {
+                let job = spawn_undo(self.store.clone(), run, force, self.sender.clone());
+                self.delivering = Some(job);
+            }
+            Op::ListRuns => spawn_list(self.store.clone(), self.sender.clone()),
+            Op::OpenRun { dir } => spawn_open(self.store.clone(), dir, self.sender.clone()),
         }
     }
 
@@ -209,6 +232,9 @@ impl Session {
         if let Some(active) = self.active.take() {
             let _ = active.commands.send(Command::Cancel);
             let _ = active.task.await;
+        }
+        if let Some(job) = self.delivering.take() {
+            let _ = job.await;
         }
     }
 }

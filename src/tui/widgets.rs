@@ -1,8 +1,10 @@
 //! The panes and modals, one module each.
 
 pub mod approval;
+pub mod delivery;
 pub mod matrix;
 pub mod overlay;
 pub mod plan;
 pub mod review;
+pub mod runs;
 pub mod stream;

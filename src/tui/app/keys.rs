@@ -39,6 +39,10 @@ impl App {
             self.approval_key(&key);
             return;
         }
+        if self.browser.is_some() {
+            self.browser_key(&key);
+            return;
+        }
         if self.review.is_some() {
             self.review_key(&key);
             return;
@@ -150,6 +154,10 @@ impl App {
                     self.overlay = Some(Overlay::Help(context, offset));
                 }
             },
+            Overlay::Delivery => self.delivery_key(key),
+            Overlay::ConfirmUnverified => self.confirm_unverified_key(key),
+            Overlay::ConfirmUndo(run) => self.confirm_undo_key(run, false, key),
+            Overlay::ConfirmForceUndo(run) => self.confirm_undo_key(run, true, key),
             Overlay::Pager(mut pager) => {
                 let keep = match self.keymap.lookup(Context::Help, key) {
                     Some(Action::Dismiss) => false,
@@ -226,7 +234,9 @@ impl App {
             Some(Action::ScrollLeft) => review.state.scroll_horizontally(-SIDEWAYS),
             Some(Action::ScrollRight) => review.state.scroll_horizontally(SIDEWAYS),
             Some(Action::Bottom) => review.state.bottom(&review.model),
-            Some(Action::Apply) => {
+            Some(Action::Apply) => self.apply_review(),
+            Some(Action::ListRuns) => self.open_browser(),
+            Some(Action::SavePatch) => {
                 if review.selection.chosen().0 == 0 {
                     self.flash = Some("no hunk is chosen: space chooses one, A all".into());
                 } else {
@@ -282,6 +292,8 @@ impl App {
                 None => self.flash = Some("no edit is waiting for approval".into()),
             },
             Action::Submit => self.submit(),
+            Action::ListRuns => self.open_browser(),
+            Action::Undo => self.undo_last(),
             Action::Dismiss if self.focus == Pane::Input => self.focus = Pane::Stream,
             _ => self.pane_action(action),
         }

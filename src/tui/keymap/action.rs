@@ -33,10 +33,14 @@ pub enum Action {
     ShowApproval,
     ScrollLeft,
     ScrollRight,
+    Undo,
+    ListRuns,
+    Open,
+    SavePatch,
 }
 
 /// Every action with its name in keymap files and its line in the help overlay.
-const ACTIONS: [(Action, &str, &str); 30] = [
+const ACTIONS: [(Action, &str, &str); 34] = [
     (Action::Quit, "quit", "quit minicoder"),
     (Action::Cancel, "cancel", "cancel the run (twice: quit)"),
     (Action::Help, "help", "show every key"),
@@ -76,7 +80,7 @@ const ACTIONS: [(Action, &str, &str); 30] = [
         "toggle-all",
         "include or exclude every hunk",
     ),
-    (Action::Apply, "apply", "save the chosen hunks as a patch"),
+    (Action::Apply, "apply", "apply to the source"),
     (Action::Submit, "submit", "send the task or follow-up"),
     (Action::ShowOutput, "show-output", "show the full output"),
     (
@@ -94,6 +98,14 @@ const ACTIONS: [(Action, &str, &str); 30] = [
         Action::ScrollRight,
         "scroll-right",
         "scroll the lines right",
+    ),
+    (Action::Undo, "undo", "undo the apply (asks first)"),
+    (Action::ListRuns, "runs", "list this repository's runs"),
+    (Action::Open, "open", "open the selected run"),
+    (
+        Action::SavePatch,
+        "save-patch",
+        "save the chosen hunks as a patch file",
     ),
 ];
 
@@ -139,11 +151,13 @@ pub enum Context {
     Plan,
     Approval,
     Review,
+    Runs,
+    Show,
     Help,
 }
 
 impl Context {
-    pub(crate) const ALL: [Context; 9] = [
+    pub(crate) const ALL: [Context; 11] = [
         Context::Global,
         Context::Input,
         Context::Stream,
@@ -152,6 +166,8 @@ impl Context {
         Context::Plan,
         Context::Approval,
         Context::Review,
+        Context::Runs,
+        Context::Show,
         Context::Help,
     ];
 
@@ -166,6 +182,8 @@ impl Context {
             Context::Plan => "plan",
             Context::Approval => "approval",
             Context::Review => "review",
+            Context::Runs => "runs",
+            Context::Show => "show",
             Context::Help => "help",
         }
     }
@@ -181,6 +199,8 @@ impl Context {
             Context::Plan => "Plan",
             Context::Approval => "Approval",
             Context::Review => "Review",
+            Context::Runs => "Runs",
+            Context::Show => "Run",
             Context::Help => "Help",
         }
     }

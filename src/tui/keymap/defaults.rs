@@ -29,6 +29,8 @@ pub(crate) fn default_bindings() -> Vec<(Context, Key, Action)> {
         (Global, Key::char('z'), Zoom),
         (Global, Key::char('i'), FocusInput),
         (Global, Key::char('p'), ShowApproval),
+        (Global, Key::ctrl('r'), ListRuns),
+        (Global, Key::char('u'), Undo),
     ];
     bindings.extend(scrolling.map(|(key, action)| (Global, key, action)));
     bindings.extend([
@@ -62,7 +64,21 @@ pub(crate) fn default_bindings() -> Vec<(Context, Key, Action)> {
         (Review, Key::char('l'), ScrollRight),
         (Review, Key::code(KeyCode::Right), ScrollRight),
         (Review, Key::code(KeyCode::Enter), Apply),
+        (Review, Key::char('s'), SavePatch),
         (Review, Key::code(KeyCode::Esc), Dismiss),
+        (Context::Runs, Key::code(KeyCode::Enter), Open),
+        (Context::Runs, Key::char('a'), Apply),
+        (Context::Runs, Key::code(KeyCode::Esc), Dismiss),
+        (Show, Key::char(']'), NextHunk),
+        (Show, Key::char('['), PrevHunk),
+        (Show, Key::char('}'), NextFile),
+        (Show, Key::char('{'), PrevFile),
+        (Show, Key::char('h'), ScrollLeft),
+        (Show, Key::code(KeyCode::Left), ScrollLeft),
+        (Show, Key::char('l'), ScrollRight),
+        (Show, Key::code(KeyCode::Right), ScrollRight),
+        (Show, Key::char('a'), Apply),
+        (Show, Key::code(KeyCode::Esc), Dismiss),
         // Deliberate shadows: in the help overlay `q` and `?` close it instead of quitting
         // or reopening it.
         (Context::Help, Key::code(KeyCode::Esc), Dismiss),

@@ -22,6 +22,13 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
         Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
         Some(Overlay::ConfirmDiscard) => confirm_discard(app, frame, area),
+        // The apply and undo screens draw themselves.
+        Some(
+            Overlay::Delivery
+            | Overlay::ConfirmUnverified
+            | Overlay::ConfirmUndo(_)
+            | Overlay::ConfirmForceUndo(_),
+        ) => {}
         Some(Overlay::Pager(pager)) => {
             let rect = centered(
                 area,
@@ -139,7 +146,23 @@ fn global_works_in(context: Context, action: Action) -> bool {
                     | Action::PageDown
                     | Action::Top
                     | Action::Bottom
-            ) || (context == Context::Review && action == Action::Quit)
+            ) || (context == Context::Review && matches!(action, Action::Quit | Action::ListRuns))
+        }
+        Context::Runs | Context::Show => {
+            matches!(
+                action,
+                Action::Cancel
+                    | Action::Help
+                    | Action::Quit
+                    | Action::ListRuns
+                    | Action::Undo
+                    | Action::ScrollUp
+                    | Action::ScrollDown
+                    | Action::PageUp
+                    | Action::PageDown
+                    | Action::Top
+                    | Action::Bottom
+            ) || (context == Context::Show && action == Action::FocusNext)
         }
         _ => true,
     }

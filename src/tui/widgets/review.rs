@@ -1,5 +1,6 @@
 //! The final review (`--approval final`): the verified patch per file and per
-//! hunk; the chosen hunks are saved as a patch ready to apply.
+//! hunk; the chosen hunks are applied to the source (verified again when they
+//! are not the whole patch), or saved as a patch.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -30,6 +31,11 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     let first = Line::from(vec![
         Span::styled(" Review the verified patch: ", theme.get(Meaning::Title)),
         Span::styled(format!("{chosen} of {total} hunks chosen"), text),
+        Span::styled(" · ", text),
+        Span::styled(
+            crate::tui::text::clean(&review.run.task).replace('\n', " "),
+            text,
+        ),
     ]);
     let second = match &review.saved {
         Some(Ok(path)) => Line::from(vec![
@@ -52,7 +58,9 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
             Span::styled("} {", key),
             Span::styled(" files  ", text),
             Span::styled("Enter", key),
-            Span::styled(" save the chosen hunks  ", text),
+            Span::styled(" apply  ", text),
+            Span::styled("s", key),
+            Span::styled(" save  ", text),
             Span::styled("Esc", key),
             Span::styled(" close", text),
         ]),
