@@ -1106,3 +1106,27 @@ fn the_browser_and_the_delivery_screens_draw_at_any_size() {
         }
     }
 }
+
+#[test]
+fn start_up_offers_to_resume_an_interrupted_run() {
+    both_sizes("resume_offer", ApprovalMode::Final, |h| {
+        h.app.offer_resume(
+            "20261201-161203-a1b2c3",
+            "page_count drops the last partial page; fix it\u{1b}[2J",
+        );
+    });
+    let mut h = Harness::new(80, 24, ApprovalMode::Final);
+    h.app.offer_resume(
+        "20261201-161203-a1b2c3",
+        "fix the pager\u{1b}]52;c;aGk=\u{7}",
+    );
+    let screen = h.screen();
+    assert!(screen.contains("Resume the interrupted run?"), "{screen}");
+    assert!(!screen.contains('\u{1b}') && !screen.contains('\u{7}'));
+    h.keys(&["y"]);
+    assert!(
+        matches!(h.ops.last(), Some(Op::Resume { run_id, .. }) if run_id == "20261201-161203-a1b2c3"),
+        "{:?}",
+        h.ops
+    );
+}

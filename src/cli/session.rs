@@ -171,6 +171,9 @@ async fn interactive(
 
     let approval = super::options::approval_mode(template.approval);
     let repo = template.repo.display().to_string();
+    let interrupted = (task.is_none() && resume.is_none())
+        .then(|| runtime::interrupted_run(&template.repo))
+        .flatten();
     let launcher = Arc::new(CliLauncher {
         template,
         env,
@@ -180,6 +183,8 @@ async fn interactive(
     let mut app = App::new(&repo, keymap, theme, approval);
     if let Some(task) = task {
         app.start(&task);
+    } else if let Some((run_id, task)) = interrupted {
+        app.offer_resume(&run_id, &task);
     }
     let mut session = Session::new(Some(launcher));
     // Applies, undos and the runs browser read the state directory; without
@@ -268,6 +273,7 @@ impl Launcher for CliLauncher {
         let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
             .map_err(|e| e.to_string());
         let resume = self.resume.lock().ok().and_then(|mut r| r.take());
+        // (`minicoder resume RUN` in the session: its first launch.)
         Box::pin(async move {
             let source = source?;
             match resume {
@@ -275,6 +281,44 @@ impl Launcher for CliLauncher {
                 None => runtime::run(options?, Box::new(source), channels).await,
             }
             .map_err(|e| e.to_string())
+        })
+    }
+
+    fn resume(
+        &self,
+        run_id: String,
+        channels: RunChannels,
+    ) -> BoxFuture<'static, Result<RunReport, String>> {
+        let found = crate::state::StateDir::from_env()
+            .map_err(|e| e.to_string())
+            .and_then(|state| {
+                crate::runs::resolve(&state, &run_id, &self.template.repo)
+                    .map_err(|e| e.to_string())
+            });
+        let env = self.env.clone();
+        let mut selection = self.selection.clone();
+        let approval = super::options::approval_mode(self.template.approval);
+        Box::pin(async move {
+            let run = found?;
+            // The run's own model unless the session pinned one.
+            if selection.pinned.is_none() {
+                selection.pinned = run
+                    .manifest
+                    .model_chain
+                    .first()
+                    .map(|m| format!("{}:{}", m.provider, m.model));
+            }
+            let source = ModelChain::from_env(&Env::from_pairs(env), &selection)
+                .map_err(|e| e.to_string())?;
+            let req = runtime::ResumeRequest {
+                run,
+                follow_up: None,
+                new_checks: false,
+                approval: Some(approval),
+            };
+            runtime::resume(req, Box::new(source), channels)
+                .await
+                .map_err(|e| e.to_string())
         })
     }
 }

@@ -22,8 +22,9 @@ mod tool_exec;
 
 pub use bus::EventBus;
 pub use options::{ApprovalMode, Limits, RunOptions};
-pub use resume::{ResumeRequest, resume};
 pub(crate) use parts::workspace_owner;
+pub(crate) use resume::interrupted_run;
+pub use resume::{ResumeRequest, resume};
 pub use setup::new_run_id;
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

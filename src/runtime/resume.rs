@@ -50,6 +50,26 @@ pub(crate) fn point_path(store_dir: &Path) -> PathBuf {
     store_dir.join(RESUME_FILE)
 }
 
+/// Whether run `run_id` saved a state to go on from.
+pub(crate) fn has_resume_point(state: &crate::state::StateDir, run_id: &str) -> bool {
+    point_path(&state.checkpoint_store_dir(run_id)).exists()
+}
+
+/// The newest run of `repo` that stopped without a report (killed, or its
+/// machine went down), is not going on in another process, and can be
+/// resumed: its id and task.
+pub(crate) fn interrupted_run(repo: &Path) -> Option<(String, String)> {
+    let state = crate::state::StateDir::from_env().ok()?;
+    crate::runs::list_for_repo(&state, repo)
+        .into_iter()
+        .find(|r| {
+            r.report.is_none()
+                && !crate::runs::is_live(&state, &r.id)
+                && has_resume_point(&state, &r.id)
+        })
+        .map(|r| (r.id, r.manifest.task))
+}
+
 /// Takes a resume point; a failure is logged and the run goes on (it only
 /// weakens what a resume can do).
 pub(crate) fn save(run: &mut Run, label: &str) {

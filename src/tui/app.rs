@@ -94,6 +94,11 @@ pub enum Op {
     OpenRun {
         dir: String,
     },
+    /// Go on with a run that stopped, from its last resume point.
+    Resume {
+        run_id: String,
+        task: String,
+    },
 }
 
 /// The panes, in focus order.
@@ -156,6 +161,11 @@ pub enum Overlay {
     ConfirmUndo(RunRef),
     /// Undo files changed since the apply too.
     ConfirmForceUndo(RunRef),
+    /// A run of this repository was interrupted: resume it?
+    ConfirmResume {
+        run_id: String,
+        task: String,
+    },
 }
 
 /// What the run asked in `approval.requested`.
@@ -289,6 +299,34 @@ impl App {
         if task.is_empty() {
             return;
         }
+        self.reset_for_run(task);
+        self.ops.push(Op::Start(task.to_string()));
+    }
+
+    /// Goes on with run `run_id` (whose task was `task`) where it stopped.
+    pub fn resume(&mut self, run_id: &str, task: &str) {
+        self.reset_for_run(task);
+        self.view.note(
+            NoteKind::Info,
+            &format!("resuming run {run_id} from its last resume point"),
+        );
+        self.ops.push(Op::Resume {
+            run_id: run_id.to_string(),
+            task: task.to_string(),
+        });
+    }
+
+    /// At start-up: a run of this repository stopped without ending; the
+    /// person is asked whether it goes on.
+    pub fn offer_resume(&mut self, run_id: &str, task: &str) {
+        self.overlay = Some(Overlay::ConfirmResume {
+            run_id: run_id.to_string(),
+            task: task.to_string(),
+        });
+    }
+
+    /// The screen of a new run (or a resumed one) for `task`.
+    fn reset_for_run(&mut self, task: &str) {
         self.view.start(task);
         self.cancelling = false;
         self.diff = Arc::new(DiffModel::default());
@@ -304,7 +342,6 @@ impl App {
         self.reviewed_patch = None;
         self.started = Some(Instant::now());
         self.focus = Pane::Stream;
-        self.ops.push(Op::Start(task.to_string()));
         self.reset_input();
         self.dirty = true;
     }

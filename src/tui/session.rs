@@ -33,6 +33,16 @@ pub trait Launcher: Send + Sync {
         task: String,
         channels: RunChannels,
     ) -> BoxFuture<'static, Result<RunReport, String>>;
+
+    /// Goes on with run `run_id` from its last resume point.
+    fn resume(
+        &self,
+        run_id: String,
+        channels: RunChannels,
+    ) -> BoxFuture<'static, Result<RunReport, String>> {
+        drop(channels);
+        Box::pin(async move { Err(format!("run {run_id} cannot be resumed from here")) })
+    }
 }
 
 /// What the loop did, for the frame benchmark and tests.
@@ -169,6 +179,7 @@ impl Session {
     fn perform(&mut self, op: Op) {
         match op {
             Op::Start(task) => self.start(task),
+            Op::Resume { run_id, .. } => self.resume(run_id),
             Op::FollowUp(text) => self.command(Command::FollowUp { text }),
             Op::Answer { id, decision } => self.command(Command::Approval { id, decision }),
             Op::Cancel => self.command(Command::Cancel),
@@ -202,6 +213,17 @@ impl Session {
     }
 
     fn start(&mut self, task: String) {
+        self.launch(|launcher, channels| launcher.launch(task, channels));
+    }
+
+    fn resume(&mut self, run_id: String) {
+        self.launch(|launcher, channels| launcher.resume(run_id, channels));
+    }
+
+    fn launch(
+        &mut self,
+        go: impl FnOnce(&dyn Launcher, RunChannels) -> BoxFuture<'static, Result<RunReport, String>>,
+    ) {
         let Some(launcher) = self.launcher.clone() else {
             let _ = self
                 .sender
@@ -210,7 +232,7 @@ impl Session {
         };
         let (channels, commands, mut event_rx) = RunChannels::pair();
         let sender = self.sender.clone();
-        let run = launcher.launch(task, channels);
+        let run = go(launcher.as_ref(), channels);
         let task = tokio::spawn(async move {
             let events = sender.clone();
             // Every event reaches the app before the run's end does: the

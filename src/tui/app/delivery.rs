@@ -521,6 +521,7 @@ impl App {
             Action::ListRuns => self.refresh_browser(),
             Action::Apply => self.apply_from_browser(),
             Action::Undo => self.undo_from_browser(),
+            Action::Resume => self.resume_from_browser(),
             _ if opened => self.show_action(action),
             _ => self.list_action(action),
         }
@@ -615,6 +616,31 @@ impl App {
             merge: false,
             unverified: false,
         });
+    }
+
+    /// A run that stopped before it ended well goes on; a success or an
+    /// applied run does not (a follow-up is typed to a new run).
+    fn resume_from_browser(&mut self) {
+        let Some(entry) = self.browser_run().cloned() else {
+            self.dirty = false;
+            return;
+        };
+        if !matches!(
+            entry.outcome.as_str(),
+            "interrupted" | "cancelled" | "failure"
+        ) {
+            self.flash = Some(format!(
+                "run {} is {}: there is nothing to resume",
+                entry.id, entry.outcome
+            ));
+            return;
+        }
+        if entry.applied {
+            self.flash = Some(format!("run {} is applied: u undoes it first", entry.id));
+            return;
+        }
+        self.browser = None;
+        self.resume(&entry.id, &entry.task);
     }
 
     fn undo_from_browser(&mut self) {

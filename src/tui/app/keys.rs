@@ -158,6 +158,13 @@ impl App {
             Overlay::ConfirmUnverified => self.confirm_unverified_key(key),
             Overlay::ConfirmUndo(run) => self.confirm_undo_key(run, false, key),
             Overlay::ConfirmForceUndo(run) => self.confirm_undo_key(run, true, key),
+            Overlay::ConfirmResume { run_id, task } => match key.code {
+                KeyCode::Char('y') | KeyCode::Char('r') | KeyCode::Enter => {
+                    self.resume(&run_id, &task);
+                }
+                KeyCode::Char('n') | KeyCode::Esc => {}
+                _ => self.overlay = Some(Overlay::ConfirmResume { run_id, task }),
+            },
             Overlay::Pager(mut pager) => {
                 let keep = match self.keymap.lookup(Context::Help, key) {
                     Some(Action::Dismiss) => false,

@@ -396,3 +396,58 @@ fn a_refreshed_list_keeps_the_selected_run_selected() {
     assert_eq!(browser.runs[browser.selected].id, "run-1");
     assert!(browser.runs[browser.selected].applied);
 }
+
+#[test]
+fn an_interrupted_run_is_offered_and_resumed_only_on_yes() {
+    let mut app = app();
+    app.offer_resume("run-9", "fix the pager");
+    keys(&mut app, &["x"]);
+    assert!(matches!(app.overlay, Some(Overlay::ConfirmResume { .. })));
+    assert!(app.take_ops().is_empty(), "nothing happens on another key");
+    keys(&mut app, &["n"]);
+    assert!(app.overlay.is_none());
+    assert!(app.take_ops().is_empty(), "n dismisses the offer");
+    app.offer_resume("run-9", "fix the pager");
+    keys(&mut app, &["y"]);
+    let ops = app.take_ops();
+    assert!(
+        matches!(ops.as_slice(), [Op::Resume { run_id, task }] if run_id == "run-9" && task == "fix the pager"),
+        "{ops:?}"
+    );
+}
+
+#[test]
+fn the_browser_resumes_only_a_run_that_stopped_and_is_not_applied() {
+    let mut app = app();
+    keys(&mut app, &["ctrl-r"]);
+    let mut stopped = entry("run-2", false);
+    stopped.outcome = "interrupted".into();
+    stopped.verified = None;
+    let mut failed_applied = entry("run-3", true);
+    failed_applied.outcome = "failure".into();
+    app.update(AppEvent::RunsListed(Ok(vec![
+        entry("run-1", false),
+        stopped,
+        failed_applied,
+    ])));
+    app.take_ops();
+    keys(&mut app, &["r"]);
+    assert!(app.take_ops().is_empty(), "a success is not resumed");
+    assert!(
+        app.flash
+            .as_deref()
+            .is_some_and(|f| f.contains("nothing to resume"))
+    );
+    keys(&mut app, &["down", "down", "r"]);
+    assert!(app.take_ops().is_empty(), "an applied run is not resumed");
+    keys(&mut app, &["up", "r"]);
+    let ops = app.take_ops();
+    assert!(
+        matches!(ops.as_slice(), [Op::Resume { run_id, .. }] if run_id == "run-2"),
+        "{ops:?}"
+    );
+    assert!(
+        app.browser.is_none(),
+        "the browser closes on the resumed run"
+    );
+}

@@ -37,10 +37,11 @@ pub enum Action {
     ListRuns,
     Open,
     SavePatch,
+    Resume,
 }
 
 /// Every action with its name in keymap files and its line in the help overlay.
-const ACTIONS: [(Action, &str, &str); 34] = [
+const ACTIONS: [(Action, &str, &str); 35] = [
     (Action::Quit, "quit", "quit minicoder"),
     (Action::Cancel, "cancel", "cancel the run (twice: quit)"),
     (Action::Help, "help", "show every key"),
@@ -107,6 +108,7 @@ const ACTIONS: [(Action, &str, &str); 34] = [
         "save-patch",
         "save the chosen hunks as a patch file",
     ),
+    (Action::Resume, "resume", "resume the run where it stopped"),
 ];
 
 impl Action {

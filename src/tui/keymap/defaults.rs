@@ -68,6 +68,7 @@ pub(crate) fn default_bindings() -> Vec<(Context, Key, Action)> {
         (Review, Key::code(KeyCode::Esc), Dismiss),
         (Context::Runs, Key::code(KeyCode::Enter), Open),
         (Context::Runs, Key::char('a'), Apply),
+        (Context::Runs, Key::char('r'), Resume),
         (Context::Runs, Key::code(KeyCode::Esc), Dismiss),
         (Show, Key::char(']'), NextHunk),
         (Show, Key::char('['), PrevHunk),
@@ -78,6 +79,7 @@ pub(crate) fn default_bindings() -> Vec<(Context, Key, Action)> {
         (Show, Key::char('l'), ScrollRight),
         (Show, Key::code(KeyCode::Right), ScrollRight),
         (Show, Key::char('a'), Apply),
+        (Show, Key::char('r'), Resume),
         (Show, Key::code(KeyCode::Esc), Dismiss),
         // Deliberate shadows: in the help overlay `q` and `?` close it instead of quitting
         // or reopening it.

@@ -22,6 +22,9 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
         Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
         Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
         Some(Overlay::ConfirmDiscard) => confirm_discard(app, frame, area),
+        Some(Overlay::ConfirmResume { run_id, task }) => {
+            confirm_resume(app, frame, area, run_id, task);
+        }
         // The apply and undo screens draw themselves.
         Some(
             Overlay::Delivery
@@ -188,6 +191,43 @@ fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
     ];
     let rect = centered(area, 62, 5);
     modal(app, frame, rect, " Cancel the run? ".into(), lines);
+}
+
+fn confirm_resume(app: &App, frame: &mut Frame, area: Rect, run_id: &str, task: &str) {
+    let key = app.theme.get(Meaning::HelpKey);
+    let text = app.theme.get(Meaning::Text);
+    let width = area.width.saturating_sub(4).min(72);
+    let room = usize::from(width.saturating_sub(4));
+    let task: String = crate::terminal_text::clean_for_screen(task)
+        .replace('\n', " ")
+        .chars()
+        .take(room.saturating_sub(7))
+        .collect();
+    let lines = vec![
+        Line::from(Span::styled(
+            format!(" Run {run_id} stopped before it ended."),
+            text,
+        )),
+        Line::from(Span::styled(format!(" Task: {task}"), text)),
+        Line::from(Span::styled(
+            " It goes on from its last resume point, verified again.",
+            text,
+        )),
+        Line::from(vec![
+            Span::styled(" y", key),
+            Span::styled(" resume it   ", text),
+            Span::styled("n", key),
+            Span::styled(" not now (Ctrl-R lists the runs)", text),
+        ]),
+    ];
+    let rect = centered(area, width, 6);
+    modal(
+        app,
+        frame,
+        rect,
+        " Resume the interrupted run? ".into(),
+        lines,
+    );
 }
 
 fn confirm_discard(app: &App, frame: &mut Frame, area: Rect) {
