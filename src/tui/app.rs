@@ -308,7 +308,7 @@ impl App {
         self.reset_for_run(task);
         self.view.note(
             NoteKind::Info,
-            &format!("resuming run {run_id} from its last resume point"),
+            format!("resuming run {run_id} from its last resume point"),
         );
         self.ops.push(Op::Resume {
             run_id: run_id.to_string(),
