@@ -203,7 +203,10 @@ async fn main() {
         println!("  {n:>3}  {what}");
     }
     println!(
-        "  leaked containers: {leaked_containers}, leaked workspaces: {leaked_workspaces}, unclear failures: {unclear}"
+        "  containers left after each resume: {leaked_containers}; workspaces left: {leaked_workspaces}; unclear failures: {unclear}"
+    );
+    println!(
+        "  containers created after the kill's gc had listed them (removed by the resume's start-up gc): {late_after_gc}"
     );
     if !resume_ms.is_empty() {
         println!(
