@@ -55,10 +55,11 @@ impl BaselineJob {
         self.done = Some(done);
     }
 
-    /// The result (waiting for it if needed); the copy is removed.
+    /// The result (waiting for it if needed); the copy is removed, in the
+    /// background.
     pub async fn join(mut self) -> BaselineDone {
         self.wait().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::sandbox::gc::remove_detached(&[&self.dir]);
         let _ = std::fs::remove_file(&self.owner_file);
         self.done.take().unwrap_or(BaselineDone {
             result: Err("the baseline verification has no result".into()),
