@@ -136,6 +136,8 @@ struct Timed {
     total: Duration,
     finished_to_exit: Option<Duration>,
     phases: Vec<(String, i64)>,
+    /// `durations.prepare` of the report (ms by phase).
+    prepare: Value,
 }
 
 fn ts_ms(event: &Value) -> Option<i64> {
@@ -228,11 +230,17 @@ async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
         .find(|e| e["type"] == "run.finished")
         .and_then(ts_ms)
         .map(|ms| Duration::from_millis(u64::try_from(exited_wall - ms).unwrap_or(0)));
+    let prepare = std::fs::read(artifacts.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .map(|r| r["durations"]["prepare"].clone())
+        .unwrap_or(Value::Null);
     Timed {
         first_request: first_request.unwrap_or(total),
         total,
         finished_to_exit,
         phases,
+        prepare,
     }
 }
 
@@ -313,13 +321,14 @@ async fn main() {
         let warm = timed_run(&repo, state.path(), "warm").await;
         for (name, run) in [("cold", &cold), ("warm", &warm)] {
             println!(
-                "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}",
+                "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
                 secs(run.first_request),
                 run.first_request.as_secs_f64() / clone.as_secs_f64(),
                 secs(run.total),
                 run.finished_to_exit
                     .map_or("?".to_string(), |d| format!("{} ms", d.as_millis())),
-                run.phases
+                run.phases,
+                run.prepare
             );
         }
         let nochange = no_change_checkpoint(&repo, work.path());

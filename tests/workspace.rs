@@ -147,6 +147,28 @@ fn copies_tracked_and_untracked_not_ignored_files_from_the_working_tree() {
         0,
         "copy is dirty"
     );
+    // Git itself reads every object of the baseline and finds it sound.
+    let fsck = Command::new("git")
+        .args(["fsck", "--strict", "--no-dangling"])
+        .current_dir(&dest)
+        .output()
+        .expect("git fsck");
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    let status = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(&dest)
+        .output()
+        .expect("git status");
+    assert!(status.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout),
+        "",
+        "git sees changes"
+    );
 }
 
 #[test]

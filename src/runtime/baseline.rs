@@ -1,6 +1,8 @@
 //! The baseline verification runs in the background, on its own copy of the
 //! baseline checkpoint, while the agent works: the baseline's verdict decides
-//! the rollback target, not when the agent may start.
+//! the rollback target, not when the agent may start. The copy itself is
+//! written in the background too, from the checkpoint store (never from the
+//! workspace, which the agent is changing meanwhile).
 
 use std::path::PathBuf;
 
@@ -12,7 +14,7 @@ use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::protocol::CheckReport;
 use crate::sandbox::gc::workspace_owner_file;
 use crate::verify::{VerificationResult, Verifier, VerifierSettings};
-use crate::workspace::WorkspaceRoot;
+use crate::workspace::{WorkspaceRoot, export_from};
 
 pub(crate) struct BaselineDone {
     pub result: Result<VerificationResult, String>,
@@ -53,10 +55,11 @@ impl BaselineJob {
         self.done = Some(done);
     }
 
-    /// The result (waiting for it if needed); the copy is removed.
+    /// The result (waiting for it if needed); the copy is removed, in the
+    /// background.
     pub async fn join(mut self) -> BaselineDone {
         self.wait().await;
-        let _ = std::fs::remove_dir_all(&self.dir);
+        crate::sandbox::gc::remove_detached(&[&self.dir]);
         let _ = std::fs::remove_file(&self.owner_file);
         self.done.take().unwrap_or(BaselineDone {
             result: Err("the baseline verification has no result".into()),
@@ -71,8 +74,8 @@ impl BaselineJob {
     }
 }
 
-/// Copies the baseline checkpoint to `workspaces/<run>-baseline` and starts
-/// verifying it in the background.
+/// Starts copying the baseline checkpoint to `workspaces/<run>-baseline`
+/// and verifying the copy, both in the background.
 pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     let name = format!("{}-baseline", run.id.run_id);
     let dir = run.id.state.workspace_dir(&name);
@@ -86,10 +89,7 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     let root = WorkspaceRoot::open(&dir)
         .map_err(|e| e.to_string())?
         .with_owner(owner);
-    run.ws
-        .checkpoints
-        .export(run.ws.baseline, &root)
-        .map_err(|e| e.to_string())?;
+    let (store, baseline) = (run.ws.checkpoints.dir().to_path_buf(), run.ws.baseline);
     let mut settings = VerifierSettings::new(
         run.sandbox.image.clone(),
         dir.clone(),
@@ -110,11 +110,28 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     let handle = tokio::spawn(async move {
         // The checkpoint leaves out what the bootstrap installed; the copy
         // gets the workspace's (hard links), so it verifies the same way.
-        let shared = tokio::task::spawn_blocking(move || {
-            crate::verify::dependencies::share(&installed, &copy, owner)
+        let stop = token.clone();
+        let exported = tokio::task::spawn_blocking(move || {
+            let whole = export_from(&store, baseline, &root, &|| stop.is_cancelled())
+                .map_err(|e| e.to_string())?;
+            if !whole {
+                return Err("the run ended first".to_string());
+            }
+            if let Err(e) = crate::verify::dependencies::share(&installed, &copy, owner) {
+                tracing::warn!("sharing installed dependencies with the baseline copy: {e}");
+            }
+            Ok(())
         });
-        if let Ok(Err(e)) = shared.await {
-            tracing::warn!("sharing installed dependencies with the baseline copy: {e}");
+        let exported = match exported.await {
+            Ok(done) => done,
+            Err(e) => Err(format!("copying the baseline failed: {e}")),
+        };
+        if let Err(e) = exported {
+            verifier.shutdown().await;
+            return BaselineDone {
+                result: Err(e),
+                checks: Vec::new(),
+            };
         }
         let mut checks = Vec::new();
         let result = {

@@ -127,8 +127,8 @@ pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
     )
 }
 
-/// Reports the final verdict, removes the containers and the workspace, and
-/// writes the report, the state and the receipt.
+/// Reports the final verdict, removes the containers, writes the report,
+/// the state and the receipt, and then has the workspace removed.
 pub(crate) async fn finish(
     mut run: Run,
     outcome: Outcome,
@@ -167,10 +167,6 @@ pub(crate) async fn finish(
         tracing::warn!("checking for containers left by the run: {e}");
     }
     counters.durations.teardown_ms = teardown.elapsed().as_millis() as u64;
-    let _ = std::fs::remove_dir_all(ws.workspace.path());
-    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
-        &id.state, &id.run_id,
-    ));
 
     let stats = agent.stats();
     let verification = VerificationSummary {
@@ -245,6 +241,12 @@ pub(crate) async fn finish(
     if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
         tracing::error!("writing receipt.json: {e}");
     }
+    // The workspace goes once the run has reported, and without holding
+    // up the process's exit.
+    crate::sandbox::gc::remove_detached(&[ws.workspace.path()]);
+    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
+        &id.state, &id.run_id,
+    ));
     // Retention: the store keeps only what a resume or `apply --merge` can use.
     let mut checkpoints = ws.checkpoints;
     if let Err(e) = checkpoints.compact() {

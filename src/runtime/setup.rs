@@ -374,8 +374,7 @@ async fn copy_workspace(
         let copy_ms = elapsed_ms(t);
         // The copy's size stands for the source's (the default size limit
         // is 4 times it).
-        let copied = crate::workspace::limits::measure(workspace.path(), &mut |_| false);
-        let limits = WorkspaceLimits::new(copied.bytes, &overrides);
+        let limits = WorkspaceLimits::new(workspace.allocated_bytes(), &overrides);
         let t = Instant::now();
         progress.phase("checkpoint");
         let root = workspace.root()?;
@@ -384,6 +383,9 @@ async fn copy_workspace(
                 .with_secret_paths(secrets)
                 .with_max_file_bytes(limits.max_file_bytes)
                 .with_checkpoint_budget(limits.max_checkpoint_bytes);
+        // The baseline's blobs, packed once by the copy (before anything
+        // ran in the workspace): the checkpoint only hashes those files.
+        checkpoints.adopt_pack(workspace.baseline_pack())?;
         let baseline = checkpoints.create("baseline")?;
         let baseline_raw =
             crate::workspace::baseline_commit_raw(workspace.path(), workspace.baseline())?;

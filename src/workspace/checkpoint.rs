@@ -19,7 +19,7 @@ use git2::{
     DiffFormat, ObjectType, Oid, Repository, Signature, Sort, Tree, TreeWalkMode, TreeWalkResult,
 };
 
-use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_blob};
+use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
 use super::tree::write_tree;
 use super::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
@@ -137,6 +137,16 @@ impl CheckpointStore {
     /// The credential paths of this store's workspace.
     pub fn secret_paths(&self) -> &SecretPaths {
         &self.secrets
+    }
+
+    /// Takes the objects of `pack` (a copy of it): files whose blobs it
+    /// holds are then hashed but not stored again.
+    pub(crate) fn adopt_pack(&mut self, pack: &super::pack::Pack) -> Result<(), WorkspaceError> {
+        pack.copy_into(&self.repo.path().join("objects"))?;
+        self.repo
+            .odb()
+            .and_then(|odb| odb.refresh())
+            .map_err(WorkspaceError::git("reading an adopted pack"))
     }
 
     /// Records the workspace as it is now, after the latest checkpoint.
@@ -334,14 +344,13 @@ impl CheckpointStore {
     /// the agent changes the workspace). `root` is expected to be empty.
     pub fn export(&self, id: Oid, root: &WorkspaceRoot) -> Result<(), WorkspaceError> {
         self.unpruned(id)?;
-        let tree = self
-            .commit(id)?
-            .tree()
-            .map_err(WorkspaceError::git("reading a checkpoint"))?;
-        for (path, &(mode, blob)) in &flatten(&tree)? {
-            self.write_entry(root, Path::new(OsStr::from_bytes(path)), mode, blob)?;
-        }
-        Ok(())
+        export_tree(&self.repo, id, root, &|| false).map(drop)
+    }
+
+    /// The store's directory: [`export_from`] opens it again from another
+    /// thread.
+    pub(crate) fn dir(&self) -> &Path {
+        self.repo.path()
     }
 
     fn write_entry(
@@ -351,18 +360,7 @@ impl CheckpointStore {
         mode: u32,
         blob: Oid,
     ) -> Result<(), WorkspaceError> {
-        let blob = self
-            .repo
-            .find_blob(blob)
-            .map_err(WorkspaceError::git("reading a checkpoint blob"))?;
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            root.create_dir_all(parent)?;
-        }
-        match mode {
-            MODE_LINK => root.symlink(path, Path::new(OsStr::from_bytes(blob.content()))),
-            MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755),
-            _ => root.write_with_mode(path, blob.content(), 0o644),
-        }
+        write_entry(&self.repo, root, path, mode, blob)
     }
 
     /// The files over the size limit when checkpoint `id` was taken: quoted
@@ -414,7 +412,7 @@ impl CheckpointStore {
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
         self.scanner
-            .scan_with(&mut |reader, size| store_blob(&odb, reader, size))
+            .scan_with(&mut |reader, size| store_new_blob(&odb, reader, size))
     }
 
     /// Scans the workspace and writes its tree.
@@ -521,6 +519,61 @@ fn print_capped(diff: &git2::Diff<'_>, cap: usize) -> Result<(String, u64), Work
     })
     .map_err(WorkspaceError::git("printing a patch"))?;
     Ok((String::from_utf8_lossy(&out).into_owned(), total))
+}
+
+/// [`CheckpointStore::export`] through a handle of its own on the store at
+/// `store_dir`, so it can run on another thread while the store's owner goes
+/// on: a checkpoint, once written, never changes. Stops between two files
+/// once `stop` says so (returning `false`: not all was written).
+pub(crate) fn export_from(
+    store_dir: &Path,
+    id: Oid,
+    root: &WorkspaceRoot,
+    stop: &dyn Fn() -> bool,
+) -> Result<bool, WorkspaceError> {
+    let repo = Repository::open_bare(store_dir)
+        .map_err(WorkspaceError::git("opening the checkpoint store"))?;
+    export_tree(&repo, id, root, stop)
+}
+
+fn export_tree(
+    repo: &Repository,
+    id: Oid,
+    root: &WorkspaceRoot,
+    stop: &dyn Fn() -> bool,
+) -> Result<bool, WorkspaceError> {
+    let tree = repo
+        .find_commit(id)
+        .map_err(|_| WorkspaceError::UnknownCheckpoint { id: id.to_string() })?
+        .tree()
+        .map_err(WorkspaceError::git("reading a checkpoint"))?;
+    for (path, &(mode, blob)) in &flatten(&tree)? {
+        if stop() {
+            return Ok(false);
+        }
+        write_entry(repo, root, Path::new(OsStr::from_bytes(path)), mode, blob)?;
+    }
+    Ok(true)
+}
+
+fn write_entry(
+    repo: &Repository,
+    root: &WorkspaceRoot,
+    path: &Path,
+    mode: u32,
+    blob: Oid,
+) -> Result<(), WorkspaceError> {
+    let blob = repo
+        .find_blob(blob)
+        .map_err(WorkspaceError::git("reading a checkpoint blob"))?;
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        root.create_dir_all(parent)?;
+    }
+    match mode {
+        MODE_LINK => root.symlink(path, Path::new(OsStr::from_bytes(blob.content()))),
+        MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755),
+        _ => root.write_with_mode(path, blob.content(), 0o644),
+    }
 }
 
 pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {

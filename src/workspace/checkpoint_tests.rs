@@ -337,3 +337,74 @@ fn without_a_budget_nothing_is_pruned() {
         assert!(pruned.checkpoints.is_empty() && !store.is_pruned(cp.id));
     }
 }
+
+/// Loose object files under a database's `objects`.
+fn loose_objects(objects: &Path) -> usize {
+    std::fs::read_dir(objects)
+        .expect("objects")
+        .flatten()
+        .filter(|d| d.file_name().len() == 2)
+        .map(|d| std::fs::read_dir(d.path()).expect("fan-out").count())
+        .sum()
+}
+
+#[test]
+fn a_store_on_the_copys_pack_stores_only_what_is_new_and_exports_it_all() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(src.join("pkg")).expect("mkdir");
+    std::fs::write(src.join("a.txt"), b"one\n").expect("write");
+    std::fs::write(src.join("pkg/b.py"), b"x = 1\n").expect("write");
+    symlink("a.txt", src.join("link")).expect("symlink");
+    git2::Repository::init(&src).expect("init");
+    let ws = tmp.path().join("ws");
+    let copy = crate::workspace::PrivateWorkspace::create(&src, &ws, None).expect("copy");
+    let store_dir = tmp.path().join("store.git");
+    let mut store =
+        CheckpointStore::open(&store_dir, &ws, ExcludeSet::default()).expect("open store");
+    store.adopt_pack(copy.baseline_pack()).expect("adopt");
+    let base = store.create("baseline").expect("baseline");
+    assert_eq!(base.fingerprint, fp(&ws));
+    // Blobs and trees came with the pack: only the commit is new.
+    assert_eq!(loose_objects(&store_dir.join("objects")), 1);
+    // The same tree as the copy's own baseline commit.
+    let ws_repo = git2::Repository::open(&ws).expect("open copy");
+    let ws_tree = ws_repo
+        .find_commit(copy.baseline())
+        .and_then(|c| c.tree())
+        .expect("tree")
+        .id();
+    let store_tree = store.commit(base.id).and_then(|c| {
+        c.tree()
+            .map_err(WorkspaceError::git("tree"))
+            .map(|t| t.id())
+    });
+    assert_eq!(store_tree.expect("store tree"), ws_tree);
+
+    std::fs::write(ws.join("new.txt"), b"new\n").expect("write");
+    store.create("edit").expect("edit");
+    assert_eq!(
+        loose_objects(&store_dir.join("objects")),
+        1 + 3,
+        "blob, tree, commit"
+    );
+
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).expect("mkdir");
+    let root = WorkspaceRoot::open(&out).expect("root");
+    assert!(export_from(&store_dir, base.id, &root, &|| false).expect("export"));
+    assert_eq!(
+        std::fs::read(out.join("pkg/b.py")).expect("read"),
+        b"x = 1\n"
+    );
+    assert_eq!(
+        std::fs::read_link(out.join("link")).expect("link"),
+        PathBuf::from("a.txt")
+    );
+    assert!(!out.join("new.txt").exists());
+    let stopped = tmp.path().join("stopped");
+    std::fs::create_dir(&stopped).expect("mkdir");
+    let root = WorkspaceRoot::open(&stopped).expect("root");
+    assert!(!export_from(&store_dir, base.id, &root, &|| true).expect("export"));
+    assert_eq!(std::fs::read_dir(&stopped).expect("list").count(), 0);
+}

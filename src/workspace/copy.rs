@@ -28,12 +28,16 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use git2::{IndexEntry, IndexTime, Oid, Repository, RepositoryOpenFlags, StatusOptions};
+use git2::{
+    IndexEntry, IndexTime, ObjectType, Oid, Repository, RepositoryOpenFlags, StatusOptions,
+};
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 use super::checkpoint::signature;
+use super::pack::{Pack, PackWriter};
 use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
+use super::tree::{TreeItem, build_tree};
 use super::{WorkspaceError, WorkspaceRoot, verify_path};
 
 const MODE_GITLINK: u32 = 0o160000;
@@ -45,6 +49,9 @@ pub struct PrivateWorkspace {
     baseline: Oid,
     owner: Option<(u32, u32)>,
     left_out: Vec<LeftOut>,
+    /// Disk space the copied files take (`st_blocks` × 512), `.git` aside.
+    allocated: u64,
+    pack: Pack,
 }
 
 impl PrivateWorkspace {
@@ -116,6 +123,7 @@ impl PrivateWorkspace {
             total: paths.len() as u64,
             bytes: 0,
         };
+        let mut allocated = 0u64;
         for rel in &paths {
             done.files += 1;
             if let Some(reason) = left_out_reason(rel, secrets) {
@@ -126,11 +134,12 @@ impl PrivateWorkspace {
             let rel = Path::new(OsStr::from_bytes(rel));
             if let Some(file) = copier.copy(rel, dest)? {
                 done.bytes += file.size;
+                allocated = allocated.saturating_add(file.allocated);
                 copied.push(file);
             }
             progress(done);
         }
-        let baseline = commit_baseline(dest, &copied, max_file_bytes)?;
+        let (baseline, pack) = commit_baseline(dest, &copied, max_file_bytes)?;
         let owner = owner_uid_gid.filter(|_| rustix::process::geteuid().is_root());
         if let Some((uid, gid)) = owner {
             chown_tree(dest, uid, gid)?;
@@ -140,10 +149,13 @@ impl PrivateWorkspace {
             baseline,
             owner,
             left_out,
+            allocated,
+            pack,
         })
     }
 
-    /// A workspace made some other way (rebuilt from checkpoints).
+    /// A workspace made some other way (rebuilt from checkpoints): its
+    /// `.git` holds loose objects, so it has no baseline pack to hand on.
     pub(super) fn from_parts(
         path: PathBuf,
         baseline: Oid,
@@ -155,7 +167,24 @@ impl PrivateWorkspace {
             baseline,
             owner,
             left_out,
+            allocated: 0,
+            pack: Pack {
+                pack: PathBuf::new(),
+                index: PathBuf::new(),
+            },
         }
+    }
+
+    /// The pack holding the baseline's files and trees in the workspace's
+    /// `.git`: a checkpoint store can take the same objects from it.
+    pub(crate) fn baseline_pack(&self) -> &Pack {
+        &self.pack
+    }
+
+    /// The disk space of the copied files (without the workspace's `.git`):
+    /// the source's size, as far as the workspace limits are concerned.
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        self.allocated
     }
 
     /// The source paths not copied, and why, in path order.
@@ -192,6 +221,8 @@ struct CopiedFile {
     path: Vec<u8>,
     mode: u32,
     size: u64,
+    /// Disk space of the copy (`st_blocks` × 512).
+    allocated: u64,
     target: Option<Vec<u8>>,
 }
 
@@ -352,7 +383,7 @@ impl<'a> Copier<'a> {
         };
         let ft = meta.file_type();
         let to = dest.join(rel);
-        let (mode, size, target) = if ft.is_file() {
+        let (mode, size, allocated, target) = if ft.is_file() {
             if meta.permissions().mode() & 0o400 == 0 {
                 return Err(WorkspaceError::Unreadable {
                     path: rel.to_path_buf(),
@@ -361,18 +392,21 @@ impl<'a> Copier<'a> {
             }
             let exec = meta.permissions().mode() & 0o111 != 0;
             create_parent(&to)?;
-            let size = copy_file(&src, &to)?;
             let perm = if exec { 0o755 } else { 0o644 };
-            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(perm))
-                .map_err(|e| WorkspaceError::io(&to, e))?;
-            (if exec { 0o100755 } else { 0o100644 }, size, None)
+            let (size, allocated) = copy_file(&src, &to, perm)?;
+            (
+                if exec { 0o100755 } else { 0o100644 },
+                size,
+                allocated,
+                None,
+            )
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&src).map_err(|e| WorkspaceError::io(&src, e))?;
             self.check_link(rel, &target)?;
             create_parent(&to)?;
             std::os::unix::fs::symlink(&target, &to).map_err(|e| WorkspaceError::io(&to, e))?;
             let bytes = target.as_os_str().as_bytes().to_vec();
-            (0o120000, bytes.len() as u64, Some(bytes))
+            (0o120000, bytes.len() as u64, 0, Some(bytes))
         } else if ft.is_dir() {
             if src.join(".git").exists() {
                 return Err(WorkspaceError::Submodule {
@@ -390,6 +424,7 @@ impl<'a> Copier<'a> {
             path: rel.as_os_str().as_bytes().to_vec(),
             mode,
             size,
+            allocated,
             target,
         }))
     }
@@ -459,48 +494,110 @@ fn create_parent(to: &Path) -> Result<(), WorkspaceError> {
     }
 }
 
-/// Copies the regular file `src` to the new file `to` in chunks, data only
-/// (holes stay holes); returns the size copied.
-fn copy_file(src: &Path, to: &Path) -> Result<u64, WorkspaceError> {
-    use std::os::unix::fs::FileExt;
+/// Copies the regular file `src` to the new file `to` (created with mode
+/// `perm`, whatever the umask), data only: holes stay holes. The kernel
+/// copies the data (`copy_file_range`) where it can, otherwise it goes
+/// through a buffer in chunks. Returns the size copied and the disk space
+/// the copy takes.
+fn copy_file(src: &Path, to: &Path, perm: u32) -> Result<(u64, u64), WorkspaceError> {
+    use std::os::unix::fs::MetadataExt;
     let from = std::fs::File::open(src).map_err(|e| WorkspaceError::io(src, e))?;
     let size = from
         .metadata()
         .map_err(|e| WorkspaceError::io(src, e))?
         .len();
     let out = std::fs::File::create(to).map_err(|e| WorkspaceError::io(to, e))?;
-    let mut buf = vec![0; super::fingerprint::CHUNK];
-    let mut pos = 0u64;
-    while pos < size {
-        // The next data extent; a filesystem without SEEK_DATA reports the
-        // whole file as data.
-        let start = match rustix::fs::seek(&from, rustix::fs::SeekFrom::Data(pos)) {
-            Ok(start) => start,
-            Err(Errno::NXIO) => break, // only a hole is left
-            Err(_) => pos,
-        };
-        let end = rustix::fs::seek(&from, rustix::fs::SeekFrom::Hole(start))
-            .unwrap_or(size)
-            .min(size);
-        let mut at = start;
-        while at < end {
-            let want = usize::try_from(end - at)
-                .unwrap_or(usize::MAX)
-                .min(buf.len());
-            let n = from
-                .read_at(&mut buf[..want], at)
-                .map_err(|e| WorkspaceError::io(src, e))?;
-            if n == 0 {
-                break;
-            }
-            out.write_all_at(&buf[..n], at)
-                .map_err(|e| WorkspaceError::io(to, e))?;
-            at += n as u64;
+    out.set_permissions(std::fs::Permissions::from_mode(perm))
+        .map_err(|e| WorkspaceError::io(to, e))?;
+    let mut buf = Vec::new();
+    if size <= SMALL_FILE {
+        // Too small for a hole to matter: one extent, no seeking.
+        copy_range(&from, &out, 0, size, &mut buf).map_err(|e| e.at(src, to))?;
+    } else {
+        let mut pos = 0u64;
+        while pos < size {
+            // The next data extent; a filesystem without SEEK_DATA reports
+            // the whole file as data.
+            let start = match rustix::fs::seek(&from, rustix::fs::SeekFrom::Data(pos)) {
+                Ok(start) => start,
+                Err(Errno::NXIO) => break, // only a hole is left
+                Err(_) => pos,
+            };
+            let end = rustix::fs::seek(&from, rustix::fs::SeekFrom::Hole(start))
+                .unwrap_or(size)
+                .min(size);
+            copy_range(&from, &out, start, end, &mut buf).map_err(|e| e.at(src, to))?;
+            pos = end.max(start + 1);
         }
-        pos = end.max(start + 1);
     }
     out.set_len(size).map_err(|e| WorkspaceError::io(to, e))?;
-    Ok(size)
+    let allocated = out
+        .metadata()
+        .map_err(|e| WorkspaceError::io(to, e))?
+        .blocks()
+        .saturating_mul(512);
+    Ok((size, allocated))
+}
+
+/// Files up to this size are copied as one extent, without looking for holes.
+const SMALL_FILE: u64 = 64 << 10;
+
+/// Which side of a copy failed.
+enum CopyError {
+    Read(std::io::Error),
+    Write(std::io::Error),
+}
+
+impl CopyError {
+    fn at(self, src: &Path, to: &Path) -> WorkspaceError {
+        match self {
+            Self::Read(e) => WorkspaceError::io(src, e),
+            Self::Write(e) => WorkspaceError::io(to, e),
+        }
+    }
+}
+
+/// Copies bytes `start..end` of `from` to the same offsets of `out`: by
+/// `copy_file_range` while the kernel takes it, the rest through `buf`. A
+/// source that ends early ends the copy (the caller sets the length).
+fn copy_range(
+    from: &std::fs::File,
+    out: &std::fs::File,
+    start: u64,
+    end: u64,
+    buf: &mut Vec<u8>,
+) -> Result<(), CopyError> {
+    use std::os::unix::fs::FileExt;
+    let mut at = start;
+    while at < end {
+        let want = usize::try_from(end - at).unwrap_or(usize::MAX).min(1 << 30);
+        let (mut off_in, mut off_out) = (at, at);
+        match rustix::fs::copy_file_range(from, Some(&mut off_in), out, Some(&mut off_out), want) {
+            Ok(0) => return Ok(()),
+            Ok(n) => at += n as u64,
+            Err(Errno::INTR) => {}
+            // Not between these files (another filesystem, a kernel or
+            // filesystem without it): through the buffer.
+            Err(_) => break,
+        }
+    }
+    if at < end && buf.is_empty() {
+        buf.resize(super::fingerprint::CHUNK, 0);
+    }
+    while at < end {
+        let want = usize::try_from(end - at)
+            .unwrap_or(usize::MAX)
+            .min(buf.len());
+        let n = from
+            .read_at(&mut buf[..want], at)
+            .map_err(CopyError::Read)?;
+        if n == 0 {
+            break;
+        }
+        out.write_all_at(&buf[..n], at).map_err(CopyError::Write)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// A `.gitignore` pattern matching exactly the path `rel`, if it has one.
@@ -520,13 +617,13 @@ fn exact_pattern(rel: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// A fresh repository in `dest` whose index and one commit hold exactly the
-/// copied bytes (no filters run), streamed into the object database; files
-/// over `max_file_bytes` are left out and listed in `.git/info/exclude`.
+/// copied bytes (no filters run), streamed into one pack; files over
+/// `max_file_bytes` are left out and listed in `.git/info/exclude`.
 fn commit_baseline(
     dest: &Path,
     files: &[CopiedFile],
     max_file_bytes: u64,
-) -> Result<Oid, WorkspaceError> {
+) -> Result<(Oid, Pack), WorkspaceError> {
     let repo =
         Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
     let mut index = repo
@@ -535,10 +632,12 @@ fn commit_baseline(
     let odb = repo
         .odb()
         .map_err(WorkspaceError::git("opening the workspace object database"))?;
+    let mut pack = PackWriter::new(&repo.path().join("objects"))?;
     let mut excluded = Vec::new();
+    let mut entries = Vec::with_capacity(files.len());
     for f in files {
         let id = match &f.target {
-            Some(target) => super::fingerprint::store_blob(&odb, &mut target.as_slice(), f.size)?,
+            Some(target) => pack.add_blob(&mut target.as_slice(), f.size)?,
             None if f.size > max_file_bytes => {
                 if let Some(pattern) = exact_pattern(&f.path) {
                     excluded.extend_from_slice(&pattern);
@@ -549,11 +648,11 @@ fn commit_baseline(
                 let path = dest.join(OsStr::from_bytes(&f.path));
                 let mut file =
                     std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
-                super::fingerprint::store_blob(&odb, &mut file, f.size)
+                pack.add_blob(&mut file, f.size)
                     .map_err(|e| e.at(path.clone()))?
             }
         };
-        let entry = IndexEntry {
+        entries.push(IndexEntry {
             ctime: IndexTime::new(0, 0),
             mtime: IndexTime::new(0, 0),
             dev: 0,
@@ -566,10 +665,27 @@ fn commit_baseline(
             flags: 0,
             flags_extended: 0,
             path: f.path.clone(),
-        };
-        index.add(&entry).map_err(WorkspaceError::git(format!(
+        });
+    }
+    // The trees go into the pack too (the paths are in Git's order).
+    let items: Vec<TreeItem<'_>> = entries
+        .iter()
+        .map(|e| TreeItem {
+            path: &e.path,
+            mode: e.mode,
+            id: e.id,
+        })
+        .collect();
+    let tree_id = build_tree(&items, &mut |buf| pack.add_bytes(ObjectType::Tree, buf))?;
+    drop(items);
+    let pack = pack.finish()?;
+    // The index names the objects: they are in place before it is built.
+    odb.refresh()
+        .map_err(WorkspaceError::git("reading the baseline pack"))?;
+    for entry in &entries {
+        index.add(entry).map_err(WorkspaceError::git(format!(
             "adding {} to the baseline",
-            String::from_utf8_lossy(&f.path)
+            String::from_utf8_lossy(&entry.path)
         )))?;
     }
     if !excluded.is_empty() {
@@ -587,15 +703,14 @@ fn commit_baseline(
     index
         .write()
         .map_err(WorkspaceError::git("writing the workspace index"))?;
-    let tree_id = index
-        .write_tree()
-        .map_err(WorkspaceError::git("writing the baseline tree"))?;
     let tree = repo
         .find_tree(tree_id)
         .map_err(WorkspaceError::git("reading the baseline tree"))?;
     let sig = signature()?;
-    repo.commit(Some("HEAD"), &sig, &sig, "minicoder baseline", &tree, &[])
-        .map_err(WorkspaceError::git("committing the baseline"))
+    let commit = repo
+        .commit(Some("HEAD"), &sig, &sig, "minicoder baseline", &tree, &[])
+        .map_err(WorkspaceError::git("committing the baseline"))?;
+    Ok((commit, pack))
 }
 
 pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {

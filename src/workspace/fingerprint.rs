@@ -226,6 +226,40 @@ pub(crate) fn store_blob(
     w.finalize().map_err(WorkspaceError::git("storing a blob"))
 }
 
+/// Blobs up to this size are hashed before they are stored, and not stored
+/// when the database holds them already; larger ones are streamed in.
+const HASH_FIRST: u64 = 4 << 20;
+
+/// [`store_blob`], except that a blob `odb` already holds is only hashed: a
+/// file read again because the stat cache could not vouch for it (a racy
+/// entry, a new checkpoint store on adopted objects) costs no write.
+pub(crate) fn store_new_blob(
+    odb: &git2::Odb<'_>,
+    reader: &mut dyn Read,
+    size: u64,
+) -> Result<Oid, WorkspaceError> {
+    if size > HASH_FIRST {
+        return store_blob(odb, reader, size);
+    }
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    reader
+        .take(size)
+        .read_to_end(&mut data)
+        .map_err(|e| WorkspaceError::io(Path::new("."), e))?;
+    if data.len() as u64 != size {
+        return Err(WorkspaceError::io(
+            Path::new("."),
+            std::io::Error::other("the file shrank while it was read"),
+        ));
+    }
+    let id = hash_blob(&mut data.as_slice(), size)?;
+    if odb.exists(id) {
+        return Ok(id);
+    }
+    odb.write(ObjectType::Blob, &data)
+        .map_err(WorkspaceError::git("storing a blob"))
+}
+
 /// Passes on exactly `size` bytes of `inner`, hashing them with SHA-256 on
 /// the way; a file that ends early is an error.
 struct Hashing<R> {

@@ -8,6 +8,7 @@ mod error;
 mod fingerprint;
 mod git_path;
 pub mod limits;
+mod pack;
 mod rebuild;
 mod secrets;
 mod source_state;
@@ -15,6 +16,7 @@ pub(crate) mod stat_cache;
 mod tree;
 mod walk;
 
+pub(crate) use checkpoint::export_from;
 pub use checkpoint::{Checkpoint, CheckpointStore, MAX_PATCH_BYTES, PatchExport, human_bytes};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
 pub use copy::{CopyProgress, PrivateWorkspace};

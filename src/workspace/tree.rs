@@ -21,53 +21,77 @@ pub(crate) fn write_tree(
     entries: &[FingerprintEntry],
     stored: &mut HashSet<Oid>,
 ) -> Result<Oid, WorkspaceError> {
-    let paths: Vec<&[u8]> = entries
+    let items: Vec<TreeItem<'_>> = entries
         .iter()
-        .map(|e| e.path.as_os_str().as_bytes())
+        .filter(|e| !e.is_oversize())
+        .map(|e| TreeItem {
+            path: e.path.as_os_str().as_bytes(),
+            mode: e.mode,
+            id: e.blob,
+        })
         .collect();
-    let mut trees = Trees { odb, stored };
-    match trees.write_dir(entries, &paths, 0)? {
+    build_tree(&items, &mut |buf| {
+        let id = Oid::hash_object(ObjectType::Tree, buf)
+            .map_err(WorkspaceError::git("hashing a tree"))?;
+        if !stored.contains(&id) {
+            let written = odb
+                .write(ObjectType::Tree, buf)
+                .map_err(WorkspaceError::git("writing a tree"))?;
+            stored.insert(written);
+        }
+        Ok(id)
+    })
+}
+
+/// A file or symlink of a tree: its path, Git mode and object id.
+pub(crate) struct TreeItem<'a> {
+    pub path: &'a [u8],
+    pub mode: u32,
+    pub id: Oid,
+}
+
+/// Serializes the trees of `items` (sorted by path bytes), deepest first,
+/// handing each to `write`, which gives its id; returns the root's.
+pub(crate) fn build_tree(
+    items: &[TreeItem<'_>],
+    write: &mut dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError>,
+) -> Result<Oid, WorkspaceError> {
+    let mut trees = Trees { write };
+    match trees.write_dir(items, 0)? {
         Some(id) => Ok(id),
         None => trees.write_items(Vec::new()),
     }
 }
 
-struct Trees<'a, 'r> {
-    odb: &'a Odb<'r>,
-    stored: &'a mut HashSet<Oid>,
+struct Trees<'w> {
+    write: &'w mut dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError>,
 }
 
-impl Trees<'_, '_> {
-    /// `entries[i]` has path `paths[i]`; all share the first `prefix` bytes,
-    /// which name the directory being written (empty, or ending in `/`).
-    /// Files over the size limit are left out, and so is a directory left
-    /// empty by that (`None`).
+impl Trees<'_> {
+    /// All of `entries` share the first `prefix` bytes of their paths, which
+    /// name the directory being written (empty, or ending in `/`); `None`
+    /// for a directory without entries.
     fn write_dir(
         &mut self,
-        entries: &[FingerprintEntry],
-        paths: &[&[u8]],
+        entries: &[TreeItem<'_>],
         prefix: usize,
     ) -> Result<Option<Oid>, WorkspaceError> {
         let mut items: Vec<(&[u8], u32, Oid)> = Vec::new();
         let mut i = 0;
         while i < entries.len() {
-            let rest = &paths[i][prefix..];
+            let rest = &entries[i].path[prefix..];
             match rest.iter().position(|&b| b == b'/') {
                 None => {
-                    if !entries[i].is_oversize() {
-                        items.push((rest, entries[i].mode, entries[i].blob));
-                    }
+                    items.push((rest, entries[i].mode, entries[i].id));
                     i += 1;
                 }
                 Some(slash) => {
                     let dir = &rest[..=slash];
-                    let end = i + paths[i..]
+                    let end = i + entries[i..]
                         .iter()
-                        .take_while(|p| p[prefix..].starts_with(dir))
+                        .take_while(|e| e.path[prefix..].starts_with(dir))
                         .count();
-                    if let Some(oid) =
-                        self.write_dir(&entries[i..end], &paths[i..end], prefix + dir.len())?
-                    {
+                    if let Some(oid) = self.write_dir(&entries[i..end], prefix + dir.len())? {
                         items.push((&rest[..slash], MODE_TREE, oid));
                     }
                     i = end;
@@ -92,16 +116,7 @@ impl Trees<'_, '_> {
             buf.push(0);
             buf.extend_from_slice(oid.as_bytes());
         }
-        let id = Oid::hash_object(ObjectType::Tree, &buf)
-            .map_err(WorkspaceError::git("hashing a tree"))?;
-        if !self.stored.contains(&id) {
-            let written = self
-                .odb
-                .write(ObjectType::Tree, &buf)
-                .map_err(WorkspaceError::git("writing a tree"))?;
-            self.stored.insert(written);
-        }
-        Ok(id)
+        (self.write)(&buf)
     }
 }
 

@@ -1,0 +1,486 @@
+//! A Git pack of many objects written in one pass, stored (not compressed).
+//!
+//! A baseline puts every file of the workspace into an object database, and
+//! into two of them (the workspace's own `.git` and the checkpoint store).
+//! As loose objects that is one compressed file per object per database; as
+//! one pack it is one sequential file, written once and copied whole. The
+//! objects' data is kept in zlib's *stored* blocks: compressing costs far
+//! more time than the disk it saves while a run lasts.
+//!
+//! Format (version 2, as Git reads it): the pack is `PACK`, version, object
+//! count, then each object as its type-and-size header and a zlib stream,
+//! then the SHA-1 of all that; the index (`.idx`, version 2) holds the
+//! fan-out table, the sorted object ids, each object's CRC-32 and offset,
+//! the pack's checksum and its own.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use git2::{ObjectType, Oid};
+use sha1::{Digest, Sha1};
+
+use super::WorkspaceError;
+
+/// The largest stored deflate block.
+const BLOCK: usize = 65_535;
+const PACK_HEADER: u64 = 12;
+
+/// One pack being written to `<objects>/pack`.
+pub(crate) struct PackWriter {
+    dir: PathBuf,
+    file: tempfile::NamedTempFile,
+    /// Where the next object starts.
+    offset: u64,
+    /// Object id → (offset, CRC-32 of its bytes in the pack).
+    objects: HashMap<Oid, (u64, u32)>,
+    buf: Vec<u8>,
+}
+
+/// A finished pack: its two files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pack {
+    pub pack: PathBuf,
+    pub index: PathBuf,
+}
+
+impl PackWriter {
+    /// Starts a pack in `objects_dir/pack` (created if missing).
+    pub(crate) fn new(objects_dir: &Path) -> Result<Self, WorkspaceError> {
+        let dir = objects_dir.join("pack");
+        std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+        let file = tempfile::Builder::new()
+            .prefix("tmp_pack_")
+            .tempfile_in(&dir)
+            .map_err(|e| WorkspaceError::io(&dir, e))?;
+        // The header is written last, when the count is known.
+        file.as_file()
+            .write_all_at(&[0; PACK_HEADER as usize], 0)
+            .map_err(|e| WorkspaceError::io(file.path(), e))?;
+        Ok(Self {
+            dir,
+            file,
+            offset: PACK_HEADER,
+            objects: HashMap::new(),
+            buf: vec![0; BLOCK],
+        })
+    }
+
+    /// How many distinct objects the pack holds so far.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Adds `size` bytes from `reader` as a blob and gives its id; fewer
+    /// bytes than that is an error. An object already in the pack is not
+    /// added twice.
+    pub(crate) fn add_blob(
+        &mut self,
+        reader: &mut dyn Read,
+        size: u64,
+    ) -> Result<Oid, WorkspaceError> {
+        self.add(ObjectType::Blob, reader, size)
+    }
+
+    /// Adds an object of `kind` (blob, tree or commit) from memory.
+    pub(crate) fn add_bytes(
+        &mut self,
+        kind: ObjectType,
+        data: &[u8],
+    ) -> Result<Oid, WorkspaceError> {
+        let mut reader = data;
+        self.add(kind, &mut reader, data.len() as u64)
+    }
+
+    fn add(
+        &mut self,
+        kind: ObjectType,
+        reader: &mut dyn Read,
+        size: u64,
+    ) -> Result<Oid, WorkspaceError> {
+        let start = self.offset;
+        let written = self.write_object(kind, reader, size);
+        match written {
+            Ok((oid, crc)) if !self.objects.contains_key(&oid) => {
+                self.objects.insert(oid, (start, crc));
+                Ok(oid)
+            }
+            // Already in, or cut short: what was just written goes.
+            _ => {
+                self.offset = start;
+                self.file
+                    .as_file()
+                    .set_len(start)
+                    .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+                written.map(|(oid, _)| oid)
+            }
+        }
+    }
+
+    /// Writes one object at the end; its id and CRC-32.
+    fn write_object(
+        &mut self,
+        kind: ObjectType,
+        reader: &mut dyn Read,
+        size: u64,
+    ) -> Result<(Oid, u32), WorkspaceError> {
+        let mut id = Sha1::new();
+        id.update(format!("{} {size}\0", kind.str()).as_bytes());
+        let mut crc = Crc32::default();
+        let mut adler = Adler32::default();
+        let mut out = Vec::with_capacity(32);
+        push_object_header(&mut out, type_code(kind), size);
+        out.extend_from_slice(&[0x78, 0x01]);
+        self.emit(&mut crc, &out)?;
+        let mut left = size;
+        loop {
+            let want = usize::try_from(left).unwrap_or(BLOCK).min(BLOCK);
+            let mut got = 0;
+            while got < want {
+                let n = match reader.read(&mut self.buf[got..want]) {
+                    Ok(0) => {
+                        return Err(WorkspaceError::io(
+                            Path::new("."),
+                            std::io::Error::other("the file shrank while it was read"),
+                        ));
+                    }
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(WorkspaceError::io(Path::new("."), e)),
+                };
+                got += n;
+            }
+            left -= want as u64;
+            let last = left == 0;
+            let len = u16::try_from(want).unwrap_or(u16::MAX);
+            let mut head = [0u8; 5];
+            head[0] = u8::from(last);
+            head[1..3].copy_from_slice(&len.to_le_bytes());
+            head[3..5].copy_from_slice(&(!len).to_le_bytes());
+            let block = std::mem::take(&mut self.buf);
+            id.update(&block[..want]);
+            adler.update(&block[..want]);
+            let written = self
+                .emit(&mut crc, &head)
+                .and_then(|()| self.emit(&mut crc, &block[..want]));
+            self.buf = block;
+            written?;
+            if last {
+                break;
+            }
+        }
+        self.emit(&mut crc, &adler.finish().to_be_bytes())?;
+        let oid =
+            Oid::from_bytes(&id.finalize()).map_err(WorkspaceError::git("hashing an object"))?;
+        Ok((oid, crc.finish()))
+    }
+
+    fn emit(&mut self, crc: &mut Crc32, bytes: &[u8]) -> Result<(), WorkspaceError> {
+        crc.update(bytes);
+        self.file
+            .as_file()
+            .write_all_at(bytes, self.offset)
+            .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+        self.offset += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the header, the checksum and the index, and puts both files
+    /// in place (`pack-<checksum>.pack` first, then its `.idx`).
+    pub(crate) fn finish(self) -> Result<Pack, WorkspaceError> {
+        let Self {
+            dir, file, objects, ..
+        } = self;
+        let path = file.path().to_path_buf();
+        let io = |e: std::io::Error| WorkspaceError::io(&path, e);
+        let count = u32::try_from(objects.len())
+            .map_err(|_| io(std::io::Error::other("too many objects for one pack")))?;
+        let mut header = Vec::with_capacity(PACK_HEADER as usize);
+        header.extend_from_slice(b"PACK");
+        header.extend_from_slice(&2u32.to_be_bytes());
+        header.extend_from_slice(&count.to_be_bytes());
+        file.as_file().write_all_at(&header, 0).map_err(io)?;
+        // The checksum covers every byte before it.
+        let mut sum = Sha1::new();
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file.as_file());
+        std::io::copy(&mut reader, &mut sum).map_err(io)?;
+        drop(reader);
+        let checksum: [u8; 20] = sum.finalize().into();
+        let mut end = file.as_file();
+        std::io::Seek::seek(&mut end, std::io::SeekFrom::End(0)).map_err(io)?;
+        end.write_all(&checksum).map_err(io)?;
+
+        let mut sorted: Vec<(Oid, u64, u32)> =
+            objects.into_iter().map(|(id, (o, c))| (id, o, c)).collect();
+        sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let index = index_bytes(&sorted, &checksum);
+
+        let name = format!("pack-{}", hex::encode(checksum));
+        let pack = dir.join(format!("{name}.pack"));
+        let idx = dir.join(format!("{name}.idx"));
+        file.persist(&pack)
+            .map_err(|e| WorkspaceError::io(&pack, e.error))?;
+        set_read_only(&pack)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix("tmp_idx_")
+            .tempfile_in(&dir)
+            .map_err(|e| WorkspaceError::io(&dir, e))?;
+        tmp.write_all(&index)
+            .map_err(|e| WorkspaceError::io(&idx, e))?;
+        tmp.persist(&idx)
+            .map_err(|e| WorkspaceError::io(&idx, e.error))?;
+        set_read_only(&idx)?;
+        Ok(Pack { pack, index: idx })
+    }
+}
+
+impl Pack {
+    /// Copies the pack into the object database at `objects_dir` (the
+    /// index last, so no reader ever sees an index without its pack).
+    pub(crate) fn copy_into(&self, objects_dir: &Path) -> Result<Pack, WorkspaceError> {
+        let dir = objects_dir.join("pack");
+        std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+        let mut copied = Vec::with_capacity(2);
+        for from in [&self.pack, &self.index] {
+            let name = from
+                .file_name()
+                .ok_or_else(|| WorkspaceError::io(from, std::io::Error::other("not a file")))?;
+            let to = dir.join(name);
+            let tmp = dir.join(format!(".tmp-{}", name.to_string_lossy()));
+            std::fs::copy(from, &tmp).map_err(|e| WorkspaceError::io(&tmp, e))?;
+            set_read_only(&tmp)?;
+            std::fs::rename(&tmp, &to).map_err(|e| WorkspaceError::io(&to, e))?;
+            copied.push(to);
+        }
+        let index = copied.pop().unwrap_or_default();
+        let pack = copied.pop().unwrap_or_default();
+        Ok(Pack { pack, index })
+    }
+}
+
+fn set_read_only(path: &Path) -> Result<(), WorkspaceError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o444))
+        .map_err(|e| WorkspaceError::io(path, e))
+}
+
+fn type_code(kind: ObjectType) -> u8 {
+    match kind {
+        ObjectType::Commit => 1,
+        ObjectType::Tree => 2,
+        ObjectType::Tag => 4,
+        _ => 3,
+    }
+}
+
+/// The type-and-size header of a pack entry: 3 type bits and the size, 4
+/// bits then 7 per byte, low first, the top bit saying more follow.
+fn push_object_header(out: &mut Vec<u8>, code: u8, size: u64) {
+    let mut byte = (code << 4) | (size & 0x0f) as u8;
+    let mut rest = size >> 4;
+    while rest != 0 {
+        out.push(byte | 0x80);
+        byte = (rest & 0x7f) as u8;
+        rest >>= 7;
+    }
+    out.push(byte);
+}
+
+/// The version-2 index of `sorted` (id, offset, CRC-32), sorted by id.
+fn index_bytes(sorted: &[(Oid, u64, u32)], checksum: &[u8; 20]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1032 + sorted.len() * 28 + 40);
+    out.extend_from_slice(&[0xff, b't', b'O', b'c']);
+    out.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, _, _) in sorted {
+        fanout[usize::from(id.as_bytes()[0])] += 1;
+    }
+    let mut total = 0u32;
+    for n in fanout {
+        total += n;
+        out.extend_from_slice(&total.to_be_bytes());
+    }
+    for (id, _, _) in sorted {
+        out.extend_from_slice(id.as_bytes());
+    }
+    for (_, _, crc) in sorted {
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for (_, offset, _) in sorted {
+        match u32::try_from(*offset) {
+            Ok(small) if small < 0x8000_0000 => out.extend_from_slice(&small.to_be_bytes()),
+            _ => {
+                let at = u32::try_from(large.len()).unwrap_or(u32::MAX) | 0x8000_0000;
+                out.extend_from_slice(&at.to_be_bytes());
+                large.push(*offset);
+            }
+        }
+    }
+    for offset in large {
+        out.extend_from_slice(&offset.to_be_bytes());
+    }
+    out.extend_from_slice(checksum);
+    let own: [u8; 20] = Sha1::digest(&out).into();
+    out.extend_from_slice(&own);
+    out
+}
+
+/// zlib's Adler-32.
+struct Adler32 {
+    a: u32,
+    b: u32,
+}
+
+impl Default for Adler32 {
+    fn default() -> Self {
+        Self { a: 1, b: 0 }
+    }
+}
+
+impl Adler32 {
+    const MOD: u32 = 65_521;
+    /// The most bytes summed before `b` could overflow.
+    const RUN: usize = 5_552;
+
+    fn update(&mut self, bytes: &[u8]) {
+        for run in bytes.chunks(Self::RUN) {
+            for &byte in run {
+                self.a += u32::from(byte);
+                self.b += self.a;
+            }
+            self.a %= Self::MOD;
+            self.b %= Self::MOD;
+        }
+    }
+
+    fn finish(&self) -> u32 {
+        (self.b << 16) | self.a
+    }
+}
+
+/// CRC-32 (IEEE), eight bytes at a time.
+#[derive(Default)]
+struct Crc32(u32);
+
+const CRC_TABLES: [[u32; 256]; 8] = crc_tables();
+
+const fn crc_tables() -> [[u32; 256]; 8] {
+    let mut tables = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                0xedb8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        tables[0][i] = c;
+        i += 1;
+    }
+    let mut t = 1;
+    while t < 8 {
+        let mut i = 0;
+        while i < 256 {
+            let prev = tables[t - 1][i];
+            tables[t][i] = (prev >> 8) ^ tables[0][(prev & 0xff) as usize];
+            i += 1;
+        }
+        t += 1;
+    }
+    tables
+}
+
+impl Crc32 {
+    fn update(&mut self, bytes: &[u8]) {
+        let mut c = !self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let lo = u32::from_le_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]) ^ c;
+            let hi = u32::from_le_bytes([chunk[4], chunk[5], chunk[6], chunk[7]]);
+            let t = &CRC_TABLES;
+            c = t[7][(lo & 0xff) as usize]
+                ^ t[6][((lo >> 8) & 0xff) as usize]
+                ^ t[5][((lo >> 16) & 0xff) as usize]
+                ^ t[4][(lo >> 24) as usize]
+                ^ t[3][(hi & 0xff) as usize]
+                ^ t[2][((hi >> 8) & 0xff) as usize]
+                ^ t[1][((hi >> 16) & 0xff) as usize]
+                ^ t[0][(hi >> 24) as usize];
+        }
+        for &byte in chunks.remainder() {
+            c = CRC_TABLES[0][((c ^ u32::from(byte)) & 0xff) as usize] ^ (c >> 8);
+        }
+        self.0 = !c;
+    }
+
+    fn finish(&self) -> u32 {
+        self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checksums_match_their_definitions() {
+        let mut crc = Crc32::default();
+        crc.update(b"123456789");
+        assert_eq!(crc.finish(), 0xcbf4_3926);
+        let mut split = Crc32::default();
+        split.update(b"1234");
+        split.update(b"56789");
+        assert_eq!(split.finish(), 0xcbf4_3926);
+        let mut adler = Adler32::default();
+        adler.update(b"Wikipedia");
+        assert_eq!(adler.finish(), 0x11e6_0398);
+    }
+
+    #[test]
+    fn git_and_libgit2_read_every_object_of_the_pack() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = git2::Repository::init_bare(dir.path().join("a.git")).expect("init");
+        let mut writer = PackWriter::new(&repo.path().join("objects")).expect("writer");
+        let big: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let contents: [&[u8]; 4] = [b"", b"hello\n", &big, b"hello\n"];
+        let mut ids = Vec::new();
+        for c in contents {
+            let mut r = c;
+            ids.push(writer.add_blob(&mut r, c.len() as u64).expect("add"));
+        }
+        // Ends early: refused.
+        let mut short: &[u8] = b"abc";
+        assert!(writer.add_blob(&mut short, 10).is_err());
+        assert_eq!(writer.len(), 3, "the duplicate is stored once");
+        let pack = writer.finish().expect("finish");
+        let odb = repo.odb().expect("odb");
+        for (c, id) in contents.iter().zip(&ids) {
+            assert_eq!(*id, Oid::hash_object(ObjectType::Blob, c).expect("hash"));
+            let obj = odb.read(*id).expect("read");
+            assert_eq!(obj.data(), *c);
+        }
+        // Git's own check of the pack and its index.
+        let verified = std::process::Command::new("git")
+            .args(["verify-pack", "-v"])
+            .arg(&pack.index)
+            .output()
+            .expect("git verify-pack");
+        assert!(
+            verified.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
+        // A copy into another database reads the same.
+        let other = git2::Repository::init_bare(dir.path().join("b.git")).expect("init");
+        pack.copy_into(&other.path().join("objects")).expect("copy");
+        let odb = other.odb().expect("odb");
+        assert_eq!(odb.read(ids[2]).expect("read").data(), big.as_slice());
+    }
+}
