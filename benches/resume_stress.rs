@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use support::mock_openai::{MockOpenAi, MockResponse};
 
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 
 fn plan(statuses: [&str; 2]) -> Value {
     json!({"items": [
@@ -90,22 +90,6 @@ fn command(state: &Path, mock: &MockOpenAi, args: &[&str]) -> Command {
     cmd
 }
 
-async fn containers_of(docker: &bollard::Docker, run_id: &str) -> usize {
-    let filters = std::collections::HashMap::from([(
-        "label".to_string(),
-        vec![format!("{}={run_id}", minicoder::sandbox::labels::RUN)],
-    )]);
-    docker
-        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .expect("list containers")
-        .len()
-}
-
 #[tokio::main]
 async fn main() {
     let runs: usize = std::env::var("RESUME_STRESS_RUNS")
@@ -165,7 +149,7 @@ async fn main() {
                 .or_default() += 1;
             continue;
         }
-        late_after_gc += containers_of(&docker, &run.id).await;
+        late_after_gc += support::containers_of_run(&docker, &run.id).await.len();
         leaked_workspaces += usize::from(store.workspace_dir(&run.id).exists());
         let mock = MockOpenAi::start().await;
         mock.push_all(fix_and_complete());
@@ -193,7 +177,7 @@ async fn main() {
             }
         };
         *outcomes.entry(key).or_default() += 1;
-        leaked_containers += containers_of(&docker, &run.id).await;
+        leaked_containers += support::containers_of_run(&docker, &run.id).await.len();
         leaked_workspaces += usize::from(store.workspace_dir(&run.id).exists());
         eprintln!("{:>2}/{runs}: killed after {delay} ms", i + 1);
     }

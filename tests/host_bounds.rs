@@ -23,7 +23,7 @@ const RSS_BUDGET_KB: u64 = 400 * 1024;
 /// The default free-space floor.
 const FLOOR: u64 = 1 << 30;
 
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 
 struct Measured {
     result: Value,

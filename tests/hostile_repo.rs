@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use support::mock_openai::MockResponse;
 use support::run_harness::{RunHarness, contains, git_apply, git_apply_check_on_fixture};
 
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 
 fn plan(statuses: [&str; 2]) -> Value {
     json!({"items": [

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use support::mock_openai::MockResponse;
 use support::run_harness::API_KEY;
 
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 
 fn plan(statuses: [&str; 2]) -> Value {
     json!({"items": [
@@ -150,25 +150,13 @@ fn events(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
-fn count(events: &[Value], kind: &str) -> usize {
-    events.iter().filter(|e| e["type"] == kind).count()
-}
-
 async fn containers_of(run_id: &str) -> usize {
     let docker = support::docker_or_skip().await.expect("docker");
-    let filters = std::collections::HashMap::from([(
-        "label".to_string(),
-        vec![format!("{}={run_id}", minicoder::sandbox::labels::RUN)],
-    )]);
-    docker
-        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
-        .await
-        .expect("list containers")
-        .len()
+    support::containers_of_run(&docker, run_id).await.len()
+}
+
+fn count(events: &[Value], kind: &str) -> usize {
+    events.iter().filter(|e| e["type"] == kind).count()
 }
 
 /// `show --verify` accepts the run: chain, receipt, patch hash, digest.

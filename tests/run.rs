@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use support::mock_openai::{MockOpenAi, MockResponse};
 
 const API_KEY: &str = "sk-test-9f8e7d6c5b4a39281706f5e4d3c2b1a0";
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 
 struct Harness {
     mock: MockOpenAi,

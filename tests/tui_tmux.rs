@@ -15,7 +15,7 @@ use support::mock_openai::{MockOpenAi, MockResponse};
 use support::tmux::{Tmux, quote, tmux_available};
 
 const API_KEY: &str = "sk-test-tmux-5a4b3c2d1e0f9a8b7c6d";
-const FIX: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+const FIX: &str = support::FIX_PAGINATION;
 const UNWANTED: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -1,3 +1,3 @@\n-\"\"\"Pagination helpers for a list view.\"\"\"\n+\"\"\"Pagination helpers (rewritten).\"\"\"\n \n \n";
 const README_NOTE: &str = "--- a/README.md\n+++ b/README.md\n@@ -2,3 +2,5 @@\n \n The fixture `minicoder demo` fixes: `page_count` rounds down, so a partial last\n page is lost (`page_count(21, 10)` is 2, not 3).\n+\n+Fixed: `page_count` now rounds up.\n";
 const REASON: &str = "leave the module docstring alone";

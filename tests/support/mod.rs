@@ -95,6 +95,9 @@ pub fn git_commit_all(dir: &Path) {
         .expect("commit");
 }
 
+/// The bundled fixture's fix: `page_count` rounds up.
+pub const FIX_PAGINATION: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
+
 /// Names of the containers (running or not) labelled with this run.
 pub async fn containers_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
     let filters = std::collections::HashMap::from([(
