@@ -293,25 +293,6 @@ pub fn main() -> ExitCode {
         err!("minicoder: {e}");
         return ExitCode::from(EXIT_FAILURE);
     }
-    let name = match &cli.command {
-        Some(
-            Command::Runs { .. }
-            | Command::Show { .. }
-            | Command::Sandbox { .. }
-            | Command::Apply { .. }
-            | Command::Undo { .. }
-            | Command::Doctor
-            | Command::Gc { .. }
-            | Command::Run(_)
-            | Command::Resume(_)
-            | Command::Demo,
-        )
-        | None => "",
-    };
-    if !name.is_empty() {
-        err!("minicoder: {name} is not implemented yet");
-        return ExitCode::from(EXIT_USAGE);
-    }
     match &cli.command {
         Some(Command::Apply {
             run,
