@@ -394,3 +394,21 @@ fn a_model_misconfiguration_stops_the_run_before_any_workspace_or_docker() {
         );
     }
 }
+
+#[test]
+fn git_config_isolation_reuses_one_private_empty_directory() {
+    use std::os::unix::fs::PermissionsExt;
+    let state = tempfile::tempdir().expect("tempdir");
+    for _ in 0..2 {
+        let out = minicoder(
+            &["runs", "--json"],
+            &[("MINICODER_STATE_DIR", state.path().to_str().expect("utf-8"))],
+        );
+        assert!(out.status.success(), "{:?}", text(&out));
+    }
+    let dir = state.path().join("git-config-empty");
+    let meta = std::fs::symlink_metadata(&dir).expect("the directory");
+    assert!(meta.is_dir());
+    assert_eq!(meta.permissions().mode() & 0o077, 0, "private");
+    assert_eq!(std::fs::read_dir(&dir).expect("list").count(), 0, "empty");
+}

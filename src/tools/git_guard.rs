@@ -136,6 +136,28 @@ fn find_symlink(root: &WorkspaceRoot, dir: &Path) -> Result<Option<PathBuf>, Too
     Ok(None)
 }
 
+/// `<state>/git-config-empty`: a directory of this user's only (0700, not
+/// a link), empty, shared by every process instead of one temporary
+/// directory each. `None` when it cannot be had so.
+fn empty_state_dir() -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let root = crate::state::StateDir::from_env()
+        .ok()?
+        .root()
+        .to_path_buf();
+    let dir = root.join("git-config-empty");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .ok()?;
+    let meta = std::fs::symlink_metadata(&dir).ok()?;
+    let ours = meta.uid() == rustix::process::geteuid().as_raw();
+    let private = meta.permissions().mode() & 0o077 == 0;
+    let empty = std::fs::read_dir(&dir).ok()?.next().is_none();
+    (meta.is_dir() && ours && private && empty).then_some(dir)
+}
+
 /// Points libgit2's system, global, XDG and program-data config search at
 /// an empty private directory, once per process, and turns off its
 /// ownership check (the workspace belongs to the sandbox user, not to us;
@@ -146,11 +168,16 @@ pub fn isolate_libgit2() -> Result<(), String> {
     static ISOLATED: OnceLock<Result<(), String>> = OnceLock::new();
     ISOLATED
         .get_or_init(|| {
-            let empty = tempfile::Builder::new()
-                .prefix("minicoder-no-git-config-")
-                .tempdir()
-                .map_err(|e| format!("cannot create an empty config directory: {e}"))?
-                .keep();
+            let empty = match empty_state_dir() {
+                Some(dir) => dir,
+                // No state directory to hold it: a private temporary one,
+                // kept for the life of the process.
+                None => tempfile::Builder::new()
+                    .prefix("minicoder-no-git-config-")
+                    .tempdir()
+                    .map_err(|e| format!("cannot create an empty config directory: {e}"))?
+                    .keep(),
+            };
             for level in [
                 ConfigLevel::System,
                 ConfigLevel::Global,
