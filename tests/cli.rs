@@ -383,13 +383,15 @@ fn a_model_misconfiguration_stops_the_run_before_any_workspace_or_docker() {
         assert_eq!(result["outcome"], "failure");
         let reason = result["reason"].as_str().unwrap_or_default();
         assert!(reason.contains(says), "{reason}");
-        // Only the log directory: no workspace, checkpoint store or run.
-        let made: Vec<_> = std::fs::read_dir(state.path())
+        // Only the log directory and the empty one libgit2's config search
+        // points at: no workspace, checkpoint store or run.
+        let mut made: Vec<_> = std::fs::read_dir(state.path())
             .map(|d| d.flatten().map(|e| e.file_name()).collect())
             .unwrap_or_default();
+        made.sort();
         assert_eq!(
             made,
-            ["logs"],
+            ["git-config-empty", "logs"],
             "nothing is created before the model is checked"
         );
     }
