@@ -162,13 +162,15 @@ impl CheckpointStore {
         label: &str,
     ) -> Result<(Checkpoint, Pruned, bool), WorkspaceError> {
         let tip = self.tip()?.map(|c| (c.id(), c.tree_id()));
-        if let Some((tip_id, tip_tree)) = tip {
-            let (_, tree) = self.snapshot_tree()?;
-            if tree == tip_tree && !self.is_pruned(tip_id) {
-                return Ok((self.get(tip_id)?, Pruned::default(), false));
-            }
+        // One scan serves both the comparison and the new checkpoint.
+        let (snapshot, tree) = self.snapshot_tree()?;
+        if let Some((tip_id, tip_tree)) = tip
+            && tree == tip_tree
+            && !self.is_pruned(tip_id)
+        {
+            return Ok((self.get(tip_id)?, Pruned::default(), false));
         }
-        let (checkpoint, pruned) = self.create_within_budget(label)?;
+        let (checkpoint, pruned) = self.commit_snapshot(label, &snapshot, tree)?;
         Ok((checkpoint, pruned, true))
     }
 
@@ -179,6 +181,17 @@ impl CheckpointStore {
         label: &str,
     ) -> Result<(Checkpoint, Pruned), WorkspaceError> {
         let (snapshot, tree_id) = self.snapshot_tree()?;
+        self.commit_snapshot(label, &snapshot, tree_id)
+    }
+
+    /// Commits `snapshot` (whose tree is `tree_id`) after the latest
+    /// checkpoint, then prunes if the store is over its budget.
+    fn commit_snapshot(
+        &mut self,
+        label: &str,
+        snapshot: &Snapshot,
+        tree_id: Oid,
+    ) -> Result<(Checkpoint, Pruned), WorkspaceError> {
         let label = label.replace(['\n', '\r'], " ");
         if !budget::is_baseline(&label) {
             let old = self.tip()?.map(|c| c.tree_id());
