@@ -52,6 +52,12 @@ impl StateDir {
         self.workspaces_dir().join(run_id)
     }
 
+    /// `<root>/prepared`: copies of repositories made ahead of their next
+    /// run, never attached to a container before a run takes one.
+    pub(crate) fn prepared_dir(&self) -> PathBuf {
+        self.root.join("prepared")
+    }
+
     /// `<root>/checkpoints`: one private Git object store per run, never
     /// attached to a container.
     pub(crate) fn checkpoints_dir(&self) -> PathBuf {

@@ -38,6 +38,10 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
             }
         }
     }
+    // Copies prepared for a next run: those of sources that are gone, and
+    // with --older-than those made before the cutoff.
+    let cutoff = older_than.map(|age| std::time::SystemTime::now() - age);
+    let prepared = crate::workspace::prepared::prune(&state.prepared_dir(), cutoff);
     // Workspaces and stores can be collected without Docker; containers cannot.
     sandbox::gc::collect_workspaces(&state, &mut report);
     let stores = crate::runs::collect_stores(&state);
@@ -65,7 +69,13 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
     for s in &stores {
         out!("removed {}", s.display());
     }
-    if report.is_empty() && stores.is_empty() && removed_runs.is_empty() {
+    if prepared > 0 {
+        out!(
+            "removed {prepared} prepared cop{}",
+            if prepared == 1 { "y" } else { "ies" }
+        );
+    }
+    if report.is_empty() && stores.is_empty() && removed_runs.is_empty() && prepared == 0 {
         out!("nothing to remove");
     }
     match docker {

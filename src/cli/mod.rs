@@ -174,6 +174,9 @@ pub enum Command {
     },
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
     Doctor,
+    /// Prepare the copy of REPO that its next run takes (started by runs, in the background)
+    #[command(hide = true)]
+    PrepareCopy { repo: PathBuf },
     /// Remove containers, volumes and workspaces left by runs whose process is gone
     Gc {
         /// Also drop every project's dependency cache (the next run of each
@@ -294,6 +297,15 @@ pub fn main() -> ExitCode {
         return ExitCode::from(EXIT_FAILURE);
     }
     match &cli.command {
+        Some(Command::PrepareCopy { repo }) => {
+            return match crate::runtime::prepare_next::prepare_copy(repo) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::warn!("preparing a copy of {}: {e}", repo.display());
+                    ExitCode::from(EXIT_FAILURE)
+                }
+            };
+        }
         Some(Command::Apply {
             run,
             dry_run,

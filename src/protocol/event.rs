@@ -282,6 +282,7 @@ pub fn preparing_text(phase: &str, done: u64, total: u64, bytes: u64) -> String 
             )
         }
         "checkpoint" => "checkpoint".to_string(),
+        "refresh" => "refreshing the copy prepared after the last run".to_string(),
         "sandbox" => "starting sandbox".to_string(),
         "preflight" => "checking the image has what the checks need".to_string(),
         other => other.to_string(),

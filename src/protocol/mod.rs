@@ -17,6 +17,6 @@ pub use event::{
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
-    PhaseDurations, PreparePhases, RecoverySummary, RunReport, SourceState, TokenTotals,
-    VerificationSummary, exit_code_for,
+    PhaseDurations, PreparePhases, PreparedCopy, RecoverySummary, RunReport, SourceState,
+    TokenTotals, VerificationSummary, exit_code_for,
 };

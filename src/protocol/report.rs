@@ -145,6 +145,19 @@ pub struct PreparePhases {
     pub sandbox_ms: u64,
     /// Checking that the image has every program the checks need.
     pub preflight_ms: u64,
+    /// Set when the workspace came from a copy prepared after an earlier
+    /// run (`copy_ms` is then the time refreshing it took).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepared_copy: Option<PreparedCopy>,
+}
+
+/// What refreshing a prepared copy found changed in the source.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedCopy {
+    /// Source paths copied again (changed or new since it was made).
+    pub copied: u64,
+    /// Paths it held that the source no longer gives.
+    pub removed: u64,
 }
 
 /// The process exit code of an outcome: 0 success, 1 failure, 130 cancelled.

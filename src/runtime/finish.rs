@@ -244,6 +244,12 @@ pub(crate) async fn finish(
     // The workspace goes once the run has reported, and without holding
     // up the process's exit.
     crate::sandbox::gc::remove_detached(&[ws.workspace.path()]);
+    // The next run on this repository takes a copy made now, in the
+    // background, instead of copying while its user waits.
+    let (files, bytes) = (ws.workspace.copied_files(), ws.workspace.allocated_bytes());
+    if files > 0 && super::prepare_next::worth_it(files, bytes) {
+        super::prepare_next::spawn(&id.state, &id.repo, bytes);
+    }
     let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
         &id.state, &id.run_id,
     ));

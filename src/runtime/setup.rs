@@ -14,7 +14,7 @@ use crate::agent::effects::AgentConfig;
 use crate::agent::reducer::Agent;
 use crate::model::ActionSource;
 use crate::owner::{ProcessIdentity, write_owner_file};
-use crate::protocol::{PhaseDurations, PreparePhases, RunEvent};
+use crate::protocol::{PhaseDurations, PreparePhases, PreparedCopy, RunEvent};
 use crate::sandbox::spec::{ContainerSpec, Role};
 use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
@@ -122,9 +122,13 @@ pub(crate) async fn prepare_with(
         None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
     };
     let ws = match made {
-        Ok((ws, copy_ms, checkpoint_ms)) => {
-            (phases.copy_ms, phases.checkpoint_ms) = (copy_ms, checkpoint_ms);
-            ws
+        Ok(made) => {
+            (phases.copy_ms, phases.checkpoint_ms) = (made.copy_ms, made.checkpoint_ms);
+            phases.prepared_copy = made.refreshed.map(|r| PreparedCopy {
+                copied: r.copied,
+                removed: r.removed,
+            });
+            made.ws
         }
         Err(e) => {
             abandon(starting).await;
@@ -335,14 +339,16 @@ async fn start_verifier(
 }
 
 /// Copies the source into the workspace (credential files left out) and
-/// takes the baseline checkpoint; with the milliseconds each took.
+/// takes the baseline checkpoint; with the milliseconds each took. A copy
+/// prepared after an earlier run on the repository is taken instead of
+/// copying when there is one (refreshed against the source first).
 async fn copy_workspace(
     inputs: &Inputs,
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
     progress: &Progress,
-) -> Result<(RunWorkspace, u64, u64), RunError> {
+) -> Result<Made, RunError> {
     let progress = progress.clone();
     let (repo, ws_dir, store, secrets, overrides) = (
         inputs.repo.clone(),
@@ -351,26 +357,42 @@ async fn copy_workspace(
         inputs.secrets.clone(),
         inputs.limits,
     );
-    tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
+    let prepared_root = state.prepared_dir();
+    tokio::task::spawn_blocking(move || -> Result<Made, RunError> {
         let source = crate::workspace::source_state(&repo);
         let t = Instant::now();
-        let mut shown = 0;
-        let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-        let workspace = PrivateWorkspace::create_limited(
+        let taken = take_prepared(
+            &prepared_root,
             &repo,
-            &ws_dir,
-            workspace_owner(),
             &secrets,
-            max_file_bytes,
-            &mut |done| {
-                // Every tenth of the way (the counts are in each event).
-                let tenth = (done.files * 10).checked_div(done.total).unwrap_or(10);
-                if tenth > shown || done.files == 1 {
-                    shown = tenth;
-                    progress.copy(done);
-                }
-            },
-        )?;
+            &overrides,
+            &ws_dir,
+            &store,
+            &progress,
+        );
+        let (workspace, refreshed) = match taken {
+            Some(taken) => (taken.workspace, Some(taken.refreshed)),
+            None => {
+                let mut shown = 0;
+                let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
+                let workspace = PrivateWorkspace::create_limited(
+                    &repo,
+                    &ws_dir,
+                    workspace_owner(),
+                    &secrets,
+                    max_file_bytes,
+                    &mut |done| {
+                        // Every tenth of the way (the counts are in each event).
+                        let tenth = (done.files * 10).checked_div(done.total).unwrap_or(10);
+                        if tenth > shown || done.files == 1 {
+                            shown = tenth;
+                            progress.copy(done);
+                        }
+                    },
+                )?;
+                (workspace, None)
+            }
+        };
         let copy_ms = elapsed_ms(t);
         // The copy's size stands for the source's (the default size limit
         // is 4 times it).
@@ -383,9 +405,12 @@ async fn copy_workspace(
                 .with_secret_paths(secrets)
                 .with_max_file_bytes(limits.max_file_bytes)
                 .with_checkpoint_budget(limits.max_checkpoint_bytes);
-        // The baseline's blobs, packed once by the copy (before anything
-        // ran in the workspace): the checkpoint only hashes those files.
-        checkpoints.adopt_pack(workspace.baseline_pack())?;
+        if refreshed.is_none() {
+            // The baseline's blobs, packed once by the copy (before anything
+            // ran in the workspace): the checkpoint only hashes those files.
+            // (A prepared copy's store holds them already, with a stat cache.)
+            checkpoints.adopt_pack(workspace.baseline_pack())?;
+        }
         let baseline = checkpoints.create("baseline")?;
         let baseline_raw =
             crate::workspace::baseline_commit_raw(workspace.path(), workspace.baseline())?;
@@ -399,10 +424,58 @@ async fn copy_workspace(
             limits,
             baseline_raw,
         };
-        Ok((ws, copy_ms, elapsed_ms(t)))
+        Ok(Made {
+            ws,
+            copy_ms,
+            checkpoint_ms: elapsed_ms(t),
+            refreshed,
+        })
     })
     .await
     .map_err(|e| RunError::Invalid(format!("copying the workspace failed: {e}")))?
+}
+
+/// A workspace made for a run, and what making it took.
+struct Made {
+    ws: RunWorkspace,
+    copy_ms: u64,
+    checkpoint_ms: u64,
+    /// What refreshing a prepared copy did, when one was taken.
+    refreshed: Option<crate::workspace::prepared::Refreshed>,
+}
+
+/// The copy prepared for this repository's next run, refreshed and moved
+/// into the run's workspace and store directories; `None` to copy afresh.
+fn take_prepared(
+    root: &Path,
+    repo: &Path,
+    secrets: &crate::workspace::SecretPaths,
+    overrides: &LimitOverrides,
+    ws_dir: &Path,
+    store: &Path,
+    progress: &Progress,
+) -> Option<crate::workspace::prepared::Taken> {
+    use crate::workspace::prepared::{self, NotTaken};
+    if !super::prepare_next::enabled() {
+        return None;
+    }
+    let dir = prepared::prepared_dir(root, repo);
+    if !dir.is_dir() {
+        return None;
+    }
+    progress.phase("refresh");
+    let settings = super::prepare_next::settings(secrets, overrides, workspace_owner());
+    // A copy still being made is worth waiting for: it is further along
+    // than a copy started now would be.
+    let patience = std::time::Duration::from_secs(120);
+    match prepared::take(repo, &dir, &settings, ws_dir, store, patience) {
+        Ok(taken) => Some(taken),
+        Err(NotTaken::Missing) => None,
+        Err(why) => {
+            tracing::info!("the prepared copy was not used: {why:?}");
+            None
+        }
+    }
 }
 
 /// Rebuilds the workspace of a resumed run from its saved checkpoint, with
@@ -413,7 +486,7 @@ async fn rebuild_workspace(
     state: &StateDir,
     run_id: &str,
     point: &super::resume::ResumePoint,
-) -> Result<(RunWorkspace, u64, u64), RunError> {
+) -> Result<Made, RunError> {
     let (ws_dir, store, secrets, overrides, point) = (
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
@@ -421,7 +494,7 @@ async fn rebuild_workspace(
         inputs.limits,
         point.clone(),
     );
-    tokio::task::spawn_blocking(move || -> Result<(RunWorkspace, u64, u64), RunError> {
+    tokio::task::spawn_blocking(move || -> Result<Made, RunError> {
         let t = Instant::now();
         let oid = |hex: &str, what: &str| {
             git2::Oid::from_str(hex)
@@ -464,7 +537,12 @@ async fn rebuild_workspace(
             limits,
             baseline_raw: raw,
         };
-        Ok((ws, copy_ms, 0))
+        Ok(Made {
+            ws,
+            copy_ms,
+            checkpoint_ms: 0,
+            refreshed: None,
+        })
     })
     .await
     .map_err(|e| RunError::Invalid(format!("rebuilding the workspace failed: {e}")))?

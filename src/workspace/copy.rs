@@ -51,6 +51,8 @@ pub struct PrivateWorkspace {
     left_out: Vec<LeftOut>,
     /// Disk space the copied files take (`st_blocks` × 512), `.git` aside.
     allocated: u64,
+    /// Files and symlinks copied.
+    files: u64,
     pack: Pack,
 }
 
@@ -96,21 +98,8 @@ impl PrivateWorkspace {
         max_file_bytes: u64,
         progress: &mut dyn FnMut(CopyProgress),
     ) -> Result<Self, WorkspaceError> {
-        let source = Repository::open_ext(
-            source_repo,
-            RepositoryOpenFlags::NO_SEARCH,
-            &[] as &[&OsStr],
-        )
-        .map_err(WorkspaceError::git(format!(
-            "opening the source repository {}",
-            source_repo.display()
-        )))?;
-        let workdir = source
-            .workdir()
-            .ok_or_else(|| {
-                WorkspaceError::io(source_repo, std::io::Error::other("is a bare repository"))
-            })?
-            .to_path_buf();
+        let source = open_source(source_repo)?;
+        let workdir = workdir_of(&source, source_repo)?;
         let paths = source_paths(&source, secrets)?;
         drop(source);
 
@@ -150,6 +139,7 @@ impl PrivateWorkspace {
             owner,
             left_out,
             allocated,
+            files: copied.len() as u64,
             pack,
         })
     }
@@ -168,11 +158,35 @@ impl PrivateWorkspace {
             owner,
             left_out,
             allocated: 0,
+            files: 0,
             pack: Pack {
                 pack: PathBuf::new(),
                 index: PathBuf::new(),
             },
         }
+    }
+
+    /// A workspace taken from a copy prepared ahead (see the prepared
+    /// module): its checkpoint store was seeded with the baseline's objects
+    /// when the copy was made, so there is no pack to hand on.
+    pub(super) fn from_prepared(
+        path: PathBuf,
+        baseline: Oid,
+        owner: Option<(u32, u32)>,
+        left_out: Vec<LeftOut>,
+        allocated: u64,
+        files: u64,
+    ) -> Self {
+        Self {
+            allocated,
+            files,
+            ..Self::from_parts(path, baseline, owner, left_out)
+        }
+    }
+
+    /// How many files and symlinks were copied (0 when rebuilt).
+    pub(crate) fn copied_files(&self) -> u64 {
+        self.files
     }
 
     /// The pack holding the baseline's files and trees in the workspace's
@@ -217,17 +231,44 @@ pub struct CopyProgress {
 
 /// A file copied into the workspace: path, git mode and size (a symlink's
 /// target is its content).
-struct CopiedFile {
-    path: Vec<u8>,
-    mode: u32,
-    size: u64,
+#[derive(Debug, Clone)]
+pub(super) struct CopiedFile {
+    pub(super) path: Vec<u8>,
+    pub(super) mode: u32,
+    pub(super) size: u64,
     /// Disk space of the copy (`st_blocks` × 512).
-    allocated: u64,
-    target: Option<Vec<u8>>,
+    pub(super) allocated: u64,
+    pub(super) target: Option<Vec<u8>>,
+}
+
+/// The source repository, opened without searching upwards.
+pub(super) fn open_source(source_repo: &Path) -> Result<Repository, WorkspaceError> {
+    Repository::open_ext(
+        source_repo,
+        RepositoryOpenFlags::NO_SEARCH,
+        &[] as &[&OsStr],
+    )
+    .map_err(WorkspaceError::git(format!(
+        "opening the source repository {}",
+        source_repo.display()
+    )))
+}
+
+/// The working tree of `source` (a bare repository has none).
+pub(super) fn workdir_of(
+    source: &Repository,
+    source_repo: &Path,
+) -> Result<PathBuf, WorkspaceError> {
+    Ok(source
+        .workdir()
+        .ok_or_else(|| {
+            WorkspaceError::io(source_repo, std::io::Error::other("is a bare repository"))
+        })?
+        .to_path_buf())
 }
 
 /// Why the source path `rel` is not copied, if it is not.
-fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'static str> {
+pub(super) fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'static str> {
     if secrets.matches(rel, false) {
         Some(REASON_CREDENTIAL)
     } else if !verify_path(rel, false) {
@@ -238,7 +279,7 @@ fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'static str> {
 }
 
 /// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored ones.
-fn source_paths(
+pub(super) fn source_paths(
     repo: &Repository,
     secrets: &SecretPaths,
 ) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
@@ -349,14 +390,14 @@ pub(super) fn prepare_dest(dest: &Path) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
-struct Copier<'a> {
+pub(super) struct Copier<'a> {
     workdir: &'a Path,
     dir_fd: OwnedFd,
     checked_dirs: std::cell::RefCell<HashSet<PathBuf>>,
 }
 
 impl<'a> Copier<'a> {
-    fn new(workdir: &'a Path) -> Result<Self, WorkspaceError> {
+    pub(super) fn new(workdir: &'a Path) -> Result<Self, WorkspaceError> {
         let dir_fd = rustix::fs::open(
             workdir,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -371,7 +412,11 @@ impl<'a> Copier<'a> {
     }
 
     /// Copies one working-tree path; `None` when it is gone or a directory.
-    fn copy(&self, rel: &Path, dest: &Path) -> Result<Option<CopiedFile>, WorkspaceError> {
+    pub(super) fn copy(
+        &self,
+        rel: &Path,
+        dest: &Path,
+    ) -> Result<Option<CopiedFile>, WorkspaceError> {
         let src = self.workdir.join(rel);
         if !self.parents_are_dirs(rel)? {
             return Ok(None);
@@ -456,7 +501,7 @@ impl<'a> Copier<'a> {
 
     /// Refuses a link whose target leaves the repository, judged both on the
     /// text of the target and by the kernel resolving it beneath the root.
-    fn check_link(&self, rel: &Path, target: &Path) -> Result<(), WorkspaceError> {
+    pub(super) fn check_link(&self, rel: &Path, target: &Path) -> Result<(), WorkspaceError> {
         let outside = || WorkspaceError::OutsideSymlink {
             path: rel.to_path_buf(),
             target: target.to_path_buf(),
@@ -619,7 +664,7 @@ fn exact_pattern(rel: &[u8]) -> Option<Vec<u8>> {
 /// A fresh repository in `dest` whose index and one commit hold exactly the
 /// copied bytes (no filters run), streamed into one pack; files over
 /// `max_file_bytes` are left out and listed in `.git/info/exclude`.
-fn commit_baseline(
+pub(super) fn commit_baseline(
     dest: &Path,
     files: &[CopiedFile],
     max_file_bytes: u64,

@@ -9,6 +9,7 @@ mod fingerprint;
 mod git_path;
 pub mod limits;
 mod pack;
+pub(crate) mod prepared;
 mod rebuild;
 mod secrets;
 mod source_state;

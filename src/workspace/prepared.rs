@@ -1,0 +1,705 @@
+//! A copy of a repository prepared ahead of its next run.
+//!
+//! Copying a large repository is most of what a run costs before the model
+//! sees anything. Once a run on a repository has ended, a detached process
+//! copies the source again — exactly as a run would, with its baseline
+//! commit and a checkpoint store that already holds the baseline's objects
+//! and a stat cache of the copied files — and keeps it in the state
+//! directory. The next run on that repository *takes* it instead of copying:
+//! it compares every source path with the `lstat` facts recorded when the
+//! copy was made (Git's index rule: size, times, inode and mode, and a file
+//! changed within [`RACY_WINDOW_NS`] of the copy's start counts as changed),
+//! copies again what changed, removes what went, and moves the result into
+//! the run's workspace. The result is the workspace a fresh copy would give
+//! (same files, same baseline tree, same paths left out); when anything
+//! changed, the baseline commit and its pack are written again from the
+//! files, so no object of a version that is gone stays in the workspace's
+//! `.git`.
+//!
+//! A prepared copy is only an accelerator. It is taken whole or not at all:
+//! one whose format, source path or settings (credential paths, per-file
+//! limit, owner) differ from the run's, or where more than a quarter of the
+//! files changed, is thrown away and the run copies from scratch; so is one
+//! that fails to refresh for any reason. It is never attached to a
+//! container before it is taken, and at most one run takes it: the claim is
+//! a rename, under a lock that the preparing process holds too.
+//!
+//! Layout, in `<state>/prepared/<key of the source path>`: `lock` (flock),
+//! and `ready/` holding `ws/` (the copy, `.git` included), `store/` (the
+//! checkpoint store seed) and `meta` (what was copied, checksummed).
+
+use std::ffi::OsStr;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use git2::Oid;
+use sha2::{Digest, Sha256};
+
+use super::copy::{
+    CopiedFile, Copier, chown_tree, commit_baseline, left_out_reason, open_source, source_paths,
+    workdir_of,
+};
+use super::secrets::{LeftOut, SecretPaths};
+use super::stat_cache::{RACY_WINDOW_NS, StatKey};
+use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
+
+const MAGIC: &[u8; 8] = b"MCPREP1\n";
+const READY: &str = "ready";
+const META: &str = "meta";
+/// Prepared copies kept at once (the most recently made).
+pub(crate) const KEEP: usize = 3;
+
+/// What a copy depends on besides the source: it is only taken by a run
+/// with the same settings.
+#[derive(Debug, Clone)]
+pub(crate) struct PrepareSettings {
+    pub secrets: SecretPaths,
+    pub max_file_bytes: u64,
+    pub owner: Option<(u32, u32)>,
+}
+
+impl PrepareSettings {
+    fn key(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(MAGIC);
+        for p in self.secrets.patterns() {
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p.as_bytes());
+        }
+        h.update(self.max_file_bytes.to_le_bytes());
+        match self.owner {
+            Some((u, g)) => {
+                h.update([1]);
+                h.update(u.to_le_bytes());
+                h.update(g.to_le_bytes());
+            }
+            None => h.update([0]),
+        }
+        h.finalize().into()
+    }
+}
+
+/// The directory of the prepared copy of `repo` under `root`.
+pub(crate) fn prepared_dir(root: &Path, repo: &Path) -> PathBuf {
+    let digest = Sha256::digest(repo.as_os_str().as_bytes());
+    root.join(hex::encode(&digest[..16]))
+}
+
+/// One copied path as the copy recorded it.
+struct Recorded {
+    file: CopiedFile,
+    /// The source's facts, read before it was copied.
+    source: StatKey,
+}
+
+/// What [`take`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    /// Source paths copied again (changed or new).
+    pub copied: u64,
+    /// Paths removed (gone from the source or left out now).
+    pub removed: u64,
+    /// Whether the baseline commit was written again.
+    pub rebased: bool,
+}
+
+/// Why a prepared copy was not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotTaken {
+    /// There is none (or another run took it).
+    Missing,
+    /// It was made for other settings or another format.
+    Stale,
+    /// Too much of the source changed since.
+    TooManyChanges,
+    /// Refreshing it failed (the run copies from scratch).
+    Failed(String),
+}
+
+/// A taken copy: the workspace (moved to the run's directory) and the
+/// checkpoint store seed (moved to the run's store directory).
+pub(crate) struct Taken {
+    pub workspace: PrivateWorkspace,
+    pub refreshed: Refreshed,
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+fn key_of(meta: &std::fs::Metadata) -> StatKey {
+    StatKey {
+        size: meta.size(),
+        mtime_ns: meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
+        ctime_ns: meta.ctime().saturating_mul(1_000_000_000) + meta.ctime_nsec(),
+        ino: meta.ino(),
+        mode: meta.mode(),
+    }
+}
+
+/// The lock of a prepared copy's directory, held while it is made or taken.
+struct Lock {
+    _file: std::fs::File,
+}
+
+impl Lock {
+    fn open(dir: &Path) -> Result<std::fs::File, WorkspaceError> {
+        std::fs::create_dir_all(dir).map_err(|e| WorkspaceError::io(dir, e))?;
+        let path = dir.join("lock");
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| WorkspaceError::io(&path, e))
+    }
+
+    fn try_take(dir: &Path) -> Result<Option<Self>, WorkspaceError> {
+        let file = Self::open(dir)?;
+        match rustix::fs::flock(
+            file.as_fd(),
+            rustix::fs::FlockOperation::NonBlockingLockExclusive,
+        ) {
+            Ok(()) => Ok(Some(Self { _file: file })),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+            Err(e) => Err(WorkspaceError::io(
+                dir.join("lock"),
+                std::io::Error::from(e),
+            )),
+        }
+    }
+
+    /// Waits up to `patience` for a copy being prepared.
+    fn wait(dir: &Path, patience: Duration) -> Result<Option<Self>, WorkspaceError> {
+        let until = Instant::now() + patience;
+        loop {
+            if let Some(lock) = Self::try_take(dir)? {
+                return Ok(Some(lock));
+            }
+            if Instant::now() >= until {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+/// Whether a copy of `repo` is being prepared right now.
+pub(crate) fn is_preparing(root: &Path, repo: &Path) -> bool {
+    let dir = prepared_dir(root, repo);
+    dir.is_dir() && matches!(Lock::try_take(&dir), Ok(None))
+}
+
+/// Prepares a copy of `source_repo` in `dir` for the next run; `false`
+/// when another process holds the directory. Replaces an earlier copy.
+pub(crate) fn prepare(
+    source_repo: &Path,
+    dir: &Path,
+    settings: &PrepareSettings,
+) -> Result<bool, WorkspaceError> {
+    let Some(_lock) = Lock::try_take(dir)? else {
+        return Ok(false);
+    };
+    clear_leftovers(dir);
+    let building = dir.join(format!("building-{}", crate::ids::random_hex(4)));
+    let made = build(source_repo, &building, settings);
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&building);
+        return Err(e);
+    }
+    let ready = dir.join(READY);
+    if ready.exists() {
+        let old = dir.join(format!("old-{}", crate::ids::random_hex(4)));
+        std::fs::rename(&ready, &old).map_err(|e| WorkspaceError::io(&ready, e))?;
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    std::fs::rename(&building, &ready).map_err(|e| WorkspaceError::io(&ready, e))?;
+    Ok(true)
+}
+
+/// What a killed process left (under the lock): half-made copies, old
+/// ones, and a copy a run took and did not finish with within an hour.
+fn clear_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let stale = name.starts_with("building-")
+            || name.starts_with("old-")
+            || (name.starts_with("taking-")
+                && entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > Duration::from_secs(3600))));
+        if stale {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+fn build(
+    source_repo: &Path,
+    building: &Path,
+    settings: &PrepareSettings,
+) -> Result<(), WorkspaceError> {
+    let started_ns = now_ns();
+    let source = open_source(source_repo)?;
+    let workdir = workdir_of(&source, source_repo)?;
+    let paths = source_paths(&source, &settings.secrets)?;
+    drop(source);
+    let ws = building.join("ws");
+    std::fs::create_dir_all(&ws).map_err(|e| WorkspaceError::io(&ws, e))?;
+    let copier = Copier::new(&workdir)?;
+    let mut recorded = Vec::with_capacity(paths.len());
+    let mut allocated = 0u64;
+    for rel in &paths {
+        if left_out_reason(rel, &settings.secrets).is_some() {
+            continue;
+        }
+        let rel = Path::new(OsStr::from_bytes(rel));
+        let Ok(meta) = std::fs::symlink_metadata(workdir.join(rel)) else {
+            continue;
+        };
+        let key = key_of(&meta);
+        if let Some(file) = copier.copy(rel, &ws)? {
+            allocated = allocated.saturating_add(file.allocated);
+            recorded.push(Recorded { file, source: key });
+        }
+    }
+    let files: Vec<CopiedFile> = recorded.iter().map(|r| r.file.clone()).collect();
+    let (baseline, pack) = commit_baseline(&ws, &files, settings.max_file_bytes)?;
+    drop(files);
+    if let Some((uid, gid)) = settings.owner {
+        chown_tree(&ws, uid, gid)?;
+    }
+    let copied_ns = now_ns();
+    // The store seed: the baseline's objects, and a stat cache that a
+    // later scan trusts, so the run's baseline checkpoint reads nothing
+    // again. Entries are trusted only once the files are older than the
+    // racy window.
+    let mut store = CheckpointStore::open(&building.join("store"), &ws, ExcludeSet::default())?
+        .with_secret_paths(settings.secrets.clone())
+        .with_max_file_bytes(settings.max_file_bytes);
+    store.adopt_pack(&pack)?;
+    let wait = (copied_ns + RACY_WINDOW_NS + 50_000_000 - now_ns()).max(0);
+    std::thread::sleep(Duration::from_nanos(u64::try_from(wait).unwrap_or(0)));
+    store.scan()?;
+    drop(store);
+    write_meta(
+        &building.join(META),
+        &Meta {
+            started_ns,
+            allocated,
+            baseline,
+            settings: settings.key(),
+            repo: source_repo.as_os_str().as_bytes().to_vec(),
+            files: recorded,
+        },
+    )
+}
+
+/// Takes the prepared copy of `source_repo` in `dir`, if there is one made
+/// with `settings`: refreshes it against the source, moves its files into
+/// `dest` (an existing empty directory, possibly already mounted into a
+/// container) and its checkpoint store seed to `store_dir` (which must not
+/// exist). Waits up to `patience` for a copy still being prepared. Any
+/// failure throws the copy away and says so: the caller copies afresh.
+pub(crate) fn take(
+    source_repo: &Path,
+    dir: &Path,
+    settings: &PrepareSettings,
+    dest: &Path,
+    store_dir: &Path,
+    patience: Duration,
+) -> Result<Taken, NotTaken> {
+    if !dir.join(READY).exists() && !dir.join("lock").exists() {
+        return Err(NotTaken::Missing);
+    }
+    let lock = Lock::wait(dir, patience).map_err(|e| NotTaken::Failed(e.to_string()))?;
+    let Some(lock) = lock else {
+        return Err(NotTaken::Missing);
+    };
+    let ready = dir.join(READY);
+    let taking = dir.join(format!("taking-{}", crate::ids::random_hex(4)));
+    match std::fs::rename(&ready, &taking) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(NotTaken::Missing),
+        Err(e) => return Err(NotTaken::Failed(e.to_string())),
+    }
+    drop(lock);
+    let taken = refresh_and_move(source_repo, &taking, settings, dest, store_dir);
+    if taken.is_err() {
+        // Whatever was moved already goes back out of the run's way.
+        clear_dir(dest);
+        let _ = std::fs::remove_dir_all(store_dir);
+    }
+    crate::sandbox::gc::remove_detached(&[&taking]);
+    taken
+}
+
+/// Empties `dir`, keeping it (it may be mounted).
+fn clear_dir(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(&path);
+            } else {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+}
+
+fn refresh_and_move(
+    source_repo: &Path,
+    taking: &Path,
+    settings: &PrepareSettings,
+    dest: &Path,
+    store_dir: &Path,
+) -> Result<Taken, NotTaken> {
+    let failed = |e: WorkspaceError| NotTaken::Failed(e.to_string());
+    let meta = read_meta(&taking.join(META)).ok_or(NotTaken::Stale)?;
+    if meta.settings != settings.key() || meta.repo != source_repo.as_os_str().as_bytes() {
+        return Err(NotTaken::Stale);
+    }
+    let ws = taking.join("ws");
+    let source = open_source(source_repo).map_err(failed)?;
+    let workdir = workdir_of(&source, source_repo).map_err(failed)?;
+    let paths = source_paths(&source, &settings.secrets).map_err(failed)?;
+    drop(source);
+    let copier = Copier::new(&workdir).map_err(failed)?;
+
+    let mut known: std::collections::HashMap<&[u8], &Recorded> = meta
+        .files
+        .iter()
+        .map(|r| (r.file.path.as_slice(), r))
+        .collect();
+    let trusted_before = meta.started_ns.saturating_sub(RACY_WINDOW_NS);
+    let mut left_out = Vec::new();
+    let mut keep: Vec<CopiedFile> = Vec::with_capacity(paths.len());
+    let mut again: Vec<&[u8]> = Vec::new();
+    for rel in &paths {
+        if let Some(reason) = left_out_reason(rel, &settings.secrets) {
+            left_out.push(LeftOut::new(rel, reason));
+            continue;
+        }
+        let path = Path::new(OsStr::from_bytes(rel));
+        let current = std::fs::symlink_metadata(workdir.join(path))
+            .ok()
+            .map(|m| key_of(&m));
+        match (known.remove(rel.as_slice()), current) {
+            (Some(r), Some(now))
+                if now == r.source
+                    && now.mtime_ns < trusted_before
+                    && now.ctime_ns < trusted_before =>
+            {
+                if let Some(target) = &r.file.target {
+                    // Whether a link stays inside depends on other paths too.
+                    copier
+                        .check_link(path, Path::new(OsStr::from_bytes(target)))
+                        .map_err(failed)?;
+                }
+                keep.push(r.file.clone());
+            }
+            (old, _) => {
+                if old.is_some() {
+                    remove_path(&ws, path).map_err(failed)?;
+                }
+                again.push(rel);
+            }
+        }
+    }
+    // What the copy holds and the source no longer gives.
+    let gone: Vec<Vec<u8>> = known.keys().map(|p| p.to_vec()).collect();
+    let changes = again.len() + gone.len();
+    if changes > (meta.files.len() / 4).max(64) {
+        return Err(NotTaken::TooManyChanges);
+    }
+    for rel in &gone {
+        remove_path(&ws, Path::new(OsStr::from_bytes(rel))).map_err(failed)?;
+    }
+    let mut allocated = meta.allocated;
+    let replaced: std::collections::HashSet<&[u8]> = gone
+        .iter()
+        .map(Vec::as_slice)
+        .chain(again.iter().copied())
+        .collect();
+    for r in &meta.files {
+        if replaced.contains(r.file.path.as_slice()) {
+            allocated = allocated.saturating_sub(r.file.allocated);
+        }
+    }
+    let mut refreshed = Refreshed {
+        copied: 0,
+        removed: gone.len() as u64,
+        rebased: changes > 0,
+    };
+    for rel in &again {
+        let path = Path::new(OsStr::from_bytes(rel));
+        match copier.copy(path, &ws).map_err(failed)? {
+            Some(file) => {
+                allocated = allocated.saturating_add(file.allocated);
+                if let Some((uid, gid)) = settings.owner {
+                    chown_new(&ws, path, uid, gid).map_err(failed)?;
+                }
+                keep.push(file);
+                refreshed.copied += 1;
+            }
+            // Tracked but gone from the working tree.
+            None if replaced.contains(rel) => refreshed.removed += 1,
+            None => {}
+        }
+    }
+    let mut baseline = meta.baseline;
+    if changes > 0 {
+        // Written again from the files: nothing of a version that is gone
+        // stays reachable, or readable, in the workspace's `.git`.
+        let git = ws.join(".git");
+        std::fs::remove_dir_all(&git).map_err(|e| failed(WorkspaceError::io(&git, e)))?;
+        keep.sort_by(|a, b| a.path.cmp(&b.path));
+        baseline = commit_baseline(&ws, &keep, settings.max_file_bytes)
+            .map_err(failed)?
+            .0;
+        if let Some((uid, gid)) = settings.owner {
+            chown_tree(&git, uid, gid).map_err(failed)?;
+        }
+    }
+    // Into place: the run's directory may already be mounted, so its
+    // entries move, not the directory.
+    let entries = std::fs::read_dir(&ws).map_err(|e| failed(WorkspaceError::io(&ws, e)))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| failed(WorkspaceError::io(&ws, e)))?;
+        let to = dest.join(entry.file_name());
+        std::fs::rename(entry.path(), &to).map_err(|e| failed(WorkspaceError::io(&to, e)))?;
+    }
+    if let Some((uid, gid)) = settings.owner {
+        std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
+            .map_err(|e| failed(WorkspaceError::io(dest, e)))?;
+    }
+    let seed = taking.join("store");
+    if let Some(parent) = store_dir.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| failed(WorkspaceError::io(parent, e)))?;
+    }
+    std::fs::rename(&seed, store_dir).map_err(|e| failed(WorkspaceError::io(store_dir, e)))?;
+    let workspace = PrivateWorkspace::from_prepared(
+        dest.to_path_buf(),
+        baseline,
+        settings.owner,
+        left_out,
+        allocated,
+        keep.len() as u64,
+    );
+    Ok(Taken {
+        workspace,
+        refreshed,
+    })
+}
+
+/// Removes one copied path and the directories it leaves empty.
+fn remove_path(ws: &Path, rel: &Path) -> Result<(), WorkspaceError> {
+    let path = ws.join(rel);
+    match std::fs::remove_file(&path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(WorkspaceError::io(&path, e)),
+    }
+    for dir in rel.ancestors().skip(1) {
+        if dir.as_os_str().is_empty() || std::fs::remove_dir(ws.join(dir)).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Gives a newly copied path and the directories above it to the owner.
+fn chown_new(ws: &Path, rel: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+    for p in rel.ancestors() {
+        if p.as_os_str().is_empty() {
+            break;
+        }
+        let path = ws.join(p);
+        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+            .map_err(|e| WorkspaceError::io(&path, e))?;
+    }
+    Ok(())
+}
+
+/// Removes prepared copies beyond the [`KEEP`] most recent, and every one
+/// whose source is gone; with `older_than`, also those made before it.
+pub(crate) fn prune(root: &Path, older_than: Option<std::time::SystemTime>) -> u64 {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return 0;
+    };
+    let mut copies: Vec<(std::time::SystemTime, PathBuf)> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| {
+            let made = std::fs::metadata(e.path().join(READY))
+                .and_then(|m| m.modified())
+                .unwrap_or(std::time::UNIX_EPOCH);
+            (made, e.path())
+        })
+        .collect();
+    copies.sort_by_key(|c| std::cmp::Reverse(c.0));
+    let mut removed = 0;
+    for (i, (made, dir)) in copies.iter().enumerate() {
+        let source_gone = read_meta(&dir.join(READY).join(META))
+            .is_some_and(|m| !Path::new(OsStr::from_bytes(&m.repo)).join(".git").exists());
+        let old = older_than.is_some_and(|t| *made < t);
+        if i >= KEEP || source_gone || old {
+            // Not while it is being made or taken.
+            if let Ok(Some(_lock)) = Lock::try_take(dir) {
+                let ready = dir.join(READY);
+                if ready.exists() {
+                    let trash = dir.join(format!("old-{}", crate::ids::random_hex(4)));
+                    if std::fs::rename(&ready, &trash).is_ok() {
+                        removed += 1;
+                        crate::sandbox::gc::remove_detached(&[&trash]);
+                    }
+                }
+            }
+        }
+    }
+    removed
+}
+
+struct Meta {
+    started_ns: i64,
+    allocated: u64,
+    baseline: Oid,
+    settings: [u8; 32],
+    repo: Vec<u8>,
+    files: Vec<Recorded>,
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn write_meta(path: &Path, meta: &Meta) -> Result<(), WorkspaceError> {
+    let mut out = Vec::with_capacity(64 + meta.files.len() * 96);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&meta.started_ns.to_le_bytes());
+    out.extend_from_slice(&meta.allocated.to_le_bytes());
+    out.extend_from_slice(meta.baseline.as_bytes());
+    out.extend_from_slice(&meta.settings);
+    put_bytes(&mut out, &meta.repo);
+    out.extend_from_slice(&(meta.files.len() as u64).to_le_bytes());
+    for r in &meta.files {
+        let f = &r.file;
+        put_bytes(&mut out, &f.path);
+        out.extend_from_slice(&f.mode.to_le_bytes());
+        out.extend_from_slice(&f.size.to_le_bytes());
+        out.extend_from_slice(&f.allocated.to_le_bytes());
+        match &f.target {
+            Some(t) => {
+                out.push(1);
+                put_bytes(&mut out, t);
+            }
+            None => out.push(0),
+        }
+        let k = &r.source;
+        out.extend_from_slice(&k.size.to_le_bytes());
+        out.extend_from_slice(&k.mtime_ns.to_le_bytes());
+        out.extend_from_slice(&k.ctime_ns.to_le_bytes());
+        out.extend_from_slice(&k.ino.to_le_bytes());
+        out.extend_from_slice(&k.mode.to_le_bytes());
+    }
+    let sum = Sha256::digest(&out);
+    out.extend_from_slice(&sum);
+    std::fs::write(path, out).map_err(|e| WorkspaceError::io(path, e))
+}
+
+/// Reads what [`write_meta`] wrote; `None` for anything else.
+fn read_meta(path: &Path) -> Option<Meta> {
+    let data = std::fs::read(path).ok()?;
+    let (body, sum) = data.split_at(data.len().checked_sub(32)?);
+    if Sha256::digest(body).as_slice() != sum {
+        return None;
+    }
+    let mut r = Reader(body);
+    if r.take(8)? != MAGIC {
+        return None;
+    }
+    let started_ns = r.i64()?;
+    let allocated = r.u64()?;
+    let baseline = Oid::from_bytes(r.take(20)?).ok()?;
+    let settings = r.take(32)?.try_into().ok()?;
+    let repo = r.bytes()?.to_vec();
+    let count = usize::try_from(r.u64()?).ok()?;
+    let mut files = Vec::with_capacity(count.min(1 << 20));
+    for _ in 0..count {
+        let path = r.bytes()?.to_vec();
+        let mode = r.u32()?;
+        let size = r.u64()?;
+        let allocated = r.u64()?;
+        let target = match r.take(1)?[0] {
+            1 => Some(r.bytes()?.to_vec()),
+            _ => None,
+        };
+        let source = StatKey {
+            size: r.u64()?,
+            mtime_ns: r.i64()?,
+            ctime_ns: r.i64()?,
+            ino: r.u64()?,
+            mode: r.u32()?,
+        };
+        files.push(Recorded {
+            file: CopiedFile {
+                path,
+                mode,
+                size,
+                allocated,
+                target,
+            },
+            source,
+        });
+    }
+    Some(Meta {
+        started_ns,
+        allocated,
+        baseline,
+        settings,
+        repo,
+        files,
+    })
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Some(head)
+    }
+    fn u64(&mut self) -> Option<u64> {
+        Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        Some(i64::from_le_bytes(self.take(8)?.try_into().ok()?))
+    }
+    fn u32(&mut self) -> Option<u32> {
+        Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+#[path = "prepared_tests.rs"]
+mod tests;

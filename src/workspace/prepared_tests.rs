@@ -1,0 +1,306 @@
+use std::collections::BTreeMap;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::time::Duration;
+
+use super::*;
+use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, SecretPaths};
+
+fn settings() -> PrepareSettings {
+    PrepareSettings {
+        secrets: SecretPaths::default(),
+        max_file_bytes: crate::workspace::DEFAULT_MAX_FILE_BYTES,
+        owner: None,
+    }
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// A committed source with tracked, untracked and ignored files, an
+/// executable, a symlink and a credential file; old enough to be trusted.
+fn source(root: &Path) -> std::path::PathBuf {
+    let src = root.join("src");
+    write(&src.join("README.md"), "readme\n");
+    write(&src.join(".gitignore"), "build/\n*.log\n");
+    write(&src.join("pkg/a.py"), "a = 1\n");
+    write(&src.join("pkg/b.py"), "b = 2\n");
+    write(&src.join("pkg/deep/c.py"), "c = 3\n");
+    write(&src.join("run.sh"), "#!/bin/sh\n");
+    std::fs::set_permissions(src.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    write(&src.join("build/out.bin"), "ignored\n");
+    write(&src.join("notes.log"), "ignored\n");
+    write(&src.join(".env"), "TOKEN=secret\n");
+    symlink("pkg/a.py", src.join("link")).expect("symlink");
+    for i in 0..40 {
+        write(
+            &src.join(format!("many/f{i:02}.txt")),
+            &format!("file {i}\n"),
+        );
+    }
+    let repo = git2::Repository::init(&src).expect("init");
+    let mut index = repo.index().expect("index");
+    for p in ["README.md", ".gitignore", "pkg/a.py", "pkg/b.py", "run.sh"] {
+        index.add_path(Path::new(p)).expect("add");
+    }
+    index.write().expect("write index");
+    write(&src.join("untracked.txt"), "not added\n");
+    // Past the racy window: a source file is only trusted once older.
+    std::thread::sleep(Duration::from_millis(2_100));
+    src
+}
+
+/// Every file of a directory (`.git` aside): path → (mode, content or target).
+fn listing(dir: &Path) -> BTreeMap<String, (u32, Vec<u8>)> {
+    let mut out = BTreeMap::new();
+    for entry in ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build()
+        .flatten()
+    {
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(path).expect("lstat");
+        let rel = path
+            .strip_prefix(dir)
+            .expect("inside")
+            .display()
+            .to_string();
+        if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(path).expect("link");
+            out.insert(
+                rel,
+                (0o120000, target.into_os_string().into_encoded_bytes()),
+            );
+        } else if meta.is_file() {
+            out.insert(
+                rel,
+                (
+                    meta.permissions().mode() & 0o777,
+                    std::fs::read(path).expect("read"),
+                ),
+            );
+        } else if meta.is_dir() && rel.is_empty() {
+            continue;
+        } else if meta.is_dir() {
+            out.insert(format!("{rel}/"), (0, Vec::new()));
+        }
+    }
+    out
+}
+
+fn baseline_tree(ws: &Path, commit: git2::Oid) -> git2::Oid {
+    git2::Repository::open(ws)
+        .and_then(|r| r.find_commit(commit).map(|c| c.tree_id()))
+        .expect("baseline tree")
+}
+
+/// Takes the prepared copy into `dest`/`store` and checks it against a
+/// fresh copy of the source made now.
+fn take_and_compare(tmp: &Path, src: &Path, dir: &Path, label: &str) -> Taken {
+    let dest = tmp.join(format!("ws-{label}"));
+    std::fs::create_dir(&dest).expect("mkdir");
+    let store = tmp.join(format!("store-{label}.git"));
+    let taken = take(src, dir, &settings(), &dest, &store, Duration::ZERO)
+        .unwrap_or_else(|e| panic!("not taken: {e:?}"));
+    let fresh_dir = tmp.join(format!("fresh-{label}"));
+    let fresh = PrivateWorkspace::create(src, &fresh_dir, None).expect("fresh copy");
+    assert_eq!(
+        listing(&dest),
+        listing(&fresh_dir),
+        "files of the taken copy"
+    );
+    assert_eq!(taken.workspace.left_out(), fresh.left_out());
+    assert_eq!(
+        baseline_tree(&dest, taken.workspace.baseline()),
+        baseline_tree(&fresh_dir, fresh.baseline()),
+        "baseline trees"
+    );
+    // The seeded store checkpoints the same baseline a fresh store does.
+    let mut seeded = CheckpointStore::open(&store, &dest, ExcludeSet::default()).expect("store");
+    let cp = seeded.create("baseline").expect("baseline");
+    let mut other = CheckpointStore::open(
+        &tmp.join(format!("other-{label}.git")),
+        &fresh_dir,
+        ExcludeSet::default(),
+    )
+    .expect("store");
+    let fresh_cp = other.create("baseline").expect("baseline");
+    assert_eq!(cp.fingerprint, fresh_cp.fingerprint);
+    assert_eq!(
+        seeded.tree_of(cp.id).expect("tree"),
+        baseline_tree(&fresh_dir, fresh.baseline())
+    );
+    assert_eq!(
+        taken.workspace.copied_files() as usize,
+        listing(&dest).keys().filter(|k| !k.ends_with('/')).count()
+    );
+    taken
+}
+
+#[test]
+fn an_unchanged_source_is_taken_as_it_was_prepared() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    assert!(dir.join("ready/meta").is_file());
+    let taken = take_and_compare(tmp.path(), &src, &dir, "same");
+    assert_eq!(
+        taken.refreshed,
+        Refreshed {
+            copied: 0,
+            removed: 0,
+            rebased: false
+        }
+    );
+    assert!(!dir.join("ready").exists(), "one run takes it");
+    let again = take(
+        &src,
+        &dir,
+        &settings(),
+        &tmp.path().join("ws-same"),
+        &tmp.path().join("s2.git"),
+        Duration::ZERO,
+    );
+    assert!(matches!(again, Err(NotTaken::Missing)));
+}
+
+#[test]
+fn what_changed_in_the_source_is_copied_again_and_nothing_of_the_old_stays() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    let old_a = git2::Oid::hash_object(git2::ObjectType::Blob, b"a = 1\n").expect("hash");
+    // Same size, same mtime: only ctime tells.
+    let a = src.join("pkg/a.py");
+    let mtime = std::fs::metadata(&a)
+        .expect("stat")
+        .modified()
+        .expect("mtime");
+    std::fs::write(&a, "a = 9\n").expect("write");
+    std::fs::File::options()
+        .write(true)
+        .open(&a)
+        .and_then(|f| f.set_modified(mtime))
+        .expect("set mtime");
+    write(&src.join("pkg/b.py"), "b = 2\nb += 1\n");
+    std::fs::remove_file(src.join("pkg/deep/c.py")).expect("rm");
+    write(&src.join("new/dir/d.py"), "d = 4\n");
+    std::fs::set_permissions(
+        src.join("README.md"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+    write(&src.join(".env.local"), "KEY=also secret\n");
+    std::fs::remove_file(src.join("link")).expect("rm link");
+    symlink("pkg/b.py", src.join("link")).expect("symlink");
+    // A directory turned into a file.
+    std::fs::remove_dir_all(src.join("many")).expect("rm many");
+    write(&src.join("many"), "now a file\n");
+    let taken = take_and_compare(tmp.path(), &src, &dir, "changed");
+    assert!(taken.refreshed.rebased);
+    assert!(taken.refreshed.copied >= 5, "{:?}", taken.refreshed);
+    assert!(taken.refreshed.removed >= 41, "{:?}", taken.refreshed);
+    let ws = git2::Repository::open(tmp.path().join("ws-changed")).expect("open");
+    assert!(
+        !ws.odb().expect("odb").exists(old_a),
+        "the old version of a changed file is not readable in the workspace's .git"
+    );
+    assert!(!tmp.path().join("ws-changed/.env.local").exists());
+    assert!(
+        !tmp.path().join("ws-changed/pkg/deep").exists(),
+        "emptied directories go"
+    );
+}
+
+#[test]
+fn other_settings_or_too_many_changes_throw_the_copy_away() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    let dest = tmp.path().join("ws");
+    std::fs::create_dir(&dest).expect("mkdir");
+    let mut other = settings();
+    other.secrets = SecretPaths::with_overrides(&["pkg/".to_string()]).expect("patterns");
+    let store = tmp.path().join("store.git");
+    assert!(matches!(
+        take(&src, &dir, &other, &dest, &store, Duration::ZERO),
+        Err(NotTaken::Stale)
+    ));
+    assert_eq!(std::fs::read_dir(&dest).expect("list").count(), 0);
+    assert!(!store.exists());
+    assert!(!dir.join("ready").exists(), "a stale copy goes");
+
+    // More than a quarter of the files (and over 64) changed: copied afresh.
+    for i in 0..100 {
+        write(&src.join(format!("bulk/g{i:03}.txt")), "x\n");
+    }
+    std::thread::sleep(Duration::from_millis(2_100));
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    for i in 0..100 {
+        write(&src.join(format!("bulk/g{i:03}.txt")), "y\n");
+    }
+    assert!(matches!(
+        take(&src, &dir, &settings(), &dest, &store, Duration::ZERO),
+        Err(NotTaken::TooManyChanges)
+    ));
+    assert_eq!(std::fs::read_dir(&dest).expect("list").count(), 0);
+    assert!(!store.exists());
+}
+
+#[test]
+fn a_copy_being_made_is_not_made_twice_nor_taken_half_made() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("prepared/x");
+    let held = Lock::try_take(&dir).expect("lock").expect("free");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    git2::Repository::init(&src).expect("init");
+    assert!(!prepare(&src, &dir, &settings()).expect("busy"));
+    let dest = tmp.path().join("ws");
+    std::fs::create_dir(&dest).expect("mkdir");
+    let took = take(
+        &src,
+        &dir,
+        &settings(),
+        &dest,
+        &tmp.path().join("s.git"),
+        Duration::from_millis(100),
+    );
+    assert!(matches!(took, Err(NotTaken::Missing)));
+    drop(held);
+    assert!(prepare(&src, &dir, &settings()).expect("free again"));
+}
+
+#[test]
+fn a_damaged_record_is_never_trusted() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    let meta = dir.join("ready/meta");
+    let mut bytes = std::fs::read(&meta).expect("read");
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&meta, bytes).expect("write");
+    let dest = tmp.path().join("ws");
+    std::fs::create_dir(&dest).expect("mkdir");
+    assert!(matches!(
+        take(
+            &src,
+            &dir,
+            &settings(),
+            &dest,
+            &tmp.path().join("s.git"),
+            Duration::ZERO
+        ),
+        Err(NotTaken::Stale)
+    ));
+    assert_eq!(std::fs::read_dir(&dest).expect("list").count(), 0);
+}
