@@ -356,7 +356,7 @@ async fn copy_workspace(
         let t = Instant::now();
         let mut shown = 0;
         let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-        let workspace = PrivateWorkspace::create_limited(
+        let mut workspace = PrivateWorkspace::create_limited(
             &repo,
             &ws_dir,
             workspace_owner(),
@@ -383,9 +383,10 @@ async fn copy_workspace(
                 .with_secret_paths(secrets)
                 .with_max_file_bytes(limits.max_file_bytes)
                 .with_checkpoint_budget(limits.max_checkpoint_bytes);
-        // The baseline's blobs, packed once by the copy (before anything
-        // ran in the workspace): the checkpoint only hashes those files.
-        checkpoints.adopt_pack(workspace.baseline_pack())?;
+        // The baseline's blobs, packed once by the copy, and the hashes the
+        // copy took on the way (nothing ran in the workspace since): the
+        // checkpoint reads no file again.
+        checkpoints.adopt_baseline(&mut workspace)?;
         let baseline = checkpoints.create("baseline")?;
         let baseline_raw =
             crate::workspace::baseline_commit_raw(workspace.path(), workspace.baseline())?;
