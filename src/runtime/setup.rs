@@ -370,7 +370,7 @@ async fn copy_workspace(
             &store,
             &progress,
         );
-        let (workspace, refreshed) = match taken {
+        let (mut workspace, refreshed) = match taken {
             Some(taken) => (taken.workspace, Some(taken.refreshed)),
             None => {
                 let mut shown = 0;
@@ -406,10 +406,11 @@ async fn copy_workspace(
                 .with_max_file_bytes(limits.max_file_bytes)
                 .with_checkpoint_budget(limits.max_checkpoint_bytes);
         if refreshed.is_none() {
-            // The baseline's blobs, packed once by the copy (before anything
-            // ran in the workspace): the checkpoint only hashes those files.
-            // (A prepared copy's store holds them already, with a stat cache.)
-            checkpoints.adopt_pack(workspace.baseline_pack())?;
+            // The baseline's blobs, packed once by the copy, and the hashes
+            // the copy took on the way (nothing ran in the workspace since):
+            // the checkpoint reads no file again. (A prepared copy's store
+            // holds them already, with a stat cache.)
+            checkpoints.adopt_baseline(&mut workspace)?;
         }
         let baseline = checkpoints.create("baseline")?;
         let baseline_raw =

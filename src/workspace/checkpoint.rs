@@ -149,6 +149,22 @@ impl CheckpointStore {
             .map_err(WorkspaceError::git("reading an adopted pack"))
     }
 
+    /// [`Self::adopt_pack`] of the copy's baseline pack, and what the copy
+    /// knows of the files it wrote: the next scan (the baseline checkpoint,
+    /// before anything runs in the workspace) reads none of the files whose
+    /// facts are still those the copy saw.
+    pub(crate) fn adopt_baseline(
+        &mut self,
+        copy: &mut super::PrivateWorkspace,
+    ) -> Result<(), WorkspaceError> {
+        self.adopt_pack(copy.baseline_pack())?;
+        let facts = copy.take_baseline_facts();
+        if copy.path() == self.scanner.workspace() {
+            self.scanner.prime_next_scan(facts.0);
+        }
+        Ok(())
+    }
+
     /// Records the workspace as it is now, after the latest checkpoint.
     pub fn create(&mut self, label: &str) -> Result<Checkpoint, WorkspaceError> {
         Ok(self.create_within_budget(label)?.0)

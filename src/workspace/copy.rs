@@ -21,23 +21,29 @@
 //! from `git status` by `.git/info/exclude`), as it is out of every
 //! checkpoint: it is never read whole to be hashed.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::OsStr;
+use std::io::Read;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use git2::{
     IndexEntry, IndexTime, ObjectType, Oid, Repository, RepositoryOpenFlags, StatusOptions,
 };
 use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
+use sha2::{Digest, Sha256};
 
 use super::checkpoint::signature;
-use super::pack::{Pack, PackWriter};
+use super::pack::{Pack, PackWriter, encode_blob};
 use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
+use super::stat_cache::{CachedHash, StatKey};
 use super::tree::{TreeItem, build_tree};
+use super::walk::stat_key;
 use super::{WorkspaceError, WorkspaceRoot, verify_path};
 
 const MODE_GITLINK: u32 = 0o160000;
@@ -54,6 +60,21 @@ pub struct PrivateWorkspace {
     /// Files and symlinks copied.
     files: u64,
     pack: Pack,
+    /// What the copy knows of the files it committed, until a checkpoint
+    /// store takes it for its baseline.
+    facts: BaselineFacts,
+}
+
+/// For each file the copy wrote and committed: its `lstat` facts right after
+/// writing, its content SHA-256 and its blob id, as a scan would find them,
+/// recorded at the time the copy started.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct BaselineFacts(pub(crate) HashMap<Vec<u8>, CachedHash>);
+
+impl std::fmt::Debug for BaselineFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BaselineFacts({} files)", self.0.len())
+    }
 }
 
 impl PrivateWorkspace {
@@ -98,40 +119,81 @@ impl PrivateWorkspace {
         max_file_bytes: u64,
         progress: &mut dyn FnMut(CopyProgress),
     ) -> Result<Self, WorkspaceError> {
+        let workers = std::thread::available_parallelism().map_or(1, usize::from);
+        Self::create_with_workers(
+            source_repo,
+            dest,
+            owner_uid_gid,
+            secrets,
+            max_file_bytes,
+            progress,
+            workers,
+        )
+    }
+
+    /// [`Self::create_limited`] copying with up to `workers` threads (two
+    /// at most: the kernel's file creation is most of a copy, and a second
+    /// thread creating files in other directories takes half of it when a
+    /// core is free).
+    pub(super) fn create_with_workers(
+        source_repo: &Path,
+        dest: &Path,
+        owner_uid_gid: Option<(u32, u32)>,
+        secrets: &SecretPaths,
+        max_file_bytes: u64,
+        progress: &mut dyn FnMut(CopyProgress),
+        workers: usize,
+    ) -> Result<Self, WorkspaceError> {
         let source = open_source(source_repo)?;
         let workdir = workdir_of(&source, source_repo)?;
         let paths = source_paths(&source, secrets)?;
         drop(source);
 
         prepare_dest(dest)?;
-        let copier = Copier::new(&workdir)?;
-        let mut copied = Vec::with_capacity(paths.len());
-        let mut left_out = Vec::new();
-        let mut done = CopyProgress {
-            files: 0,
-            total: paths.len() as u64,
-            bytes: 0,
-        };
-        let mut allocated = 0u64;
-        for rel in &paths {
-            done.files += 1;
-            if let Some(reason) = left_out_reason(rel, secrets) {
-                left_out.push(LeftOut::new(rel, reason));
-                progress(done);
-                continue;
-            }
-            let rel = Path::new(OsStr::from_bytes(rel));
-            if let Some(file) = copier.copy(rel, dest)? {
-                done.bytes += file.size;
-                allocated = allocated.saturating_add(file.allocated);
-                copied.push(file);
-            }
-            progress(done);
-        }
-        let (baseline, pack) = commit_baseline(dest, &copied, max_file_bytes)?;
         let owner = owner_uid_gid.filter(|_| rustix::process::geteuid().is_root());
+        let repo = Repository::init(dest)
+            .map_err(WorkspaceError::git("creating the workspace repository"))?;
+        let pack = PackWriter::new(&repo.path().join("objects"))?;
+        let started_ns = now_ns();
+        let copier = Copier::new(&workdir, dest, owner, max_file_bytes, started_ns)?;
+        let mut left_out = Vec::new();
+        let mut todo = Vec::with_capacity(paths.len());
+        for rel in &paths {
+            match left_out_reason(rel, secrets) {
+                Some(reason) => left_out.push(LeftOut::new(rel, reason)),
+                None => todo.push(Path::new(OsStr::from_bytes(rel))),
+            }
+        }
+        let (total, skipped) = (paths.len() as u64, left_out.len() as u64);
+        if skipped > 0 {
+            progress(CopyProgress {
+                files: skipped,
+                total,
+                bytes: 0,
+            });
+        }
+        let pack = Mutex::new(pack);
+        let copied = copy_paths(&copier, &todo, &pack, workers, &mut |files, bytes| {
+            progress(CopyProgress {
+                files: skipped + files,
+                total,
+                bytes,
+            });
+        })?;
+        let pack = pack.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let allocated = copied
+            .iter()
+            .fold(0u64, |sum, f| sum.saturating_add(f.allocated));
+        let files = copied.len() as u64;
+        let (baseline, pack, facts) =
+            commit_baseline(&repo, dest, pack, copied, max_file_bytes, started_ns)?;
+        drop(repo);
         if let Some((uid, gid)) = owner {
-            chown_tree(dest, uid, gid)?;
+            // The copied files and directories were given away as they were
+            // made; what is left is the root and the new `.git`.
+            std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
+                .map_err(|e| WorkspaceError::io(dest, e))?;
+            chown_tree(&dest.join(".git"), uid, gid)?;
         }
         Ok(Self {
             path: dest.to_path_buf(),
@@ -139,8 +201,9 @@ impl PrivateWorkspace {
             owner,
             left_out,
             allocated,
-            files: copied.len() as u64,
+            files,
             pack,
+            facts,
         })
     }
 
@@ -163,6 +226,7 @@ impl PrivateWorkspace {
                 pack: PathBuf::new(),
                 index: PathBuf::new(),
             },
+            facts: BaselineFacts::default(),
         }
     }
 
@@ -187,6 +251,14 @@ impl PrivateWorkspace {
     /// How many files and symlinks were copied (0 when rebuilt).
     pub(crate) fn copied_files(&self) -> u64 {
         self.files
+    }
+
+    /// Hands over what the copy knows of each committed file, once: it
+    /// describes the files as the copy left them, so it serves only the
+    /// scan of the baseline checkpoint, taken before anything else runs in
+    /// the workspace.
+    pub(crate) fn take_baseline_facts(&mut self) -> BaselineFacts {
+        std::mem::take(&mut self.facts)
     }
 
     /// The pack holding the baseline's files and trees in the workspace's
@@ -231,14 +303,24 @@ pub struct CopyProgress {
 
 /// A file copied into the workspace: path, git mode and size (a symlink's
 /// target is its content).
-#[derive(Debug, Clone)]
-pub(super) struct CopiedFile {
-    pub(super) path: Vec<u8>,
-    pub(super) mode: u32,
-    pub(super) size: u64,
+struct CopiedFile {
+    path: Vec<u8>,
+    mode: u32,
+    size: u64,
     /// Disk space of the copy (`st_blocks` × 512).
-    pub(super) allocated: u64,
-    pub(super) target: Option<Vec<u8>>,
+    allocated: u64,
+    content: Content,
+}
+
+/// How far a copied path is on its way into the baseline.
+enum Content {
+    /// A symlink: its target.
+    Link(Vec<u8>),
+    /// A file read once: written to the workspace and, if within the limit,
+    /// its blob to the pack, with its facts (`None`: over the limit).
+    Read(Option<CachedHash>),
+    /// A larger file the kernel copied: its facts right after writing.
+    Copied(StatKey),
 }
 
 /// The source repository, opened without searching upwards.
@@ -390,14 +472,120 @@ pub(super) fn prepare_dest(dest: &Path) -> Result<(), WorkspaceError> {
     Ok(())
 }
 
+/// Copies `todo` (in path order) with up to two threads, each on its own
+/// contiguous run of paths (so mostly in directories of its own); gives the
+/// files copied in path order. `progress` hears, on this thread, how many
+/// paths are done and how many bytes were copied. The first error in path
+/// order is the one returned, as a copy in one thread would.
+fn copy_paths(
+    copier: &Copier<'_>,
+    todo: &[&Path],
+    pack: &Mutex<PackWriter>,
+    workers: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Vec<CopiedFile>, WorkspaceError> {
+    let split = if workers > 1 && todo.len() >= PARALLEL_FROM {
+        todo.len() / 2
+    } else {
+        todo.len()
+    };
+    let (first, second) = todo.split_at(split);
+    let stop = AtomicBool::new(false);
+    let (files, bytes) = (AtomicU64::new(0), AtomicU64::new(0));
+    let (mine, theirs) = std::thread::scope(|s| {
+        let helper = (!second.is_empty()).then(|| {
+            s.spawn(|| {
+                copy_run(copier, second, pack, &stop, &mut |size| {
+                    files.fetch_add(1, Ordering::Relaxed);
+                    bytes.fetch_add(size, Ordering::Relaxed);
+                })
+            })
+        });
+        let (mut my_files, mut my_bytes) = (0, 0);
+        let mine = copy_run(copier, first, pack, &stop, &mut |size| {
+            my_files += 1;
+            my_bytes += size;
+            progress(
+                my_files + files.load(Ordering::Relaxed),
+                my_bytes + bytes.load(Ordering::Relaxed),
+            );
+        });
+        if mine.is_err() {
+            // Whatever the second half finds comes after this error.
+            stop.store(true, Ordering::Relaxed);
+        }
+        let theirs = helper.map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        (mine, theirs)
+    });
+    let mut copied = mine?;
+    if let Some(theirs) = theirs {
+        copied.extend(theirs?);
+        progress(todo.len() as u64, copied.iter().map(|f| f.size).sum());
+    }
+    Ok(copied)
+}
+
+/// Copies `paths` in order until done, an error, or `stop`; `done` hears
+/// the size of each path done.
+fn copy_run(
+    copier: &Copier<'_>,
+    paths: &[&Path],
+    pack: &Mutex<PackWriter>,
+    stop: &AtomicBool,
+    done: &mut dyn FnMut(u64),
+) -> Result<Vec<CopiedFile>, WorkspaceError> {
+    let mut copied = Vec::with_capacity(paths.len());
+    let mut bufs = Buffers::default();
+    for rel in paths {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let size = match copier.copy(rel, pack, &mut bufs)? {
+            Some(file) => {
+                let size = file.size;
+                copied.push(file);
+                size
+            }
+            None => 0,
+        };
+        done(size);
+    }
+    Ok(copied)
+}
+
+/// Copies of this many paths or more are shared between two threads.
+const PARALLEL_FROM: usize = 256;
+
+/// The memory one copying thread reuses: a small file's bytes and their
+/// pack entry.
+#[derive(Default)]
+struct Buffers {
+    data: Vec<u8>,
+    framed: Vec<u8>,
+}
+
 pub(super) struct Copier<'a> {
     workdir: &'a Path,
     dir_fd: OwnedFd,
-    checked_dirs: std::cell::RefCell<HashSet<PathBuf>>,
+    checked_dirs: Mutex<HashSet<PathBuf>>,
+    dest: &'a Path,
+    /// Who is given every file and directory made (as root only).
+    owner: Option<(u32, u32)>,
+    /// Directories made in `dest`, relative.
+    made_dirs: Mutex<HashSet<PathBuf>>,
+    max_file_bytes: u64,
+    /// When the copy started: the recording time of its facts.
+    started_ns: i64,
 }
 
 impl<'a> Copier<'a> {
-    pub(super) fn new(workdir: &'a Path) -> Result<Self, WorkspaceError> {
+    pub(super) fn new(
+        workdir: &'a Path,
+        dest: &'a Path,
+        owner: Option<(u32, u32)>,
+        max_file_bytes: u64,
+        started_ns: i64,
+    ) -> Result<Self, WorkspaceError> {
         let dir_fd = rustix::fs::open(
             workdir,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -408,14 +596,22 @@ impl<'a> Copier<'a> {
             workdir,
             dir_fd,
             checked_dirs: Default::default(),
+            dest,
+            owner,
+            made_dirs: Default::default(),
+            max_file_bytes,
+            started_ns,
         })
     }
 
     /// Copies one working-tree path; `None` when it is gone or a directory.
-    pub(super) fn copy(
+    /// A small file within the limit goes into `pack` on the way, through
+    /// `bufs`.
+    fn copy(
         &self,
         rel: &Path,
-        dest: &Path,
+        pack: &Mutex<PackWriter>,
+        bufs: &mut Buffers,
     ) -> Result<Option<CopiedFile>, WorkspaceError> {
         let src = self.workdir.join(rel);
         if !self.parents_are_dirs(rel)? {
@@ -427,8 +623,8 @@ impl<'a> Copier<'a> {
             Err(e) => return Err(WorkspaceError::io(&src, e)),
         };
         let ft = meta.file_type();
-        let to = dest.join(rel);
-        let (mode, size, allocated, target) = if ft.is_file() {
+        let to = self.dest.join(rel);
+        let (mode, size, allocated, content) = if ft.is_file() {
             if meta.permissions().mode() & 0o400 == 0 {
                 return Err(WorkspaceError::Unreadable {
                     path: rel.to_path_buf(),
@@ -436,22 +632,26 @@ impl<'a> Copier<'a> {
                 });
             }
             let exec = meta.permissions().mode() & 0o111 != 0;
-            create_parent(&to)?;
+            self.create_parent(rel)?;
             let perm = if exec { 0o755 } else { 0o644 };
-            let (size, allocated) = copy_file(&src, &to, perm)?;
+            let copied = copy_file(&src, &to, perm, self, pack, bufs)?;
             (
                 if exec { 0o100755 } else { 0o100644 },
-                size,
-                allocated,
-                None,
+                copied.size,
+                copied.allocated,
+                copied.content,
             )
         } else if ft.is_symlink() {
             let target = std::fs::read_link(&src).map_err(|e| WorkspaceError::io(&src, e))?;
             self.check_link(rel, &target)?;
-            create_parent(&to)?;
+            self.create_parent(rel)?;
             std::os::unix::fs::symlink(&target, &to).map_err(|e| WorkspaceError::io(&to, e))?;
+            if let Some((uid, gid)) = self.owner {
+                std::os::unix::fs::lchown(&to, Some(uid), Some(gid))
+                    .map_err(|e| WorkspaceError::io(&to, e))?;
+            }
             let bytes = target.as_os_str().as_bytes().to_vec();
-            (0o120000, bytes.len() as u64, 0, Some(bytes))
+            (0o120000, bytes.len() as u64, 0, Content::Link(bytes))
         } else if ft.is_dir() {
             if src.join(".git").exists() {
                 return Err(WorkspaceError::Submodule {
@@ -470,8 +670,46 @@ impl<'a> Copier<'a> {
             mode,
             size,
             allocated,
-            target,
+            content,
         }))
+    }
+
+    /// Makes the missing ancestors of `rel` in the destination, each given
+    /// to the owner as it is made.
+    fn create_parent(&self, rel: &Path) -> Result<(), WorkspaceError> {
+        let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) else {
+            return Ok(());
+        };
+        let missing: Vec<&Path> = {
+            let made = self
+                .made_dirs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            parent
+                .ancestors()
+                .filter(|p| !p.as_os_str().is_empty())
+                .take_while(|p| !made.contains(*p))
+                .collect()
+        };
+        for dir in missing.into_iter().rev() {
+            let path = self.dest.join(dir);
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    if let Some((uid, gid)) = self.owner {
+                        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+                            .map_err(|e| WorkspaceError::io(&path, e))?;
+                    }
+                }
+                // Made by the other thread (which gives it away).
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
+                Err(e) => return Err(WorkspaceError::io(&path, e)),
+            }
+            self.made_dirs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(dir.to_path_buf());
+        }
+        Ok(())
     }
 
     /// Whether every ancestor of `rel` is a real directory; an ancestor that
@@ -482,7 +720,12 @@ impl<'a> Copier<'a> {
             .skip(1)
             .filter(|p| !p.as_os_str().is_empty())
         {
-            if self.checked_dirs.borrow().contains(dir) {
+            if self
+                .checked_dirs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(dir)
+            {
                 break;
             }
             match std::fs::symlink_metadata(self.workdir.join(dir)) {
@@ -494,7 +737,10 @@ impl<'a> Copier<'a> {
                 }
                 _ => return Ok(false),
             }
-            self.checked_dirs.borrow_mut().insert(dir.to_path_buf());
+            self.checked_dirs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(dir.to_path_buf());
         }
         Ok(true)
     }
@@ -532,33 +778,57 @@ impl<'a> Copier<'a> {
     }
 }
 
-fn create_parent(to: &Path) -> Result<(), WorkspaceError> {
-    match to.parent() {
-        Some(parent) => std::fs::create_dir_all(parent).map_err(|e| WorkspaceError::io(parent, e)),
-        None => Ok(()),
-    }
+/// A regular file as copied: its size, the disk space it takes and how far
+/// it is on its way into the baseline.
+struct Copied {
+    size: u64,
+    allocated: u64,
+    content: Content,
 }
 
 /// Copies the regular file `src` to the new file `to` (created with mode
-/// `perm`, whatever the umask), data only: holes stay holes. The kernel
-/// copies the data (`copy_file_range`) where it can, otherwise it goes
-/// through a buffer in chunks. Returns the size copied and the disk space
-/// the copy takes.
-fn copy_file(src: &Path, to: &Path, perm: u32) -> Result<(u64, u64), WorkspaceError> {
-    use std::os::unix::fs::MetadataExt;
+/// `perm`, whatever the umask, and given to `owner`), data only: holes stay
+/// holes. A small file is read once into `bufs`: the same bytes are written,
+/// hashed and (within `max_file_bytes`) packed. A larger one is copied by
+/// the kernel (`copy_file_range`) where it can, otherwise through a buffer
+/// in chunks, extent by extent.
+fn copy_file(
+    src: &Path,
+    to: &Path,
+    perm: u32,
+    copier: &Copier<'_>,
+    pack: &Mutex<PackWriter>,
+    bufs: &mut Buffers,
+) -> Result<Copied, WorkspaceError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let from = std::fs::File::open(src).map_err(|e| WorkspaceError::io(src, e))?;
     let size = from
         .metadata()
         .map_err(|e| WorkspaceError::io(src, e))?
         .len();
-    let out = std::fs::File::create(to).map_err(|e| WorkspaceError::io(to, e))?;
-    out.set_permissions(std::fs::Permissions::from_mode(perm))
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(perm)
+        .open(to)
         .map_err(|e| WorkspaceError::io(to, e))?;
-    let mut buf = Vec::new();
-    if size <= SMALL_FILE {
-        // Too small for a hole to matter: one extent, no seeking.
-        copy_range(&from, &out, 0, size, &mut buf).map_err(|e| e.at(src, to))?;
+    let small = size <= SMALL_FILE;
+    let buf = &mut bufs.data;
+    if small {
+        // Too small for a hole to matter: read whole, once.
+        buf.clear();
+        buf.reserve(usize::try_from(size).unwrap_or(0));
+        (&from)
+            .take(size)
+            .read_to_end(buf)
+            .map_err(|e| WorkspaceError::io(src, e))?;
+        // A file that shrank meanwhile is copied as its length then was.
+        buf.resize(usize::try_from(size).unwrap_or(0), 0);
+        out.write_all(buf).map_err(|e| WorkspaceError::io(to, e))?;
     } else {
+        let mut chunk = Vec::new();
         let mut pos = 0u64;
         while pos < size {
             // The next data extent; a filesystem without SEEK_DATA reports
@@ -571,17 +841,64 @@ fn copy_file(src: &Path, to: &Path, perm: u32) -> Result<(u64, u64), WorkspaceEr
             let end = rustix::fs::seek(&from, rustix::fs::SeekFrom::Hole(start))
                 .unwrap_or(size)
                 .min(size);
-            copy_range(&from, &out, start, end, &mut buf).map_err(|e| e.at(src, to))?;
+            copy_range(&from, &out, start, end, &mut chunk).map_err(|e| e.at(src, to))?;
             pos = end.max(start + 1);
         }
+        out.set_len(size).map_err(|e| WorkspaceError::io(to, e))?;
     }
-    out.set_len(size).map_err(|e| WorkspaceError::io(to, e))?;
-    let allocated = out
-        .metadata()
-        .map_err(|e| WorkspaceError::io(to, e))?
-        .blocks()
-        .saturating_mul(512);
-    Ok((size, allocated))
+    if let Some((uid, gid)) = copier.owner {
+        std::os::unix::fs::fchown(&out, Some(uid), Some(gid))
+            .map_err(|e| WorkspaceError::io(to, e))?;
+    }
+    let mut st = rustix::fs::fstat(&out).map_err(|e| WorkspaceError::io(to, e))?;
+    if st.st_mode & 0o7777 != perm {
+        // The umask took bits away.
+        rustix::fs::fchmod(&out, Mode::from_raw_mode(perm))
+            .map_err(|e| WorkspaceError::io(to, e))?;
+        st = rustix::fs::fstat(&out).map_err(|e| WorkspaceError::io(to, e))?;
+    }
+    drop(out);
+    let key = stat_key(&st);
+    #[allow(clippy::unnecessary_cast)]
+    let allocated = (st.st_blocks as u64).saturating_mul(512);
+    let content = if !small {
+        Content::Copied(key)
+    } else if size > copier.max_file_bytes {
+        Content::Read(None)
+    } else {
+        let blob = encode_blob(buf, std::mem::take(&mut bufs.framed))?;
+        let id = blob.id;
+        pack.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(&blob)?;
+        bufs.framed = blob.into_buffer();
+        Content::Read(Some(CachedHash {
+            key,
+            sha256: Sha256::digest(bufs.data.as_slice()).into(),
+            blob: oid_bytes(id),
+            recorded_ns: copier.started_ns,
+        }))
+    };
+    Ok(Copied {
+        size,
+        allocated,
+        content,
+    })
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn oid_bytes(oid: Oid) -> [u8; 20] {
+    let mut out = [0; 20];
+    let b = oid.as_bytes();
+    let n = b.len().min(20);
+    out[..n].copy_from_slice(&b[..n]);
+    out
 }
 
 /// Files up to this size are copied as one extent, without looking for holes.
@@ -661,40 +978,63 @@ fn exact_pattern(rel: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A fresh repository in `dest` whose index and one commit hold exactly the
-/// copied bytes (no filters run), streamed into one pack; files over
-/// `max_file_bytes` are left out and listed in `.git/info/exclude`.
-pub(super) fn commit_baseline(
+/// Commits the copied files to the fresh repository `repo` of `dest`: its
+/// index and one commit hold exactly the copied bytes (no filters run),
+/// all in `pack` (small files are in it already); files over
+/// `max_file_bytes` are left out and listed in `.git/info/exclude`. Gives
+/// the commit, the pack and what is known of each committed file.
+fn commit_baseline(
+    repo: &Repository,
     dest: &Path,
-    files: &[CopiedFile],
+    mut pack: PackWriter,
+    files: Vec<CopiedFile>,
     max_file_bytes: u64,
-) -> Result<(Oid, Pack), WorkspaceError> {
-    let repo =
-        Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
+    recorded_ns: i64,
+) -> Result<(Oid, Pack, BaselineFacts), WorkspaceError> {
     let mut index = repo
         .index()
         .map_err(WorkspaceError::git("opening the workspace index"))?;
     let odb = repo
         .odb()
         .map_err(WorkspaceError::git("opening the workspace object database"))?;
-    let mut pack = PackWriter::new(&repo.path().join("objects"))?;
     let mut excluded = Vec::new();
     let mut entries = Vec::with_capacity(files.len());
+    let mut facts = HashMap::with_capacity(files.len());
     for f in files {
-        let id = match &f.target {
-            Some(target) => pack.add_blob(&mut target.as_slice(), f.size)?,
-            None if f.size > max_file_bytes => {
-                if let Some(pattern) = exact_pattern(&f.path) {
-                    excluded.extend_from_slice(&pattern);
-                }
+        let id = match f.content {
+            Content::Link(target) => pack.add_blob(&mut target.as_slice(), f.size)?,
+            Content::Read(Some(hash)) => {
+                let id = Oid::from_bytes(&hash.blob)
+                    .map_err(WorkspaceError::git("reading a blob id"))?;
+                facts.insert(f.path.clone(), hash);
+                id
+            }
+            Content::Read(None) => {
+                excluded_pattern(&mut excluded, &f.path);
                 continue;
             }
-            None => {
+            Content::Copied(_) if f.size > max_file_bytes => {
+                excluded_pattern(&mut excluded, &f.path);
+                continue;
+            }
+            Content::Copied(key) => {
                 let path = dest.join(OsStr::from_bytes(&f.path));
-                let mut file =
-                    std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
-                pack.add_blob(&mut file, f.size)
-                    .map_err(|e| e.at(path.clone()))?
+                let file = std::fs::File::open(&path).map_err(|e| WorkspaceError::io(&path, e))?;
+                let mut reader = Sha256Reader {
+                    inner: file,
+                    sha: Sha256::new(),
+                };
+                let id = pack
+                    .add_blob(&mut reader, f.size)
+                    .map_err(|e| e.at(path.clone()))?;
+                let hash = CachedHash {
+                    key,
+                    sha256: reader.sha.finalize().into(),
+                    blob: oid_bytes(id),
+                    recorded_ns,
+                };
+                facts.insert(f.path.clone(), hash);
+                id
             }
         };
         entries.push(IndexEntry {
@@ -709,7 +1049,7 @@ pub(super) fn commit_baseline(
             id,
             flags: 0,
             flags_extended: 0,
-            path: f.path.clone(),
+            path: f.path,
         });
     }
     // The trees go into the pack too (the paths are in Git's order).
@@ -755,7 +1095,94 @@ pub(super) fn commit_baseline(
     let commit = repo
         .commit(Some("HEAD"), &sig, &sig, "minicoder baseline", &tree, &[])
         .map_err(WorkspaceError::git("committing the baseline"))?;
-    Ok((commit, pack))
+    Ok((commit, pack, BaselineFacts(facts)))
+}
+
+/// A file already in a copy, to be committed again as it is there: path,
+/// git mode, size, and a symlink's target.
+pub(super) struct KeptFile {
+    pub(super) path: Vec<u8>,
+    pub(super) mode: u32,
+    pub(super) size: u64,
+    pub(super) target: Option<Vec<u8>>,
+}
+
+/// What [`recopy_and_commit`] copied: each path with the disk space it takes.
+pub(super) type Recopied = Vec<(Vec<u8>, u64)>;
+
+/// Brings an earlier copy in `dest` (its `.git` removed) up to date: copies
+/// `again` from the source's working tree `workdir` as a copy does (same
+/// checks, owner and per-file limit), then commits those and the `kept`
+/// files already in `dest` as a fresh baseline in a fresh `.git`.
+pub(super) fn recopy_and_commit(
+    workdir: &Path,
+    dest: &Path,
+    owner: Option<(u32, u32)>,
+    max_file_bytes: u64,
+    again: &[&Path],
+    kept: Vec<KeptFile>,
+) -> Result<(Oid, Recopied), WorkspaceError> {
+    let owner = owner.filter(|_| rustix::process::geteuid().is_root());
+    let repo =
+        Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
+    let pack = Mutex::new(PackWriter::new(&repo.path().join("objects"))?);
+    let started_ns = now_ns();
+    let copier = Copier::new(workdir, dest, owner, max_file_bytes, started_ns)?;
+    let mut bufs = Buffers::default();
+    let mut files = Vec::with_capacity(again.len() + kept.len());
+    let mut recopied = Vec::with_capacity(again.len());
+    for rel in again {
+        if let Some(file) = copier.copy(rel, &pack, &mut bufs)? {
+            recopied.push((file.path.clone(), file.allocated));
+            files.push(file);
+        }
+    }
+    for k in kept {
+        let content = match k.target {
+            Some(target) => Content::Link(target),
+            None => {
+                let path = dest.join(OsStr::from_bytes(&k.path));
+                let st = rustix::fs::lstat(&path).map_err(|e| WorkspaceError::io(&path, e))?;
+                Content::Copied(super::walk::stat_key(&st))
+            }
+        };
+        files.push(CopiedFile {
+            path: k.path,
+            mode: k.mode,
+            size: k.size,
+            allocated: 0,
+            content,
+        });
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let pack = pack.into_inner().unwrap_or_else(PoisonError::into_inner);
+    let (baseline, _, _) = commit_baseline(&repo, dest, pack, files, max_file_bytes, started_ns)?;
+    drop(repo);
+    if let Some((uid, gid)) = owner {
+        chown_tree(&dest.join(".git"), uid, gid)?;
+    }
+    Ok((baseline, recopied))
+}
+
+/// Adds the `.gitignore` line of a file kept out of the baseline.
+fn excluded_pattern(excluded: &mut Vec<u8>, path: &[u8]) {
+    if let Some(pattern) = exact_pattern(path) {
+        excluded.extend_from_slice(&pattern);
+    }
+}
+
+/// Passes bytes on, hashing them with SHA-256.
+struct Sha256Reader<R> {
+    inner: R,
+    sha: Sha256,
+}
+
+impl<R: Read> Read for Sha256Reader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
@@ -772,3 +1199,7 @@ pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), Workspac
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "copy_tests.rs"]
+mod tests;

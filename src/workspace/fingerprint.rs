@@ -294,7 +294,14 @@ pub struct Fingerprinter {
     cache: StatCache,
     cache_file: Option<PathBuf>,
     max_file_bytes: u64,
+    /// Facts the next scan takes as known without the racy rule (see
+    /// [`Self::prime_next_scan`]).
+    primed: std::collections::HashMap<Vec<u8>, CachedHash>,
 }
+
+/// The recording time of a primed entry while the walk consults it: valid
+/// for any facts equal to its own.
+const PRIMED: i64 = i64::MAX;
 
 impl Fingerprinter {
     /// A fingerprinter whose cache lives in memory only.
@@ -305,7 +312,23 @@ impl Fingerprinter {
             cache: StatCache::new(),
             cache_file: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            primed: Default::default(),
         }
+    }
+
+    /// Content hashes and blob ids the next scan, and only that one, takes
+    /// for each file whose `lstat` facts are still exactly those given,
+    /// without reading it, however recent it is: what the workspace copy
+    /// recorded of the files it had just written, when nothing can have run
+    /// in the workspace since. The scan records them in the cache with
+    /// their own recording time (when the facts were taken), so every later
+    /// scan applies the racy rule to them. The blobs must be in the store
+    /// the sink writes to.
+    pub(crate) fn prime_next_scan(
+        &mut self,
+        facts: std::collections::HashMap<Vec<u8>, CachedHash>,
+    ) {
+        self.primed = facts;
     }
 
     /// Files larger than `bytes` are fingerprinted by size and mtime only.
@@ -377,7 +400,23 @@ impl Fingerprinter {
             Mode::empty(),
         )
         .map_err(|e| WorkspaceError::io(&self.workspace, e))?;
-        let found = walk(&root, &self.workspace, &self.excludes, self.cache.entries())?;
+        let primed = std::mem::take(&mut self.primed);
+        let merged;
+        let vouched = if primed.is_empty() {
+            self.cache.entries()
+        } else {
+            let mut all = self.cache.entries().clone();
+            all.extend(primed.iter().map(|(path, hash)| {
+                let hash = CachedHash {
+                    recorded_ns: PRIMED,
+                    ..*hash
+                };
+                (path.clone(), hash)
+            }));
+            merged = all;
+            &merged
+        };
+        let found = walk(&root, &self.workspace, &self.excludes, vouched)?;
         let mut reader = Reader {
             root: &root,
             workspace: &self.workspace,
@@ -395,6 +434,20 @@ impl Fingerprinter {
                 } => {
                     let limit = self.max_file_bytes;
                     let hash = match cached.filter(|h| h.key.size <= limit) {
+                        // Vouched for by the primed facts (they stand
+                        // before the cache's): recorded as when they were
+                        // taken, so later scans judge the file racy from then.
+                        Some(hash) if primed.contains_key(&rel) => {
+                            let recorded_ns = primed
+                                .get(&rel)
+                                .map_or(started_ns, |h| h.recorded_ns.min(started_ns));
+                            let hash = CachedHash {
+                                recorded_ns,
+                                ..hash
+                            };
+                            fresh.push((rel.clone(), hash));
+                            hash
+                        }
                         Some(hash) => hash,
                         None => {
                             let (key, file) = reader.open(&rel, name_start)?;

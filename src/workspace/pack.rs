@@ -26,6 +26,9 @@ use super::WorkspaceError;
 /// The largest stored deflate block.
 const BLOCK: usize = 65_535;
 const PACK_HEADER: u64 = 12;
+/// Bytes gathered in memory before they are written out: one write per
+/// many small objects instead of four per object.
+const OUT_BUFFER: usize = 1 << 20;
 
 /// One pack being written to `<objects>/pack`.
 pub(crate) struct PackWriter {
@@ -36,6 +39,9 @@ pub(crate) struct PackWriter {
     /// Object id → (offset, CRC-32 of its bytes in the pack).
     objects: HashMap<Oid, (u64, u32)>,
     buf: Vec<u8>,
+    /// Bytes from `flushed` on, not written to the file yet.
+    out: Vec<u8>,
+    flushed: u64,
 }
 
 /// A finished pack: its two files.
@@ -64,6 +70,8 @@ impl PackWriter {
             offset: PACK_HEADER,
             objects: HashMap::new(),
             buf: vec![0; BLOCK],
+            out: Vec::with_capacity(OUT_BUFFER),
+            flushed: PACK_HEADER,
         })
     }
 
@@ -82,6 +90,18 @@ impl PackWriter {
         size: u64,
     ) -> Result<Oid, WorkspaceError> {
         self.add(ObjectType::Blob, reader, size)
+    }
+
+    /// Appends a blob framed by [`encode_blob`]; `false` when the pack
+    /// holds it already (and nothing is written).
+    pub(crate) fn append(&mut self, blob: &EncodedBlob) -> Result<bool, WorkspaceError> {
+        if self.objects.contains_key(&blob.id) {
+            return Ok(false);
+        }
+        let start = self.offset;
+        self.put(&blob.bytes)?;
+        self.objects.insert(blob.id, (start, blob.crc));
+        Ok(true)
     }
 
     /// Adds an object of `kind` (blob, tree or commit) from memory.
@@ -110,10 +130,17 @@ impl PackWriter {
             // Already in, or cut short: what was just written goes.
             _ => {
                 self.offset = start;
-                self.file
-                    .as_file()
-                    .set_len(start)
-                    .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+                if start >= self.flushed {
+                    self.out
+                        .truncate(usize::try_from(start - self.flushed).unwrap_or(usize::MAX));
+                } else {
+                    self.out.clear();
+                    self.flushed = start;
+                    self.file
+                        .as_file()
+                        .set_len(start)
+                        .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+                }
                 written.map(|(oid, _)| oid)
             }
         }
@@ -179,17 +206,34 @@ impl PackWriter {
 
     fn emit(&mut self, crc: &mut Crc32, bytes: &[u8]) -> Result<(), WorkspaceError> {
         crc.update(bytes);
+        self.put(bytes)
+    }
+
+    /// Adds bytes at the end of the pack.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), WorkspaceError> {
+        self.out.extend_from_slice(bytes);
+        self.offset += bytes.len() as u64;
+        if self.out.len() >= OUT_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes out what is gathered in memory.
+    fn flush(&mut self) -> Result<(), WorkspaceError> {
         self.file
             .as_file()
-            .write_all_at(bytes, self.offset)
+            .write_all_at(&self.out, self.flushed)
             .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
-        self.offset += bytes.len() as u64;
+        self.flushed += self.out.len() as u64;
+        self.out.clear();
         Ok(())
     }
 
     /// Writes the header, the checksum and the index, and puts both files
     /// in place (`pack-<checksum>.pack` first, then its `.idx`).
-    pub(crate) fn finish(self) -> Result<Pack, WorkspaceError> {
+    pub(crate) fn finish(mut self) -> Result<Pack, WorkspaceError> {
+        self.flush()?;
         let Self {
             dir, file, objects, ..
         } = self;
@@ -234,6 +278,57 @@ impl PackWriter {
         set_read_only(&idx)?;
         Ok(Pack { pack, index: idx })
     }
+}
+
+/// A blob framed as a pack entry, ready to be appended by any writer: its
+/// id, its bytes in the pack and their CRC-32.
+pub(crate) struct EncodedBlob {
+    pub(crate) id: Oid,
+    bytes: Vec<u8>,
+    crc: u32,
+}
+
+impl EncodedBlob {
+    /// The framing buffer, to be used again.
+    pub(crate) fn into_buffer(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// Frames `data` as a blob entry of a pack (as [`PackWriter::add_blob`]
+/// writes it) in `buf`, away from any writer: the work of an entry is
+/// done where the data is, and only the append is shared.
+pub(crate) fn encode_blob(data: &[u8], mut buf: Vec<u8>) -> Result<EncodedBlob, WorkspaceError> {
+    let mut id = Sha1::new();
+    id.update(format!("blob {}\0", data.len()).as_bytes());
+    id.update(data);
+    let id = Oid::from_bytes(&id.finalize()).map_err(WorkspaceError::git("hashing an object"))?;
+    buf.clear();
+    buf.reserve(data.len() + data.len() / BLOCK * 5 + 32);
+    push_object_header(&mut buf, type_code(ObjectType::Blob), data.len() as u64);
+    buf.extend_from_slice(&[0x78, 0x01]);
+    let mut blocks = data.chunks(BLOCK).peekable();
+    if blocks.peek().is_none() {
+        // An empty stream is one empty final block.
+        buf.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(block) = blocks.next() {
+        let len = u16::try_from(block.len()).unwrap_or(u16::MAX);
+        buf.push(u8::from(blocks.peek().is_none()));
+        buf.extend_from_slice(&len.to_le_bytes());
+        buf.extend_from_slice(&(!len).to_le_bytes());
+        buf.extend_from_slice(block);
+    }
+    let mut adler = Adler32::default();
+    adler.update(data);
+    buf.extend_from_slice(&adler.finish().to_be_bytes());
+    let mut crc = Crc32::default();
+    crc.update(&buf);
+    Ok(EncodedBlob {
+        id,
+        bytes: buf,
+        crc: crc.finish(),
+    })
 }
 
 impl Pack {
@@ -477,6 +572,45 @@ mod tests {
             "{}",
             String::from_utf8_lossy(&verified.stderr)
         );
+        // Framed apart and appended: the same objects, each once.
+        let other = git2::Repository::init_bare(dir.path().join("c.git")).expect("init");
+        let mut writer = PackWriter::new(&other.path().join("objects")).expect("writer");
+        let mut buf = Vec::new();
+        for (c, new) in contents.iter().zip([true, true, true, false]) {
+            let blob = encode_blob(c, buf).expect("encode");
+            assert_eq!(
+                blob.id,
+                Oid::hash_object(ObjectType::Blob, c).expect("hash")
+            );
+            assert_eq!(writer.append(&blob).expect("append"), new);
+            buf = blob.into_buffer();
+        }
+        // Cut short past what is gathered in memory: rolled back on disk.
+        let huge = vec![5u8; 3 * OUT_BUFFER];
+        assert!(
+            writer
+                .add_blob(&mut &huge[..], huge.len() as u64 + 1)
+                .is_err()
+        );
+        let mut r = huge.as_slice();
+        let huge_id = writer.add_blob(&mut r, huge.len() as u64).expect("add");
+        let framed = writer.finish().expect("finish");
+        let verified = std::process::Command::new("git")
+            .args(["verify-pack", "-v"])
+            .arg(&framed.index)
+            .output()
+            .expect("git verify-pack");
+        assert!(
+            verified.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
+        let odb = other.odb().expect("odb");
+        for (c, id) in contents.iter().zip(&ids) {
+            assert_eq!(odb.read(*id).expect("read").data(), *c);
+        }
+        assert_eq!(odb.read(huge_id).expect("read").data(), huge.as_slice());
+
         // A copy into another database reads the same.
         let other = git2::Repository::init_bare(dir.path().join("b.git")).expect("init");
         pack.copy_into(&other.path().join("objects")).expect("copy");

@@ -30,7 +30,7 @@
 
 use std::ffi::OsStr;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -39,14 +39,13 @@ use git2::Oid;
 use sha2::{Digest, Sha256};
 
 use super::copy::{
-    CopiedFile, Copier, chown_tree, commit_baseline, left_out_reason, open_source, source_paths,
-    workdir_of,
+    Copier, KeptFile, left_out_reason, open_source, recopy_and_commit, source_paths, workdir_of,
 };
 use super::secrets::{LeftOut, SecretPaths};
 use super::stat_cache::{RACY_WINDOW_NS, StatKey};
 use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
-const MAGIC: &[u8; 8] = b"MCPREP1\n";
+const MAGIC: &[u8; 8] = b"MCPREP2\n";
 const READY: &str = "ready";
 const META: &str = "meta";
 /// Prepared copies kept at once (the most recently made).
@@ -90,9 +89,24 @@ pub(crate) fn prepared_dir(root: &Path, repo: &Path) -> PathBuf {
 
 /// One copied path as the copy recorded it.
 struct Recorded {
-    file: CopiedFile,
-    /// The source's facts, read before it was copied.
+    path: Vec<u8>,
+    /// Git's mode of the copy, its size, and a symlink's target.
+    mode: u32,
+    size: u64,
+    target: Option<Vec<u8>>,
+    /// The source's facts, read before anything was copied.
     source: StatKey,
+}
+
+impl Recorded {
+    fn kept(&self) -> KeptFile {
+        KeptFile {
+            path: self.path.clone(),
+            mode: self.mode,
+            size: self.size,
+            target: self.target.clone(),
+        }
+    }
 }
 
 /// What [`take`] did.
@@ -254,30 +268,51 @@ fn build(
     let workdir = workdir_of(&source, source_repo)?;
     let paths = source_paths(&source, &settings.secrets)?;
     drop(source);
-    let ws = building.join("ws");
-    std::fs::create_dir_all(&ws).map_err(|e| WorkspaceError::io(&ws, e))?;
-    let copier = Copier::new(&workdir)?;
-    let mut recorded = Vec::with_capacity(paths.len());
-    let mut allocated = 0u64;
+    // The source's facts before anything is copied: a file changed later
+    // is newer than the copy's start, so a refresh copies it again.
+    let mut keys = Vec::with_capacity(paths.len());
     for rel in &paths {
         if left_out_reason(rel, &settings.secrets).is_some() {
             continue;
         }
-        let rel = Path::new(OsStr::from_bytes(rel));
-        let Ok(meta) = std::fs::symlink_metadata(workdir.join(rel)) else {
-            continue;
-        };
-        let key = key_of(&meta);
-        if let Some(file) = copier.copy(rel, &ws)? {
-            allocated = allocated.saturating_add(file.allocated);
-            recorded.push(Recorded { file, source: key });
+        if let Ok(meta) = std::fs::symlink_metadata(workdir.join(OsStr::from_bytes(rel))) {
+            keys.push((rel, key_of(&meta)));
         }
     }
-    let files: Vec<CopiedFile> = recorded.iter().map(|r| r.file.clone()).collect();
-    let (baseline, pack) = commit_baseline(&ws, &files, settings.max_file_bytes)?;
-    drop(files);
-    if let Some((uid, gid)) = settings.owner {
-        chown_tree(&ws, uid, gid)?;
+    let ws = building.join("ws");
+    let workspace = PrivateWorkspace::create_limited(
+        source_repo,
+        &ws,
+        settings.owner,
+        &settings.secrets,
+        settings.max_file_bytes,
+        &mut |_| {},
+    )?;
+    let mut recorded = Vec::with_capacity(keys.len());
+    for (rel, source) in keys {
+        let at = ws.join(OsStr::from_bytes(rel));
+        let Ok(meta) = std::fs::symlink_metadata(&at) else {
+            continue;
+        };
+        let (mode, size, target) = if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&at)
+                .map_err(|e| WorkspaceError::io(&at, e))?
+                .into_os_string()
+                .into_vec();
+            (0o120000, target.len() as u64, Some(target))
+        } else if meta.is_file() {
+            let exec = meta.mode() & 0o111 != 0;
+            (if exec { 0o100755 } else { 0o100644 }, meta.size(), None)
+        } else {
+            continue;
+        };
+        recorded.push(Recorded {
+            path: rel.clone(),
+            mode,
+            size,
+            target,
+            source,
+        });
     }
     let copied_ns = now_ns();
     // The store seed: the baseline's objects, and a stat cache that a
@@ -287,7 +322,7 @@ fn build(
     let mut store = CheckpointStore::open(&building.join("store"), &ws, ExcludeSet::default())?
         .with_secret_paths(settings.secrets.clone())
         .with_max_file_bytes(settings.max_file_bytes);
-    store.adopt_pack(&pack)?;
+    store.adopt_pack(workspace.baseline_pack())?;
     let wait = (copied_ns + RACY_WINDOW_NS + 50_000_000 - now_ns()).max(0);
     std::thread::sleep(Duration::from_nanos(u64::try_from(wait).unwrap_or(0)));
     store.scan()?;
@@ -296,8 +331,8 @@ fn build(
         &building.join(META),
         &Meta {
             started_ns,
-            allocated,
-            baseline,
+            allocated: workspace.allocated_bytes(),
+            baseline: workspace.baseline(),
             settings: settings.key(),
             repo: source_repo.as_os_str().as_bytes().to_vec(),
             files: recorded,
@@ -375,17 +410,16 @@ fn refresh_and_move(
     let workdir = workdir_of(&source, source_repo).map_err(failed)?;
     let paths = source_paths(&source, &settings.secrets).map_err(failed)?;
     drop(source);
-    let copier = Copier::new(&workdir).map_err(failed)?;
+    // Only to judge links again: it copies nothing.
+    let checker = Copier::new(&workdir, &ws, None, settings.max_file_bytes, 0).map_err(failed)?;
 
-    let mut known: std::collections::HashMap<&[u8], &Recorded> = meta
-        .files
-        .iter()
-        .map(|r| (r.file.path.as_slice(), r))
-        .collect();
+    let mut known: std::collections::HashMap<&[u8], &Recorded> =
+        meta.files.iter().map(|r| (r.path.as_slice(), r)).collect();
     let trusted_before = meta.started_ns.saturating_sub(RACY_WINDOW_NS);
     let mut left_out = Vec::new();
-    let mut keep: Vec<CopiedFile> = Vec::with_capacity(paths.len());
-    let mut again: Vec<&[u8]> = Vec::new();
+    let mut keep: Vec<&Recorded> = Vec::with_capacity(paths.len());
+    let mut again: Vec<&Path> = Vec::new();
+    let mut replaced = std::collections::HashSet::new();
     for rel in &paths {
         if let Some(reason) = left_out_reason(rel, &settings.secrets) {
             left_out.push(LeftOut::new(rel, reason));
@@ -401,75 +435,67 @@ fn refresh_and_move(
                     && now.mtime_ns < trusted_before
                     && now.ctime_ns < trusted_before =>
             {
-                if let Some(target) = &r.file.target {
+                if let Some(target) = &r.target {
                     // Whether a link stays inside depends on other paths too.
-                    copier
+                    checker
                         .check_link(path, Path::new(OsStr::from_bytes(target)))
                         .map_err(failed)?;
                 }
-                keep.push(r.file.clone());
+                keep.push(r);
             }
             (old, _) => {
                 if old.is_some() {
-                    remove_path(&ws, path).map_err(failed)?;
+                    replaced.insert(rel.as_slice());
                 }
-                again.push(rel);
+                again.push(path);
             }
         }
     }
     // What the copy holds and the source no longer gives.
-    let gone: Vec<Vec<u8>> = known.keys().map(|p| p.to_vec()).collect();
+    let gone: Vec<&[u8]> = known.keys().copied().collect();
     let changes = again.len() + gone.len();
     if changes > (meta.files.len() / 4).max(64) {
         return Err(NotTaken::TooManyChanges);
     }
-    for rel in &gone {
-        remove_path(&ws, Path::new(OsStr::from_bytes(rel))).map_err(failed)?;
-    }
     let mut allocated = meta.allocated;
-    let replaced: std::collections::HashSet<&[u8]> = gone
-        .iter()
-        .map(Vec::as_slice)
-        .chain(again.iter().copied())
-        .collect();
-    for r in &meta.files {
-        if replaced.contains(r.file.path.as_slice()) {
-            allocated = allocated.saturating_sub(r.file.allocated);
+    for rel in replaced.iter().chain(&gone) {
+        let path = Path::new(OsStr::from_bytes(rel));
+        if let Ok(m) = std::fs::symlink_metadata(ws.join(path)) {
+            allocated = allocated.saturating_sub(m.blocks().saturating_mul(512));
         }
+        remove_path(&ws, path).map_err(failed)?;
     }
     let mut refreshed = Refreshed {
         copied: 0,
         removed: gone.len() as u64,
         rebased: changes > 0,
     };
-    for rel in &again {
-        let path = Path::new(OsStr::from_bytes(rel));
-        match copier.copy(path, &ws).map_err(failed)? {
-            Some(file) => {
-                allocated = allocated.saturating_add(file.allocated);
-                if let Some((uid, gid)) = settings.owner {
-                    chown_new(&ws, path, uid, gid).map_err(failed)?;
-                }
-                keep.push(file);
-                refreshed.copied += 1;
-            }
-            // Tracked but gone from the working tree.
-            None if replaced.contains(rel) => refreshed.removed += 1,
-            None => {}
-        }
-    }
     let mut baseline = meta.baseline;
+    let mut files = keep.len() as u64;
     if changes > 0 {
         // Written again from the files: nothing of a version that is gone
         // stays reachable, or readable, in the workspace's `.git`.
         let git = ws.join(".git");
         std::fs::remove_dir_all(&git).map_err(|e| failed(WorkspaceError::io(&git, e)))?;
-        keep.sort_by(|a, b| a.path.cmp(&b.path));
-        baseline = commit_baseline(&ws, &keep, settings.max_file_bytes)
-            .map_err(failed)?
-            .0;
-        if let Some((uid, gid)) = settings.owner {
-            chown_tree(&git, uid, gid).map_err(failed)?;
+        let kept = keep.iter().map(|r| r.kept()).collect();
+        let (commit, recopied) = recopy_and_commit(
+            &workdir,
+            &ws,
+            settings.owner,
+            settings.max_file_bytes,
+            &again,
+            kept,
+        )
+        .map_err(failed)?;
+        baseline = commit;
+        refreshed.copied = recopied.len() as u64;
+        files += recopied.len() as u64;
+        let back: std::collections::HashSet<&[u8]> =
+            recopied.iter().map(|(p, _)| p.as_slice()).collect();
+        // Tracked, but gone from the working tree.
+        refreshed.removed += replaced.iter().filter(|p| !back.contains(**p)).count() as u64;
+        for (_, bytes) in &recopied {
+            allocated = allocated.saturating_add(*bytes);
         }
     }
     // Into place: the run's directory may already be mounted, so its
@@ -495,7 +521,7 @@ fn refresh_and_move(
         settings.owner,
         left_out,
         allocated,
-        keep.len() as u64,
+        files,
     );
     Ok(Taken {
         workspace,
@@ -515,19 +541,6 @@ fn remove_path(ws: &Path, rel: &Path) -> Result<(), WorkspaceError> {
         if dir.as_os_str().is_empty() || std::fs::remove_dir(ws.join(dir)).is_err() {
             break;
         }
-    }
-    Ok(())
-}
-
-/// Gives a newly copied path and the directories above it to the owner.
-fn chown_new(ws: &Path, rel: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
-    for p in rel.ancestors() {
-        if p.as_os_str().is_empty() {
-            break;
-        }
-        let path = ws.join(p);
-        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
-            .map_err(|e| WorkspaceError::io(&path, e))?;
     }
     Ok(())
 }
@@ -595,12 +608,10 @@ fn write_meta(path: &Path, meta: &Meta) -> Result<(), WorkspaceError> {
     put_bytes(&mut out, &meta.repo);
     out.extend_from_slice(&(meta.files.len() as u64).to_le_bytes());
     for r in &meta.files {
-        let f = &r.file;
-        put_bytes(&mut out, &f.path);
-        out.extend_from_slice(&f.mode.to_le_bytes());
-        out.extend_from_slice(&f.size.to_le_bytes());
-        out.extend_from_slice(&f.allocated.to_le_bytes());
-        match &f.target {
+        put_bytes(&mut out, &r.path);
+        out.extend_from_slice(&r.mode.to_le_bytes());
+        out.extend_from_slice(&r.size.to_le_bytes());
+        match &r.target {
             Some(t) => {
                 out.push(1);
                 put_bytes(&mut out, t);
@@ -641,7 +652,6 @@ fn read_meta(path: &Path) -> Option<Meta> {
         let path = r.bytes()?.to_vec();
         let mode = r.u32()?;
         let size = r.u64()?;
-        let allocated = r.u64()?;
         let target = match r.take(1)?[0] {
             1 => Some(r.bytes()?.to_vec()),
             _ => None,
@@ -654,13 +664,10 @@ fn read_meta(path: &Path) -> Option<Meta> {
             mode: r.u32()?,
         };
         files.push(Recorded {
-            file: CopiedFile {
-                path,
-                mode,
-                size,
-                allocated,
-                target,
-            },
+            path,
+            mode,
+            size,
+            target,
             source,
         });
     }
