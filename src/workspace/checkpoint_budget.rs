@@ -265,6 +265,8 @@ impl CheckpointStore {
         }
         if !deleted.is_empty() {
             self.scanner.forget_blobs(&deleted);
+            // The kept snapshot may name them.
+            self.kept = None;
         }
         freed
     }
