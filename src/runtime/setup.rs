@@ -382,7 +382,8 @@ async fn copy_workspace(
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
                 .with_secret_paths(secrets)
                 .with_max_file_bytes(limits.max_file_bytes)
-                .with_checkpoint_budget(limits.max_checkpoint_bytes);
+                .with_checkpoint_budget(limits.max_checkpoint_bytes)
+                .watch();
         // The baseline's blobs, packed once by the copy (before anything
         // ran in the workspace): the checkpoint only hashes those files.
         checkpoints.adopt_pack(workspace.baseline_pack())?;
@@ -452,7 +453,9 @@ async fn rebuild_workspace(
         let copy_ms = elapsed_ms(t);
         let copied = crate::workspace::limits::measure(workspace.path(), &mut |_| false);
         let limits = WorkspaceLimits::new(copied.bytes, &overrides);
-        let checkpoints = checkpoints.with_checkpoint_budget(limits.max_checkpoint_bytes);
+        let checkpoints = checkpoints
+            .with_checkpoint_budget(limits.max_checkpoint_bytes)
+            .watch();
         let root = workspace.root()?;
         let ws = RunWorkspace {
             workspace,
