@@ -22,7 +22,7 @@ use git2::{
 
 use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
 use super::journal::{Changes, Journal};
-use super::tree::write_tree;
+use super::tree::{DirTrees, outermost, touches, write_tree, write_tree_reusing};
 use super::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
 };
@@ -78,6 +78,11 @@ struct Kept {
     tree: Option<Oid>,
     /// Its files with more than one name, examined every time.
     linked: HashSet<Vec<u8>>,
+    /// Trees of directories written for an earlier snapshot: those not
+    /// touched by `changed` (see the tree module) hold as they are.
+    dirs: DirTrees,
+    /// What changed since `dirs` were written.
+    changed: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -489,22 +494,38 @@ impl CheckpointStore {
             Some(_) => self.snapshot()?,
             None => Arc::new(self.scan()?),
         };
-        if let Some(kept) = &self.kept
-            && Arc::ptr_eq(&kept.snapshot, &snapshot)
-            && let Some(tree) = kept.tree
-        {
-            return Ok((snapshot, tree));
-        }
         let odb = self
             .repo
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
-        let tree_id = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
-        if let Some(kept) = &mut self.kept
-            && Arc::ptr_eq(&kept.snapshot, &snapshot)
-        {
-            kept.tree = Some(tree_id);
+        let Some(kept) = self
+            .kept
+            .as_mut()
+            .filter(|k| Arc::ptr_eq(&k.snapshot, &snapshot))
+        else {
+            let tree_id = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
+            return Ok((snapshot, tree_id));
+        };
+        if let Some(tree) = kept.tree {
+            return Ok((snapshot, tree));
         }
+        // Only the directories on the way to what changed are written again.
+        let mut dirs = std::mem::take(&mut kept.dirs);
+        let changed = std::mem::take(&mut kept.changed);
+        if !changed.is_empty() {
+            dirs.retain(|dir, _| !touches(&changed, dir));
+        }
+        let mut made = DirTrees::new();
+        let tree_id = write_tree_reusing(
+            &odb,
+            &snapshot.entries,
+            &mut self.stored_trees,
+            &dirs,
+            &mut made,
+        )?;
+        dirs.extend(made);
+        kept.dirs = dirs;
+        kept.tree = Some(tree_id);
         Ok((snapshot, tree_id))
     }
 
@@ -539,10 +560,14 @@ impl CheckpointStore {
                     // changed unseen.
                     if facts.linked.iter().all(|p| kept.linked.contains(p)) {
                         let snapshot = Arc::new(snapshot);
+                        let mut changed = kept.changed;
+                        changed.extend(facts.roots);
                         self.kept = Some(Kept {
                             snapshot: Arc::clone(&snapshot),
                             tree: None,
                             linked: kept.linked,
+                            dirs: kept.dirs,
+                            changed: outermost(changed),
                         });
                         return Ok(snapshot);
                     }
@@ -562,6 +587,8 @@ impl CheckpointStore {
             snapshot: Arc::clone(&snapshot),
             tree: None,
             linked: facts.linked.into_iter().collect(),
+            dirs: DirTrees::new(),
+            changed: Vec::new(),
         });
         Ok(snapshot)
     }

@@ -306,6 +306,9 @@ pub(crate) struct ScanFacts {
     /// Files with more than one name: a write through another name is
     /// not seen as a change of theirs.
     pub linked: Vec<Vec<u8>>,
+    /// For a partial scan: the paths examined, each with a `/` appended,
+    /// sorted, none below another.
+    pub roots: Vec<Vec<u8>>,
 }
 
 /// The entries of the files [`Fingerprinter::digest_found`] examined.
@@ -447,6 +450,7 @@ impl Fingerprinter {
             },
             ScanFacts {
                 linked: done.linked,
+                roots: Vec::new(),
             },
         ))
     }
@@ -546,6 +550,7 @@ impl Fingerprinter {
             },
             ScanFacts {
                 linked: done.linked,
+                roots,
             },
         ))
     }
