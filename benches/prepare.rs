@@ -57,7 +57,9 @@ fn registry_sources() -> Vec<PathBuf> {
 }
 
 fn git(dir: &Path, args: &[&str]) {
+    // No background gc: the repository is copied right after its commit.
     let ok = Command::new("git")
+        .args(["-c", "gc.auto=0"])
         .args(args)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "bench")
