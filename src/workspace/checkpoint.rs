@@ -159,6 +159,8 @@ impl CheckpointStore {
     /// Files larger than `bytes` are neither read nor checkpointed.
     pub(crate) fn with_max_file_bytes(mut self, bytes: u64) -> Self {
         self.scanner.set_max_file_bytes(bytes);
+        // What a kept snapshot holds depends on the limit.
+        self.forget_kept();
         self
     }
 
