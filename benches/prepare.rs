@@ -8,9 +8,11 @@
 //! each with a scripted model that asks for completion at once: time from
 //! spawn to the first model request, the phases before it from the event
 //! log, and end of run (`run.finished`) to process exit. Prints the ratios to
-//! the clone.
+//! the clone. Then a checkpoint when nothing changed and one when one file
+//! did, with the workspace watched as runs do, beside the full scan.
 //!
-//! Run: `cargo bench --bench prepare` (`PREPARE_SIZES=5000` for the small one only).
+//! Run: `cargo bench --bench prepare` (`PREPARE_SIZES=5000` for the small one
+//! only, `PREPARE_ONLY=checkpoint` for the checkpoint figures only).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -55,7 +57,9 @@ fn registry_sources() -> Vec<PathBuf> {
 }
 
 fn git(dir: &Path, args: &[&str]) {
+    // No background gc: the repository is copied right after its commit.
     let ok = Command::new("git")
+        .args(["-c", "gc.auto=0"])
         .args(args)
         .current_dir(dir)
         .env("GIT_AUTHOR_NAME", "bench")
@@ -244,9 +248,18 @@ async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
     }
 }
 
-/// A checkpoint when nothing changed since the last one, on a copy of the
-/// repository's files (median of 5, caches warm).
-fn no_change_checkpoint(repo: &Path, work: &Path) -> Duration {
+/// Checkpoint times on a copy of the repository's files (median of 5,
+/// caches warm), with the workspace watched as runs do and without.
+struct CheckpointTimes {
+    /// Watched, nothing changed since the last checkpoint.
+    no_change: Duration,
+    /// Watched, one file changed.
+    one_change: Duration,
+    /// Not watched (a full scan), nothing changed.
+    full_scan: Duration,
+}
+
+fn no_change_checkpoint(repo: &Path, work: &Path) -> CheckpointTimes {
     use minicoder::workspace::{CheckpointStore, ExcludeSet};
     let ws = work.join("nochange-ws");
     let ok = Command::new("cp")
@@ -258,22 +271,52 @@ fn no_change_checkpoint(repo: &Path, work: &Path) -> Duration {
         .success();
     assert!(ok);
     let _ = std::fs::remove_dir_all(ws.join(".git"));
-    let mut store =
-        CheckpointStore::open(&work.join("nochange.git"), &ws, ExcludeSet::default()).unwrap();
-    store.create("baseline").unwrap();
-    // Past the racy window, so the stat cache is trusted as in a real run.
-    std::thread::sleep(Duration::from_millis(2100));
-    store.create("warm").unwrap();
-    let samples = (0..5)
-        .map(|_| {
-            let t = Instant::now();
-            store.create("no change").unwrap();
-            t.elapsed()
-        })
-        .collect();
-    let took = median(samples);
+    let measure = |store: &mut CheckpointStore, change: &mut dyn FnMut()| {
+        store.create("baseline").unwrap();
+        // Past the racy window, so the stat cache is trusted as in a real run.
+        std::thread::sleep(Duration::from_millis(2100));
+        store.create("warm").unwrap();
+        let samples = (0..5)
+            .map(|_| {
+                change();
+                let t = Instant::now();
+                store.create("checkpoint").unwrap();
+                t.elapsed()
+            })
+            .collect();
+        median(samples)
+    };
+    let mut full =
+        CheckpointStore::open(&work.join("nochange-full.git"), &ws, ExcludeSet::default()).unwrap();
+    let full_scan = measure(&mut full, &mut || {});
+    drop(full);
+    let mut watched = CheckpointStore::open(&work.join("nochange.git"), &ws, ExcludeSet::default())
+        .unwrap()
+        .watch();
+    let no_change = measure(&mut watched, &mut || {});
+    let changed = ws.join("changed-between-checkpoints.txt");
+    let mut n = 0;
+    let one_change = measure(&mut watched, &mut || {
+        n += 1;
+        std::fs::write(&changed, format!("{n}\n")).unwrap();
+    });
     let _ = std::fs::remove_dir_all(&ws);
-    took
+    CheckpointTimes {
+        no_change,
+        one_change,
+        full_scan,
+    }
+}
+
+fn print_checkpoint(times: &CheckpointTimes) {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "no-change checkpoint: {:.2} ms watched, {:.1} ms scanning whole ({:.0}× faster); one file changed: {:.2} ms watched (medians of 5)",
+        ms(times.no_change),
+        ms(times.full_scan),
+        ms(times.full_scan) / ms(times.no_change).max(1e-3),
+        ms(times.one_change),
+    );
 }
 
 /// Waits until a prepared copy is ready in the state directory.
@@ -303,6 +346,8 @@ async fn main() {
         .ok()
         .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![5_000, 50_000]);
+    // `PREPARE_ONLY=checkpoint`: the checkpoint figures only.
+    let only_checkpoint = std::env::var("PREPARE_ONLY").is_ok_and(|v| v == "checkpoint");
     let work = tempfile::tempdir().unwrap();
     let sources = registry_sources();
     println!("{} source files in cargo's registry", sources.len());
@@ -313,6 +358,10 @@ async fn main() {
             "\nrepository: {files} files, {:.0} MB",
             bytes as f64 / 1_048_576.0
         );
+        if only_checkpoint {
+            print_checkpoint(&no_change_checkpoint(&repo, work.path()));
+            continue;
+        }
         let clone = clone_time(&repo);
         println!("git clone --local: {} (median of 3)", secs(clone));
         let state = tempfile::tempdir_in(work.path()).unwrap();
@@ -360,11 +409,7 @@ async fn main() {
                 run.prepare
             );
         }
-        let nochange = no_change_checkpoint(&repo, work.path());
-        println!(
-            "no-change checkpoint: {:.1} ms (median of 5)",
-            nochange.as_secs_f64() * 1e3
-        );
+        print_checkpoint(&no_change_checkpoint(&repo, work.path()));
         println!(
             "budgets: cold ≤ 1.0 × clone, warm ≤ 0.25 × clone, no-change checkpoint ≤ 20 ms at 50,000 files, run.finished → exit ≤ 1 s"
         );

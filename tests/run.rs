@@ -294,6 +294,54 @@ async fn a_fix_that_verifies() {
 }
 
 #[tokio::test]
+async fn what_commands_write_reaches_the_checkpoints() {
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    let shell = |command: &str| {
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["in_progress", "pending"])),
+            ("run_shell", json!({ "command": command })),
+        ])
+    };
+    // A directory of files made at once, a file changed in place and one
+    // appended to; then, after a checkpoint, some of them changed again.
+    h.mock.push(shell(
+        "mkdir -p made/deep/er && echo one > made/deep/er/one.txt && echo two > made/two.txt \
+         && chmod +x made/two.txt && ln -s deep/er/one.txt made/link",
+    ));
+    h.mock.push(shell(
+        "echo again >> made/deep/er/one.txt && rm made/two.txt && mkdir made/later \
+         && echo l > made/later/l.txt && mv made/deep made/moved",
+    ));
+    h.mock.push_all(fix_and_complete());
+    let (out, result) = h.run(&[]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(result["outcome"], "success", "{result:#}\n{stderr}");
+    let mut changed: Vec<String> = result["changed_files"]
+        .as_array()
+        .expect("changed files")
+        .iter()
+        .map(|v| v.as_str().expect("path").to_string())
+        .collect();
+    changed.sort();
+    assert_eq!(
+        changed,
+        [
+            "made/later/l.txt",
+            "made/link",
+            "made/moved/er/one.txt",
+            "pagination.py"
+        ],
+        "{result:#}"
+    );
+    let patch = std::fs::read_to_string(h.artifacts.join("final.patch")).expect("patch");
+    assert!(patch.contains("+one\n+again\n"), "{patch}");
+    assert!(!patch.contains("two.txt"), "{patch}");
+    h.assert_guarantees();
+}
+
+#[tokio::test]
 async fn completion_before_the_fix_is_refused_then_repaired() {
     let Some(h) = Harness::new().await else {
         return;

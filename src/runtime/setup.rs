@@ -404,7 +404,8 @@ async fn copy_workspace(
             CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
                 .with_secret_paths(secrets)
                 .with_max_file_bytes(limits.max_file_bytes)
-                .with_checkpoint_budget(limits.max_checkpoint_bytes);
+                .with_checkpoint_budget(limits.max_checkpoint_bytes)
+                .watch();
         if refreshed.is_none() {
             // The baseline's blobs, packed once by the copy, and the hashes
             // the copy took on the way (nothing ran in the workspace since):
@@ -526,7 +527,9 @@ async fn rebuild_workspace(
         let copy_ms = elapsed_ms(t);
         let copied = crate::workspace::limits::measure(workspace.path(), &mut |_| false);
         let limits = WorkspaceLimits::new(copied.bytes, &overrides);
-        let checkpoints = checkpoints.with_checkpoint_budget(limits.max_checkpoint_bytes);
+        let checkpoints = checkpoints
+            .with_checkpoint_budget(limits.max_checkpoint_bytes)
+            .watch();
         let root = workspace.root()?;
         let ws = RunWorkspace {
             workspace,

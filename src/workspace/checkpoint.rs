@@ -14,13 +14,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use git2::{
     DiffFormat, ObjectType, Oid, Repository, Signature, Sort, Tree, TreeWalkMode, TreeWalkResult,
 };
 
 use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
-use super::tree::write_tree;
+use super::journal::{Changes, Journal};
+use super::tree::{DirTrees, outermost, touches, write_tree, write_tree_reusing};
 use super::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
 };
@@ -63,6 +65,24 @@ pub struct CheckpointStore {
     budget: Option<u64>,
     /// The blobs written since the latest baseline.
     written: budget::Written,
+    /// What changed in the workspace since `kept`, if it is watched.
+    journal: Option<Journal>,
+    /// The latest snapshot taken with the journal.
+    kept: Option<Kept>,
+}
+
+/// A snapshot the journal can bring up to date.
+struct Kept {
+    snapshot: Arc<Snapshot>,
+    /// Its tree, once written.
+    tree: Option<Oid>,
+    /// Its files with more than one name, examined every time.
+    linked: HashSet<Vec<u8>>,
+    /// Trees of directories written for an earlier snapshot: those not
+    /// touched by `changed` (see the tree module) hold as they are.
+    dirs: DirTrees,
+    /// What changed since `dirs` were written.
+    changed: Vec<Vec<u8>>,
 }
 
 impl std::fmt::Debug for CheckpointStore {
@@ -99,12 +119,48 @@ impl CheckpointStore {
             secrets: SecretPaths::default(),
             budget: None,
             written: budget::Written::default(),
+            journal: None,
+            kept: None,
         })
+    }
+
+    /// Watches the workspace for changes (see the journal module), so a
+    /// checkpoint examines only what changed since the previous one. Where
+    /// the workspace cannot be watched, every checkpoint scans it whole.
+    pub fn watch(self) -> Self {
+        self.watch_bounded(super::journal::DEFAULT_BOUND)
+    }
+
+    /// [`Self::watch`], keeping at most `bound` changed paths before a full
+    /// scan is needed.
+    pub(crate) fn watch_bounded(mut self, bound: usize) -> Self {
+        match Journal::start(self.scanner.workspace(), self.scanner.excludes(), bound) {
+            Ok(journal) => self.journal = Some(journal),
+            Err(e) => tracing::info!(
+                "the workspace cannot be watched for changes ({e}): every checkpoint scans it whole"
+            ),
+        }
+        self.kept = None;
+        self
+    }
+
+    /// Whether the workspace is watched.
+    #[cfg(test)]
+    pub(crate) fn is_watched(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// `lstat`s, directories read and files read by this store's scans.
+    #[cfg(test)]
+    pub(crate) fn scan_counts(&self) -> (usize, usize, usize) {
+        self.scanner.counts()
     }
 
     /// Files larger than `bytes` are neither read nor checkpointed.
     pub(crate) fn with_max_file_bytes(mut self, bytes: u64) -> Self {
         self.scanner.set_max_file_bytes(bytes);
+        // What a kept snapshot holds depends on the limit.
+        self.forget_kept();
         self
     }
 
@@ -326,6 +382,8 @@ impl CheckpointStore {
         let checkpoint = self.get(id)?;
         self.unpruned(id)?;
         let current = self.scan()?;
+        // What is written here is not what the journal's snapshot holds.
+        self.forget_kept();
         let tree = self
             .commit(id)?
             .tree()
@@ -436,6 +494,10 @@ impl CheckpointStore {
 
     /// Scans the workspace, storing the blobs of changed files.
     pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
+        if self.journal.is_some() {
+            let snapshot = self.snapshot()?;
+            return Ok(Snapshot::clone(&snapshot));
+        }
         let odb = self
             .repo
             .odb()
@@ -445,14 +507,117 @@ impl CheckpointStore {
     }
 
     /// Scans the workspace and writes its tree.
-    fn snapshot_tree(&mut self) -> Result<(Snapshot, Oid), WorkspaceError> {
-        let snapshot = self.scan()?;
+    fn snapshot_tree(&mut self) -> Result<(Arc<Snapshot>, Oid), WorkspaceError> {
+        let snapshot = match self.journal {
+            Some(_) => self.snapshot()?,
+            None => Arc::new(self.scan()?),
+        };
         let odb = self
             .repo
             .odb()
             .map_err(WorkspaceError::git("opening the object database"))?;
-        let tree_id = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
+        let Some(kept) = self
+            .kept
+            .as_mut()
+            .filter(|k| Arc::ptr_eq(&k.snapshot, &snapshot))
+        else {
+            let tree_id = write_tree(&odb, &snapshot.entries, &mut self.stored_trees)?;
+            return Ok((snapshot, tree_id));
+        };
+        if let Some(tree) = kept.tree {
+            return Ok((snapshot, tree));
+        }
+        // Only the directories on the way to what changed are written again.
+        let mut dirs = std::mem::take(&mut kept.dirs);
+        let changed = std::mem::take(&mut kept.changed);
+        if !changed.is_empty() {
+            dirs.retain(|dir, _| !touches(&changed, dir));
+        }
+        let mut made = DirTrees::new();
+        let tree_id = write_tree_reusing(
+            &odb,
+            &snapshot.entries,
+            &mut self.stored_trees,
+            &dirs,
+            &mut made,
+        )?;
+        dirs.extend(made);
+        kept.dirs = dirs;
+        kept.tree = Some(tree_id);
         Ok((snapshot, tree_id))
+    }
+
+    /// The workspace as a full scan would find it now, through the
+    /// journal: the kept snapshot when nothing changed, brought up to date
+    /// when some paths did, else a full scan that watches every directory
+    /// again.
+    fn snapshot(&mut self) -> Result<Arc<Snapshot>, WorkspaceError> {
+        let Some(journal) = &self.journal else {
+            return Ok(Arc::new(self.scan()?));
+        };
+        let changes = journal.take();
+        let kept = self.kept.take();
+        let odb = self
+            .repo
+            .odb()
+            .map_err(WorkspaceError::git("opening the object database"))?;
+        let mut sink = |reader: &mut dyn std::io::Read, size| store_new_blob(&odb, reader, size);
+        let watch = |dir: std::os::fd::BorrowedFd<'_>, rel: &[u8]| journal.watch_dir(dir, rel);
+        if let (Changes::Paths(mut paths), Some(kept)) = (changes, kept) {
+            if paths.is_empty() && kept.linked.is_empty() {
+                let snapshot = Arc::clone(&kept.snapshot);
+                self.kept = Some(kept);
+                return Ok(snapshot);
+            }
+            paths.extend(kept.linked.iter().cloned());
+            let old =
+                Arc::try_unwrap(kept.snapshot).map_or_else(|s| s.entries.clone(), |s| s.entries);
+            match self.scanner.rescan(&mut sink, old, paths, Some(&watch)) {
+                Ok((snapshot, facts)) => {
+                    // A new name of a file: its other names may have
+                    // changed unseen.
+                    if facts.linked.iter().all(|p| kept.linked.contains(p)) {
+                        let snapshot = Arc::new(snapshot);
+                        let mut changed = kept.changed;
+                        changed.extend(facts.roots);
+                        self.kept = Some(Kept {
+                            snapshot: Arc::clone(&snapshot),
+                            tree: None,
+                            linked: kept.linked,
+                            dirs: kept.dirs,
+                            changed: outermost(changed),
+                        });
+                        return Ok(snapshot);
+                    }
+                }
+                Err(e) => {
+                    journal.invalidate();
+                    return Err(e);
+                }
+            }
+        }
+        journal.begin_full_scan();
+        let scanned = self.scanner.scan_hooked(&mut sink, Some(&watch));
+        journal.end_full_scan(scanned.is_ok());
+        let (snapshot, facts) = scanned?;
+        let snapshot = Arc::new(snapshot);
+        self.kept = Some(Kept {
+            snapshot: Arc::clone(&snapshot),
+            tree: None,
+            linked: facts.linked.into_iter().collect(),
+            dirs: DirTrees::new(),
+            changed: Vec::new(),
+        });
+        Ok(snapshot)
+    }
+
+    /// The next checkpoint scans the workspace whole (it was written
+    /// without the journal's help).
+    fn forget_kept(&mut self) {
+        self.kept = None;
+        if let Some(journal) = &self.journal {
+            journal.invalidate();
+        }
     }
 
     fn tree(&self, id: Oid) -> Result<Tree<'_>, WorkspaceError> {

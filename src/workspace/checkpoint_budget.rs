@@ -85,32 +85,55 @@ impl CheckpointStore {
         if old == Some(new) {
             return Ok(());
         }
-        let old = old.map(|id| self.tree(id)).transpose()?;
-        let new_tree = self.tree(new)?;
-        let diff = self
-            .repo
-            .diff_tree_to_tree(old.as_ref(), Some(&new_tree), None)
-            .map_err(WorkspaceError::git("diffing checkpoints"))?;
-        let objects = self.repo.path().join("objects");
         let mut found = Vec::new();
-        for delta in diff.deltas() {
-            let file = delta.new_file();
-            if file.id().is_zero()
-                || !matches!(
-                    file.mode(),
-                    git2::FileMode::Blob | git2::FileMode::BlobExecutable | git2::FileMode::Link
-                )
+        self.new_blobs(old, new, &mut found)?;
+        for (id, size) in found {
+            self.written.add(id, size);
+        }
+        Ok(())
+    }
+
+    /// The blobs (with their sizes as loose objects, 0 if packed) at the
+    /// paths of tree `new` where tree `old` holds something else. A
+    /// subtree both hold is not read: a checkpoint after a small change
+    /// reads only the trees on the way to it.
+    fn new_blobs(
+        &self,
+        old: Option<Oid>,
+        new: Oid,
+        found: &mut Vec<(Oid, u64)>,
+    ) -> Result<(), WorkspaceError> {
+        if old == Some(new) {
+            return Ok(());
+        }
+        let old = old.map(|id| self.tree(id)).transpose()?;
+        let new = self.tree(new)?;
+        let objects = self.repo.path().join("objects");
+        for entry in new.iter() {
+            let before = old
+                .as_ref()
+                .and_then(|t| t.get_name_bytes(entry.name_bytes()));
+            if before
+                .as_ref()
+                .is_some_and(|b| b.id() == entry.id() && b.filemode() == entry.filemode())
             {
                 continue;
             }
-            let hex = file.id().to_string();
-            let size = std::fs::symlink_metadata(objects.join(&hex[..2]).join(&hex[2..]))
-                .map_or(0, |m| m.len());
-            found.push((file.id(), size));
-        }
-        drop((diff, old, new_tree));
-        for (id, size) in found {
-            self.written.add(id, size);
+            match entry.kind() {
+                Some(ObjectType::Tree) => {
+                    let below = before
+                        .filter(|b| b.kind() == Some(ObjectType::Tree))
+                        .map(|b| b.id());
+                    self.new_blobs(below, entry.id(), found)?;
+                }
+                Some(ObjectType::Blob) if !entry.id().is_zero() => {
+                    let hex = entry.id().to_string();
+                    let size = std::fs::symlink_metadata(objects.join(&hex[..2]).join(&hex[2..]))
+                        .map_or(0, |m| m.len());
+                    found.push((entry.id(), size));
+                }
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -265,6 +288,8 @@ impl CheckpointStore {
         }
         if !deleted.is_empty() {
             self.scanner.forget_blobs(&deleted);
+            // The kept snapshot may name them.
+            self.kept = None;
         }
         freed
     }

@@ -36,7 +36,7 @@
 //! all: it stands in the fingerprint by its size and modification time
 //! ([`EntryDigest::Oversize`]), and checkpoints leave it out.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{Read, Write};
@@ -45,12 +45,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid};
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
 use super::stat_cache::{CachedHash, StatCache, StatKey};
-use super::walk::{Found, io_error, open_dir_beneath, stat_key, walk};
-use super::{EntryKind, WorkspaceError};
+use super::walk::{
+    Found, OnDir, ScanCounts, Start, io_error, open_dir_below, open_dir_beneath, stat_key,
+    walk_from,
+};
+use super::{EntryKind, WorkspaceError, verify_component};
 
 /// The tool caches left out by default, matched by directory name at any depth.
 pub const DEFAULT_EXCLUDES: [&str; 5] = [
@@ -294,6 +297,7 @@ pub struct Fingerprinter {
     cache: StatCache,
     cache_file: Option<PathBuf>,
     max_file_bytes: u64,
+    counts: ScanCounts,
     /// Facts the next scan takes as known without the racy rule (see
     /// [`Self::prime_next_scan`]).
     primed: std::collections::HashMap<Vec<u8>, CachedHash>,
@@ -302,6 +306,25 @@ pub struct Fingerprinter {
 /// The recording time of a primed entry while the walk consults it: valid
 /// for any facts equal to its own.
 const PRIMED: i64 = i64::MAX;
+
+/// What one scan found beside its snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct ScanFacts {
+    /// Files with more than one name: a write through another name is
+    /// not seen as a change of theirs.
+    pub linked: Vec<Vec<u8>>,
+    /// For a partial scan: the paths examined, each with a `/` appended,
+    /// sorted, none below another.
+    pub roots: Vec<Vec<u8>>,
+}
+
+/// The entries of the files [`Fingerprinter::digest_found`] examined.
+struct Digested {
+    entries: Vec<FingerprintEntry>,
+    fresh: Vec<(Vec<u8>, CachedHash)>,
+    rehashed: usize,
+    linked: Vec<Vec<u8>>,
+}
 
 impl Fingerprinter {
     /// A fingerprinter whose cache lives in memory only.
@@ -312,6 +335,7 @@ impl Fingerprinter {
             cache: StatCache::new(),
             cache_file: None,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            counts: ScanCounts::default(),
             primed: Default::default(),
         }
     }
@@ -329,6 +353,18 @@ impl Fingerprinter {
         facts: std::collections::HashMap<Vec<u8>, CachedHash>,
     ) {
         self.primed = facts;
+    }
+
+    /// The directory names left out.
+    pub(crate) fn excludes(&self) -> &ExcludeSet {
+        &self.excludes
+    }
+
+    /// `lstat`s, directories read and files read by this fingerprinter's
+    /// scans so far.
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        self.counts.get()
     }
 
     /// Files larger than `bytes` are fingerprinted by size and mtime only.
@@ -393,13 +429,26 @@ impl Fingerprinter {
         &mut self,
         sink: &mut BlobSink<'_>,
     ) -> Result<Snapshot, WorkspaceError> {
-        let started_ns = now_ns();
-        let root = rustix::fs::open(
+        Ok(self.scan_hooked(sink, None)?.0)
+    }
+
+    fn open_root(&self) -> Result<OwnedFd, WorkspaceError> {
+        rustix::fs::open(
             &self.workspace,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| WorkspaceError::io(&self.workspace, e))?;
+        .map_err(|e| WorkspaceError::io(&self.workspace, e))
+    }
+
+    /// [`Self::scan_with`], calling `on_dir` with every directory read.
+    pub(crate) fn scan_hooked(
+        &mut self,
+        sink: &mut BlobSink<'_>,
+        on_dir: Option<&OnDir<'_>>,
+    ) -> Result<(Snapshot, ScanFacts), WorkspaceError> {
+        let started_ns = now_ns();
+        let root = self.open_root()?;
         let primed = std::mem::take(&mut self.primed);
         let merged;
         let vouched = if primed.is_empty() {
@@ -416,22 +465,241 @@ impl Fingerprinter {
             merged = all;
             &merged
         };
-        let found = walk(&root, &self.workspace, &self.excludes, vouched)?;
+        let found = walk_from(
+            &root,
+            &self.workspace,
+            &self.excludes,
+            vouched,
+            vec![Start::root()],
+            on_dir,
+            &self.counts,
+        )?;
+        let done = self.digest_found(&root, found, sink, started_ns, &primed)?;
+        let files = done.entries.iter().filter(|e| e.kind == EntryKind::File);
+        self.cache
+            .update(done.fresh, files.map(|e| e.path.as_os_str().as_bytes()));
+        if let Some(file) = &self.cache_file {
+            self.cache.persist(file)?;
+        }
+        Ok((
+            Snapshot {
+                fingerprint: digest(&done.entries),
+                entries: done.entries,
+                rehashed: done.rehashed,
+            },
+            ScanFacts {
+                linked: done.linked,
+                roots: Vec::new(),
+            },
+        ))
+    }
+
+    /// The snapshot a full scan would give now, from `old` (the entries of
+    /// an earlier snapshot) and the paths that may have changed since:
+    /// only those paths (and, for directories, everything below them) are
+    /// examined again. A path is relative, `/`-separated.
+    pub(crate) fn rescan(
+        &mut self,
+        sink: &mut BlobSink<'_>,
+        old: Vec<FingerprintEntry>,
+        dirty: impl IntoIterator<Item = Vec<u8>>,
+        on_dir: Option<&OnDir<'_>>,
+    ) -> Result<(Snapshot, ScanFacts), WorkspaceError> {
+        let started_ns = now_ns();
+        let root = self.open_root()?;
+        // Each path with a `/` appended, sorted; a path below another is
+        // covered by it and dropped.
+        let mut keys: Vec<Vec<u8>> = dirty
+            .into_iter()
+            .filter(|p| is_relative_path(p))
+            .map(|mut p| {
+                p.push(b'/');
+                p
+            })
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut roots: Vec<Vec<u8>> = Vec::with_capacity(keys.len());
+        for key in keys {
+            if roots.last().is_some_and(|r| key.starts_with(r)) {
+                continue;
+            }
+            roots.push(key);
+        }
+        let mut found = Vec::new();
+        let mut starts = Vec::new();
+        for key in &roots {
+            self.resolve(&root, &key[..key.len() - 1], &mut found, &mut starts)?;
+        }
+        found.extend(walk_from(
+            &root,
+            &self.workspace,
+            &self.excludes,
+            self.cache.entries(),
+            starts,
+            on_dir,
+            &self.counts,
+        )?);
+        let done = self.digest_found(&root, found, sink, started_ns, &Default::default())?;
+
+        // Whether `path` is one of the roots or below one. The roots are
+        // sorted and none is a prefix of another, so the only candidate is
+        // the greatest root not after `path/`.
+        let covered = |path: &[u8]| {
+            let with_slash = || path.iter().chain(std::iter::once(&b'/'));
+            let i = roots.partition_point(|r| r.iter().cmp(with_slash()).is_le());
+            i > 0
+                && with_slash()
+                    .take(roots[i - 1].len())
+                    .eq(roots[i - 1].iter())
+        };
+        let new_files: HashSet<&[u8]> = done
+            .entries
+            .iter()
+            .filter(|e| e.kind == EntryKind::File)
+            .map(|e| e.path.as_os_str().as_bytes())
+            .collect();
+        let mut gone = Vec::new();
+        let mut merged = Vec::with_capacity(old.len() + done.entries.len());
+        let mut fresh_entries = done.entries.iter().peekable();
+        for e in old {
+            let path = e.path.as_os_str().as_bytes();
+            if covered(path) {
+                if e.kind == EntryKind::File && !new_files.contains(path) {
+                    gone.push(path.to_vec());
+                }
+                continue;
+            }
+            while let Some(n) = fresh_entries.next_if(|n| n.path.as_os_str().as_bytes() < path) {
+                merged.push(n.clone());
+            }
+            merged.push(e);
+        }
+        merged.extend(fresh_entries.cloned());
+        drop(new_files);
+        self.cache.update_some(done.fresh, &gone);
+        if let Some(file) = &self.cache_file {
+            self.cache.persist(file)?;
+        }
+        Ok((
+            Snapshot {
+                fingerprint: digest(&merged),
+                entries: merged,
+                rehashed: done.rehashed,
+            },
+            ScanFacts {
+                linked: done.linked,
+                roots,
+            },
+        ))
+    }
+
+    /// Examines the one path `rel` as a full scan would: a file or symlink
+    /// is added to `found`, a directory to `starts`; anything a scan would
+    /// not reach (gone, below a symlink, excluded, refused by git) adds
+    /// nothing.
+    fn resolve(
+        &self,
+        root: &OwnedFd,
+        rel: &[u8],
+        found: &mut Vec<Found>,
+        starts: &mut Vec<Start>,
+    ) -> Result<(), WorkspaceError> {
+        let name_start = rel.iter().rposition(|&b| b == b'/').map_or(0, |i| i + 1);
+        let dir = &rel[..name_start.saturating_sub(1)];
+        let name = &rel[name_start..];
+        let reachable = |c: &[u8]| {
+            c != b".git"
+                && verify_component(c, false)
+                && !self.excludes.excludes_dir(OsStr::from_bytes(c))
+        };
+        if name == b".git"
+            || !dir
+                .split(|&b| b == b'/')
+                .filter(|c| !c.is_empty())
+                .all(reachable)
+        {
+            return Ok(());
+        }
+        let absent = |e: rustix::io::Errno| {
+            matches!(
+                e,
+                rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP
+            )
+        };
+        let parent = match open_dir_below(root.as_fd(), dir) {
+            Ok(fd) => fd,
+            Err(e) if absent(e) => return Ok(()),
+            Err(e) => return Err(io_error(&self.workspace, dir, e)),
+        };
+        self.counts.stat();
+        let st =
+            match rustix::fs::statat(&parent, OsStr::from_bytes(name), AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(st) => st,
+                Err(e) if absent(e) => return Ok(()),
+                Err(e) => return Err(io_error(&self.workspace, rel, e)),
+            };
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile if verify_component(name, false) => {
+                let key = stat_key(&st);
+                let cached = self
+                    .cache
+                    .get(rel)
+                    .filter(|c| c.is_valid_for(&key))
+                    .copied();
+                found.push(Found::File {
+                    rel: rel.to_vec(),
+                    name_start,
+                    cached,
+                    linked: st.st_nlink > 1,
+                });
+            }
+            FileType::Symlink if verify_component(name, true) => {
+                let target = rustix::fs::readlinkat(&parent, OsStr::from_bytes(name), Vec::new())
+                    .map_err(|e| io_error(&self.workspace, rel, e))?;
+                found.push(Found::Symlink {
+                    rel: rel.to_vec(),
+                    target: target.into_bytes(),
+                });
+            }
+            FileType::Directory if reachable(name) => {
+                starts.push(Start::below(parent, rel, name_start));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Reads what the cache could not vouch for among `found`, giving the
+    /// entries sorted by path.
+    fn digest_found(
+        &self,
+        root: &OwnedFd,
+        found: Vec<Found>,
+        sink: &mut BlobSink<'_>,
+        started_ns: i64,
+        primed: &std::collections::HashMap<Vec<u8>, CachedHash>,
+    ) -> Result<Digested, WorkspaceError> {
         let mut reader = Reader {
-            root: &root,
+            root,
             workspace: &self.workspace,
             open: None,
         };
         let mut entries = Vec::with_capacity(found.len());
         let mut fresh = Vec::new();
         let mut rehashed = 0;
+        let mut linked = Vec::new();
         for item in found {
             match item {
                 Found::File {
                     rel,
                     name_start,
                     cached,
+                    linked: many,
                 } => {
+                    if many {
+                        linked.push(rel.clone());
+                    }
                     let limit = self.max_file_bytes;
                     let hash = match cached.filter(|h| h.key.size <= limit) {
                         // Vouched for by the primed facts (they stand
@@ -465,6 +733,7 @@ impl Fingerprinter {
                                 continue;
                             }
                             rehashed += 1;
+                            self.counts.read();
                             let mut hashing = Hashing {
                                 inner: std::io::BufReader::with_capacity(CHUNK, file),
                                 left: key.size,
@@ -516,18 +785,20 @@ impl Fingerprinter {
                 .as_bytes()
                 .cmp(b.path.as_os_str().as_bytes())
         });
-        let files = entries.iter().filter(|e| e.kind == EntryKind::File);
-        self.cache
-            .update(fresh, files.map(|e| e.path.as_os_str().as_bytes()));
-        if let Some(file) = &self.cache_file {
-            self.cache.persist(file)?;
-        }
-        Ok(Snapshot {
-            fingerprint: digest(&entries),
+        Ok(Digested {
             entries,
+            fresh,
             rehashed,
+            linked,
         })
     }
+}
+
+/// Whether `p` is a relative path of non-empty components, none `.` or `..`.
+fn is_relative_path(p: &[u8]) -> bool {
+    !p.is_empty()
+        && p.split(|&b| b == b'/')
+            .all(|c| !c.is_empty() && c != b"." && c != b"..")
 }
 
 /// Fingerprints `workspace` from scratch, without any cache.

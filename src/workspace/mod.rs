@@ -7,6 +7,7 @@ mod copy;
 mod error;
 mod fingerprint;
 mod git_path;
+mod journal;
 pub mod limits;
 mod pack;
 pub(crate) mod prepared;

@@ -137,6 +137,20 @@ impl StatCache {
         }
     }
 
+    /// Records the files hashed by a partial scan (`fresh`) and forgets the
+    /// paths it found gone (`gone`).
+    pub(crate) fn update_some(&mut self, fresh: Vec<(Vec<u8>, CachedHash)>, gone: &[Vec<u8>]) {
+        for path in gone {
+            self.entries.remove(path);
+        }
+        for (path, hash) in fresh {
+            if hash.is_valid_for(&hash.key) {
+                self.unsaved.push((path.clone(), hash));
+            }
+            self.entries.insert(path, hash);
+        }
+    }
+
     /// Brings the cache file up to date: appends the unsaved entries, or
     /// rewrites the file when it holds too many superseded records, is
     /// damaged or missing.

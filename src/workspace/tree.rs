@@ -6,7 +6,7 @@
 //! hold already (an unchanged directory costs no object-database call).
 
 use git2::{ObjectType, Odb, Oid};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 
 use super::{FingerprintEntry, WorkspaceError};
@@ -21,6 +21,22 @@ pub(crate) fn write_tree(
     entries: &[FingerprintEntry],
     stored: &mut HashSet<Oid>,
 ) -> Result<Oid, WorkspaceError> {
+    write_tree_reusing(odb, entries, stored, &HashMap::new(), &mut HashMap::new())
+}
+
+/// The tree ids of directories, by relative path with a trailing `/`.
+pub(crate) type DirTrees = HashMap<Vec<u8>, Oid>;
+
+/// [`write_tree`], taking the tree of each directory in `known` as it is
+/// (without looking at its entries) and recording the trees of the other
+/// directories in `made`.
+pub(crate) fn write_tree_reusing(
+    odb: &Odb<'_>,
+    entries: &[FingerprintEntry],
+    stored: &mut HashSet<Oid>,
+    known: &DirTrees,
+    made: &mut DirTrees,
+) -> Result<Oid, WorkspaceError> {
     let items: Vec<TreeItem<'_>> = entries
         .iter()
         .filter(|e| !e.is_oversize())
@@ -30,7 +46,7 @@ pub(crate) fn write_tree(
             id: e.blob,
         })
         .collect();
-    build_tree(&items, &mut |buf| {
+    let mut write = |buf: &[u8]| {
         let id = Oid::hash_object(ObjectType::Tree, buf)
             .map_err(WorkspaceError::git("hashing a tree"))?;
         if !stored.contains(&id) {
@@ -40,7 +56,41 @@ pub(crate) fn write_tree(
             stored.insert(written);
         }
         Ok(id)
-    })
+    };
+    let mut trees = Trees {
+        write: &mut write,
+        known,
+        made: Some(made),
+    };
+    trees.root(&items)
+}
+
+/// Sorted paths, each ending in `/`, none a prefix of another: the places
+/// that changed.
+pub(crate) fn outermost(mut paths: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    paths.sort_unstable();
+    paths.dedup();
+    let mut out: Vec<Vec<u8>> = Vec::with_capacity(paths.len());
+    for p in paths {
+        if out.last().is_some_and(|o| p.starts_with(o)) {
+            continue;
+        }
+        out.push(p);
+    }
+    out
+}
+
+/// Whether the directory `dir` (ending in `/`) is at or below one of
+/// `roots` (as [`outermost`] gives them) or holds one.
+pub(crate) fn touches(roots: &[Vec<u8>], dir: &[u8]) -> bool {
+    // Roots are not nested, so a root that is a prefix of `dir` is the
+    // greatest one not after it.
+    let i = roots.partition_point(|r| r.as_slice() <= dir);
+    if i > 0 && dir.starts_with(&roots[i - 1]) {
+        return true;
+    }
+    let j = roots.partition_point(|r| r.as_slice() < dir);
+    j < roots.len() && roots[j].starts_with(dir)
 }
 
 /// A file or symlink of a tree: its path, Git mode and object id.
@@ -56,18 +106,29 @@ pub(crate) fn build_tree(
     items: &[TreeItem<'_>],
     write: &mut dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError>,
 ) -> Result<Oid, WorkspaceError> {
-    let mut trees = Trees { write };
-    match trees.write_dir(items, 0)? {
-        Some(id) => Ok(id),
-        None => trees.write_items(Vec::new()),
-    }
+    let known = DirTrees::new();
+    let mut trees = Trees {
+        write,
+        known: &known,
+        made: None,
+    };
+    trees.root(items)
 }
 
 struct Trees<'w> {
     write: &'w mut dyn FnMut(&[u8]) -> Result<Oid, WorkspaceError>,
+    known: &'w DirTrees,
+    made: Option<&'w mut DirTrees>,
 }
 
 impl Trees<'_> {
+    fn root(&mut self, items: &[TreeItem<'_>]) -> Result<Oid, WorkspaceError> {
+        match self.write_dir(items, 0)? {
+            Some(id) => Ok(id),
+            None => self.write_items(Vec::new()),
+        }
+    }
+
     /// All of `entries` share the first `prefix` bytes of their paths, which
     /// name the directory being written (empty, or ending in `/`); `None`
     /// for a directory without entries.
@@ -86,13 +147,17 @@ impl Trees<'_> {
                     i += 1;
                 }
                 Some(slash) => {
-                    let dir = &rest[..=slash];
-                    let end = i + entries[i..]
-                        .iter()
-                        .take_while(|e| e.path[prefix..].starts_with(dir))
-                        .count();
-                    if let Some(oid) = self.write_dir(&entries[i..end], prefix + dir.len())? {
+                    // The directory's path, and its entries (sorted, so
+                    // they come together).
+                    let full = &entries[i].path[..=prefix + slash];
+                    let end = i + entries[i..].partition_point(|e| e.path.starts_with(full));
+                    if let Some(&oid) = self.known.get(full) {
                         items.push((&rest[..slash], MODE_TREE, oid));
+                    } else if let Some(oid) = self.write_dir(&entries[i..end], full.len())? {
+                        items.push((&rest[..slash], MODE_TREE, oid));
+                        if let Some(made) = &mut self.made {
+                            made.insert(full.to_vec(), oid);
+                        }
                     }
                     i = end;
                 }
@@ -141,6 +206,23 @@ mod tests {
     use super::*;
     use crate::workspace::{EntryDigest, EntryKind};
     use std::path::PathBuf;
+
+    #[test]
+    fn directories_on_the_way_to_a_change_are_touched() {
+        let roots = outermost(
+            ["a/b/", "a-b/", "a/b/c/", "z/"]
+                .iter()
+                .map(|r| r.as_bytes().to_vec())
+                .collect(),
+        );
+        assert_eq!(roots, [b"a-b/".to_vec(), b"a/b/".to_vec(), b"z/".to_vec()]);
+        for dir in ["a/", "a/b/", "a/b/c/d/", "a-b/", "z/y/"] {
+            assert!(touches(&roots, dir.as_bytes()), "{dir}");
+        }
+        for dir in ["a/c/", "b/", "a/bc/", "a-/", "y/", "z0/"] {
+            assert!(!touches(&roots, dir.as_bytes()), "{dir}");
+        }
+    }
 
     #[test]
     fn matches_what_git_builds() {

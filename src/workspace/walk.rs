@@ -18,6 +18,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
@@ -40,6 +41,8 @@ pub(crate) enum Found {
         name_start: usize,
         /// The cached hashes, if the cache vouches for the file as it is.
         cached: Option<CachedHash>,
+        /// Whether the file has more than one name (`st_nlink > 1`).
+        linked: bool,
     },
     Symlink {
         rel: Vec<u8>,
@@ -47,21 +50,83 @@ pub(crate) enum Found {
     },
 }
 
-/// Walks the workspace whose root directory is `root`, in unspecified
-/// order.
-pub(crate) fn walk(
+/// What a walk has done, for tests and benchmarks: `lstat`s, directories
+/// read and files read whole.
+#[derive(Debug, Default)]
+pub(crate) struct ScanCounts {
+    pub stats: AtomicUsize,
+    pub dirs: AtomicUsize,
+    pub reads: AtomicUsize,
+}
+
+impl ScanCounts {
+    /// (`lstat`s, directories read, files read) so far.
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> (usize, usize, usize) {
+        (
+            self.stats.load(Ordering::Relaxed),
+            self.dirs.load(Ordering::Relaxed),
+            self.reads.load(Ordering::Relaxed),
+        )
+    }
+
+    pub(crate) fn stat(&self) {
+        self.stats.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn read(&self) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Called with every directory a walk reads, open, and its relative path
+/// (empty for the root, no trailing `/`), before its entries are listed.
+pub(crate) type OnDir<'a> = dyn Fn(BorrowedFd<'_>, &[u8]) + Sync + 'a;
+
+/// A directory a walk starts from.
+pub(crate) struct Start(Job);
+
+impl Start {
+    /// The workspace root.
+    pub(crate) fn root() -> Self {
+        Self(Job {
+            parent: None,
+            name: Vec::new(),
+            prefix: Vec::new(),
+        })
+    }
+
+    /// The directory `rel` (relative, no trailing `/`), whose own name
+    /// starts at `name_start` and whose parent directory is open as
+    /// `parent`.
+    pub(crate) fn below(parent: OwnedFd, rel: &[u8], name_start: usize) -> Self {
+        let mut prefix = rel.to_vec();
+        prefix.push(b'/');
+        Self(Job {
+            parent: Some(Arc::new(parent)),
+            name: rel[name_start..].to_vec(),
+            prefix,
+        })
+    }
+}
+
+/// Walks the directories `starts` and everything below them, in
+/// unspecified order, calling `on_dir` with every directory read.
+pub(crate) fn walk_from(
     root: &OwnedFd,
     workspace: &Path,
     excludes: &ExcludeSet,
     cache: &HashMap<Vec<u8>, CachedHash>,
+    starts: Vec<Start>,
+    on_dir: Option<&OnDir<'_>>,
+    counts: &ScanCounts,
 ) -> Result<Vec<Found>, WorkspaceError> {
+    if starts.is_empty() {
+        return Ok(Vec::new());
+    }
     let shared = Shared {
         queue: Mutex::new(Queue {
-            jobs: vec![Job {
-                parent: None,
-                name: Vec::new(),
-                prefix: Vec::new(),
-            }],
+            jobs: starts.into_iter().map(|s| s.0).collect(),
             busy: 0,
             failed: None,
         }),
@@ -70,6 +135,8 @@ pub(crate) fn walk(
         workspace,
         excludes,
         cache,
+        on_dir,
+        counts,
     };
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
@@ -106,9 +173,23 @@ pub(crate) fn open_dir_beneath(
     dir: &[u8],
     workspace: &Path,
 ) -> Result<OwnedFd, WorkspaceError> {
-    let mut fd = open_child_dir(root, c".".to_bytes(), dir, workspace)?;
+    open_dir_below(root, dir).map_err(|e| io_error(workspace, dir, e))
+}
+
+/// [`open_dir_beneath`], with the bare error.
+pub(crate) fn open_dir_below(
+    root: BorrowedFd<'_>,
+    dir: &[u8],
+) -> Result<OwnedFd, rustix::io::Errno> {
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::openat(root, c".", flags, Mode::empty())?;
     for component in dir.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
-        fd = open_child_dir(fd.as_fd(), component, dir, workspace)?;
+        fd = rustix::fs::openat(
+            fd.as_fd(),
+            OsStr::from_bytes(component),
+            flags,
+            Mode::empty(),
+        )?;
     }
     Ok(fd)
 }
@@ -159,6 +240,8 @@ struct Shared<'a> {
     workspace: &'a Path,
     excludes: &'a ExcludeSet,
     cache: &'a HashMap<Vec<u8>, CachedHash>,
+    on_dir: Option<&'a OnDir<'a>>,
+    counts: &'a ScanCounts,
 }
 
 impl Shared<'_> {
@@ -225,6 +308,10 @@ impl Shared<'_> {
             None => open_child_dir(self.root.as_fd(), b".", &prefix, self.workspace)?,
         };
         drop(parent);
+        self.counts.dirs.fetch_add(1, Ordering::Relaxed);
+        if let Some(on_dir) = self.on_dir {
+            on_dir(fd.as_fd(), prefix.strip_suffix(b"/").unwrap_or(&prefix));
+        }
         let fd = Arc::new(fd);
         let mut subdirs = Vec::new();
         let mut dir = RawDir::new(fd.as_fd(), buf);
@@ -290,6 +377,7 @@ impl Shared<'_> {
             }
             _ => return Ok(false),
         }
+        self.counts.stat();
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(err)?;
         match FileType::from_raw_mode(st.st_mode) {
             FileType::RegularFile => {
@@ -303,6 +391,7 @@ impl Shared<'_> {
                     rel: rel.to_vec(),
                     name_start,
                     cached,
+                    linked: st.st_nlink > 1,
                 });
                 Ok(false)
             }
