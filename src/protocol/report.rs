@@ -153,11 +153,16 @@ pub struct PreparePhases {
 
 /// What refreshing a prepared copy found changed in the source.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PreparedCopy {
     /// Source paths copied again (changed or new since it was made).
     pub copied: u64,
     /// Paths it held that the source no longer gives.
     pub removed: u64,
+    /// Listing the source and comparing every path with the copy's record.
+    pub compare_ms: u64,
+    /// Copying what changed and writing the baseline commit again.
+    pub recopy_ms: u64,
 }
 
 /// The process exit code of an outcome: 0 success, 1 failure, 130 cancelled.

@@ -127,6 +127,8 @@ pub(crate) async fn prepare_with(
             phases.prepared_copy = made.refreshed.map(|r| PreparedCopy {
                 copied: r.copied,
                 removed: r.removed,
+                compare_ms: r.compare_ms,
+                recopy_ms: r.recopy_ms,
             });
             made.ws
         }

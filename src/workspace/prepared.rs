@@ -118,6 +118,10 @@ pub struct Refreshed {
     pub removed: u64,
     /// Whether the baseline commit was written again.
     pub rebased: bool,
+    /// Listing the source (its status) and comparing each path's facts.
+    pub compare_ms: u64,
+    /// Copying what changed and writing the baseline again.
+    pub recopy_ms: u64,
 }
 
 /// Why a prepared copy was not used.
@@ -138,6 +142,10 @@ pub enum NotTaken {
 pub(crate) struct Taken {
     pub workspace: PrivateWorkspace,
     pub refreshed: Refreshed,
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn now_ns() -> i64 {
@@ -401,6 +409,7 @@ fn refresh_and_move(
     store_dir: &Path,
 ) -> Result<Taken, NotTaken> {
     let failed = |e: WorkspaceError| NotTaken::Failed(e.to_string());
+    let started = Instant::now();
     let meta = read_meta(&taking.join(META)).ok_or(NotTaken::Stale)?;
     if meta.settings != settings.key() || meta.repo != source_repo.as_os_str().as_bytes() {
         return Err(NotTaken::Stale);
@@ -469,7 +478,10 @@ fn refresh_and_move(
         copied: 0,
         removed: gone.len() as u64,
         rebased: changes > 0,
+        compare_ms: ms(started.elapsed()),
+        recopy_ms: 0,
     };
+    let recopying = Instant::now();
     let mut baseline = meta.baseline;
     let mut files = keep.len() as u64;
     if changes > 0 {
@@ -497,6 +509,7 @@ fn refresh_and_move(
         for (_, bytes) in &recopied {
             allocated = allocated.saturating_add(*bytes);
         }
+        refreshed.recopy_ms = ms(recopying.elapsed());
     }
     // Into place: the run's directory may already be mounted, so its
     // entries move, not the directory.
