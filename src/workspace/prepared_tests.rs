@@ -304,35 +304,3 @@ fn a_damaged_record_is_never_trusted() {
     ));
     assert_eq!(std::fs::read_dir(&dest).expect("list").count(), 0);
 }
-
-/// Times a prepare and a take with one file changed on the repository at
-/// `PREPARED_PROBE_REPO` (a measurement, not a check).
-#[test]
-#[ignore]
-fn probe() {
-    let Some(src) = std::env::var_os("PREPARED_PROBE_REPO") else {
-        return;
-    };
-    let src = std::path::PathBuf::from(src);
-    let tmp = tempfile::tempdir_in(src.parent().expect("parent")).expect("tempdir");
-    let dir = tmp.path().join("prepared");
-    let t = std::time::Instant::now();
-    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
-    eprintln!("prepare: {:?}", t.elapsed());
-    let changed = src.join("probe-changed.txt");
-    std::fs::write(&changed, format!("{:?}\n", std::time::SystemTime::now())).expect("write");
-    let dest = tmp.path().join("ws");
-    std::fs::create_dir(&dest).expect("mkdir");
-    let t = std::time::Instant::now();
-    let taken = take(
-        &src,
-        &dir,
-        &settings(),
-        &dest,
-        &tmp.path().join("s.git"),
-        Duration::ZERO,
-    )
-    .expect("taken");
-    eprintln!("take: {:?} {:?}", t.elapsed(), taken.refreshed);
-    let _ = std::fs::remove_file(changed);
-}
