@@ -284,13 +284,18 @@ fn refuses_special_files() {
     assert!(matches!(err, WorkspaceError::SpecialFile { .. }), "{msg}");
     assert!(msg.contains("notes/pipe") && msg.contains("fifo"), "{msg}");
 
-    // An ignored one is not copied, so it does not matter.
+    // An ignored one is not copied, so it does not matter: also in an
+    // ignored directory that holds a tracked file (and so is entered).
     let (tmp, src) = source_repo();
-    let status = Command::new("mkfifo")
-        .arg(src.join("build/pipe"))
-        .status()
-        .expect("mkfifo");
-    assert!(status.success());
+    write(&src.join("build/tracked/kept.txt"), b"forced\n");
+    git(&src, &["add", "-f", "build/tracked/kept.txt"]);
+    for pipe in ["build/pipe", "build/tracked/pipe"] {
+        let status = Command::new("mkfifo")
+            .arg(src.join(pipe))
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+    }
     let status = Command::new("mkfifo")
         .arg(src.join("x.log"))
         .status()

@@ -106,20 +106,21 @@ pub(crate) async fn prepare_with(
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
     settings.cache_volume = cache_volume.clone();
-    let t = Instant::now();
-    progress.phase("sandbox");
-    let verifier = match start_verifier(&docker, settings).await {
+    // The verifier starts while the workspace is made, too.
+    let (verifier, made) = tokio::join!(start_verifier(&docker, settings), async {
+        match &resuming {
+            Some(r) => rebuild_workspace(&inputs, &claim.dir, &state, &run_id, &r.point).await,
+            None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
+        }
+    });
+    let verifier = match verifier {
         Ok(v) => v,
         Err(e) => {
             abandon(starting).await;
+            drop(made);
             claim.release();
             return Err(e.into());
         }
-    };
-    phases.sandbox_ms = elapsed_ms(t);
-    let made = match &resuming {
-        Some(r) => rebuild_workspace(&inputs, &claim.dir, &state, &run_id, &r.point).await,
-        None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
     };
     let ws = match made {
         Ok(made) => {
@@ -361,7 +362,6 @@ async fn copy_workspace(
     );
     let prepared_root = state.prepared_dir();
     tokio::task::spawn_blocking(move || -> Result<Made, RunError> {
-        let source = crate::workspace::source_state(&repo);
         let t = Instant::now();
         let taken = take_prepared(
             &prepared_root,
@@ -396,6 +396,8 @@ async fn copy_workspace(
             }
         };
         let copy_ms = elapsed_ms(t);
+        // As the copy found it, listing the source.
+        let source = workspace.source_state().clone();
         // The copy's size stands for the source's (the default size limit
         // is 4 times it).
         let limits = WorkspaceLimits::new(workspace.allocated_bytes(), &overrides);

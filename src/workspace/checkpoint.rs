@@ -195,10 +195,12 @@ impl CheckpointStore {
         &self.secrets
     }
 
-    /// Takes the objects of `pack` (a copy of it): files whose blobs it
-    /// holds are then hashed but not stored again.
-    pub(crate) fn adopt_pack(&mut self, pack: &super::pack::Pack) -> Result<(), WorkspaceError> {
-        pack.copy_into(&self.repo.path().join("objects"))?;
+    /// Takes the objects of `packs` (a copy of each): files whose blobs
+    /// they hold are then hashed but not stored again.
+    pub(crate) fn adopt_pack(&mut self, packs: &[super::pack::Pack]) -> Result<(), WorkspaceError> {
+        for pack in packs {
+            pack.copy_into(&self.repo.path().join("objects"))?;
+        }
         self.repo
             .odb()
             .and_then(|odb| odb.refresh())

@@ -39,12 +39,13 @@ use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 use super::checkpoint::signature;
-use super::pack::{Pack, PackWriter, encode_blob};
+use super::pack::{Pack, PackWriter, encode_blob, reuse_packs};
 use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
 use super::stat_cache::{CachedHash, StatKey};
 use super::tree::{TreeItem, build_tree};
 use super::walk::stat_key;
 use super::{WorkspaceError, WorkspaceRoot, verify_path};
+use crate::protocol::SourceState;
 
 const MODE_GITLINK: u32 = 0o160000;
 
@@ -59,10 +60,12 @@ pub struct PrivateWorkspace {
     allocated: u64,
     /// Files and symlinks copied.
     files: u64,
-    pack: Pack,
+    pack: Vec<Pack>,
     /// What the copy knows of the files it committed, until a checkpoint
     /// store takes it for its baseline.
     facts: BaselineFacts,
+    /// What the source was when it was listed for the copy.
+    source: SourceState,
 }
 
 /// For each file the copy wrote and committed: its `lstat` facts right after
@@ -146,7 +149,7 @@ impl PrivateWorkspace {
     ) -> Result<Self, WorkspaceError> {
         let source = open_source(source_repo)?;
         let workdir = workdir_of(&source, source_repo)?;
-        let paths = source_paths(&source, secrets)?;
+        let (paths, source_state) = source_paths(&source, secrets)?;
         drop(source);
 
         prepare_dest(dest)?;
@@ -204,6 +207,7 @@ impl PrivateWorkspace {
             files,
             pack,
             facts,
+            source: source_state,
         })
     }
 
@@ -222,11 +226,9 @@ impl PrivateWorkspace {
             left_out,
             allocated: 0,
             files: 0,
-            pack: Pack {
-                pack: PathBuf::new(),
-                index: PathBuf::new(),
-            },
+            pack: Vec::new(),
             facts: BaselineFacts::default(),
+            source: SourceState::default(),
         }
     }
 
@@ -240,12 +242,20 @@ impl PrivateWorkspace {
         left_out: Vec<LeftOut>,
         allocated: u64,
         files: u64,
+        source: SourceState,
     ) -> Self {
         Self {
             allocated,
             files,
+            source,
             ..Self::from_parts(path, baseline, owner, left_out)
         }
+    }
+
+    /// What the source was when the copy listed it (the default when the
+    /// workspace was rebuilt instead).
+    pub(crate) fn source_state(&self) -> &SourceState {
+        &self.source
     }
 
     /// How many files and symlinks were copied (0 when rebuilt).
@@ -263,7 +273,7 @@ impl PrivateWorkspace {
 
     /// The pack holding the baseline's files and trees in the workspace's
     /// `.git`: a checkpoint store can take the same objects from it.
-    pub(crate) fn baseline_pack(&self) -> &Pack {
+    pub(crate) fn baseline_pack(&self) -> &[Pack] {
         &self.pack
     }
 
@@ -321,6 +331,8 @@ enum Content {
     Read(Option<CachedHash>),
     /// A larger file the kernel copied: its facts right after writing.
     Copied(StatKey),
+    /// A file already in the copy whose blob is already in a pack.
+    Known(Oid),
 }
 
 /// The source repository, opened without searching upwards.
@@ -360,11 +372,12 @@ pub(super) fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'sta
     }
 }
 
-/// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored ones.
+/// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored
+/// ones; and the state of the source they give.
 pub(super) fn source_paths(
     repo: &Repository,
     secrets: &SecretPaths,
-) -> Result<BTreeSet<Vec<u8>>, WorkspaceError> {
+) -> Result<(BTreeSet<Vec<u8>>, SourceState), WorkspaceError> {
     let index = repo
         .index()
         .map_err(WorkspaceError::git("reading the source index"))?;
@@ -399,11 +412,23 @@ pub(super) fn source_paths(
         }
         paths.insert(path.to_vec());
     }
+    let state = super::source_state::from_statuses(repo, Some(&statuses));
+    drop(statuses);
     // Git's status does not report fifos, sockets or devices at all: find
     // the ones that are not ignored, to refuse them.
     let workdir = repo.workdir().unwrap_or(Path::new("."));
-    find_special_files(repo, workdir, Path::new(""), secrets)?;
-    Ok(paths)
+    // A directory holding a path to copy is entered without asking Git
+    // whether it is ignored: a special file found in it still is asked,
+    // and Git's answer for a path covers its directories.
+    let mut holding = HashSet::new();
+    for path in &paths {
+        for (at, _) in path.iter().enumerate().filter(|(_, b)| **b == b'/') {
+            holding.insert(&path[..at]);
+        }
+    }
+    find_special_files(repo, workdir, Path::new(""), secrets, &holding)?;
+    drop(holding);
+    Ok((paths, state))
 }
 
 fn find_special_files(
@@ -411,6 +436,7 @@ fn find_special_files(
     workdir: &Path,
     rel: &Path,
     secrets: &SecretPaths,
+    holding: &HashSet<&[u8]>,
 ) -> Result<(), WorkspaceError> {
     let dir = workdir.join(rel);
     for entry in std::fs::read_dir(&dir).map_err(|e| WorkspaceError::io(&dir, e))? {
@@ -432,8 +458,8 @@ fn find_special_files(
                 .map_err(WorkspaceError::git("checking .gitignore"))
         };
         if ft.is_dir() {
-            if !ignored()? {
-                find_special_files(repo, workdir, &path, secrets)?;
+            if holding.contains(bytes) || !ignored()? {
+                find_special_files(repo, workdir, &path, secrets, holding)?;
             }
         } else if !ignored()? {
             return Err(WorkspaceError::SpecialFile {
@@ -990,7 +1016,7 @@ fn commit_baseline(
     files: Vec<CopiedFile>,
     max_file_bytes: u64,
     recorded_ns: i64,
-) -> Result<(Oid, Pack, BaselineFacts), WorkspaceError> {
+) -> Result<(Oid, Vec<Pack>, BaselineFacts), WorkspaceError> {
     let mut index = repo
         .index()
         .map_err(WorkspaceError::git("opening the workspace index"))?;
@@ -1003,6 +1029,7 @@ fn commit_baseline(
     for f in files {
         let id = match f.content {
             Content::Link(target) => pack.add_blob(&mut target.as_slice(), f.size)?,
+            Content::Known(id) => id,
             Content::Read(Some(hash)) => {
                 let id = Oid::from_bytes(&hash.blob)
                     .map_err(WorkspaceError::git("reading a blob id"))?;
@@ -1061,6 +1088,9 @@ fn commit_baseline(
             id: e.id,
         })
         .collect();
+    // In a pack of their own: a refresh writes new trees, and keeps the
+    // packs of the files that did not change.
+    pack.start_part()?;
     let tree_id = build_tree(&items, &mut |buf| pack.add_bytes(ObjectType::Tree, buf))?;
     drop(items);
     let pack = pack.finish()?;
@@ -1099,21 +1129,26 @@ fn commit_baseline(
 }
 
 /// A file already in a copy, to be committed again as it is there: path,
-/// git mode, size, and a symlink's target.
+/// git mode, size, a symlink's target, and its blob's id when the earlier
+/// baseline held it.
 pub(super) struct KeptFile {
     pub(super) path: Vec<u8>,
     pub(super) mode: u32,
     pub(super) size: u64,
     pub(super) target: Option<Vec<u8>>,
+    pub(super) blob: Option<Oid>,
 }
 
 /// What [`recopy_and_commit`] copied: each path with the disk space it takes.
 pub(super) type Recopied = Vec<(Vec<u8>, u64)>;
 
-/// Brings an earlier copy in `dest` (its `.git` removed) up to date: copies
-/// `again` from the source's working tree `workdir` as a copy does (same
-/// checks, owner and per-file limit), then commits those and the `kept`
-/// files already in `dest` as a fresh baseline in a fresh `.git`.
+/// Brings an earlier copy in `dest` (its `.git` moved away) up to date:
+/// copies `again` from the source's working tree `workdir` as a copy does
+/// (same checks, owner and per-file limit), then commits those and the
+/// `kept` files already in `dest` as a fresh baseline in a fresh `.git`.
+/// The kept files' blobs come from the earlier baseline's packs in
+/// `old_packs` ([`reuse_packs`]): only the objects still wanted are taken,
+/// so nothing of a version that is gone reaches the new `.git`.
 pub(super) fn recopy_and_commit(
     workdir: &Path,
     dest: &Path,
@@ -1121,11 +1156,15 @@ pub(super) fn recopy_and_commit(
     max_file_bytes: u64,
     again: &[&Path],
     kept: Vec<KeptFile>,
+    old_packs: &Path,
 ) -> Result<(Oid, Recopied), WorkspaceError> {
     let owner = owner.filter(|_| rustix::process::geteuid().is_root());
     let repo =
         Repository::init(dest).map_err(WorkspaceError::git("creating the workspace repository"))?;
-    let pack = Mutex::new(PackWriter::new(&repo.path().join("objects"))?);
+    let mut writer = PackWriter::new(&repo.path().join("objects"))?;
+    let wanted: std::collections::HashSet<Oid> = kept.iter().filter_map(|k| k.blob).collect();
+    let (_, found) = reuse_packs(old_packs, &wanted, &mut writer)?;
+    let pack = Mutex::new(writer);
     let started_ns = now_ns();
     let copier = Copier::new(workdir, dest, owner, max_file_bytes, started_ns)?;
     let mut bufs = Buffers::default();
@@ -1138,9 +1177,10 @@ pub(super) fn recopy_and_commit(
         }
     }
     for k in kept {
-        let content = match k.target {
-            Some(target) => Content::Link(target),
-            None => {
+        let content = match (k.target, k.blob) {
+            (Some(target), _) => Content::Link(target),
+            (None, Some(id)) if found.contains(&id) => Content::Known(id),
+            (None, _) => {
                 let path = dest.join(OsStr::from_bytes(&k.path));
                 let st = rustix::fs::lstat(&path).map_err(|e| WorkspaceError::io(&path, e))?;
                 Content::Copied(super::walk::stat_key(&st))

@@ -1,11 +1,14 @@
-//! A Git pack of many objects written in one pass, stored (not compressed).
+//! Git packs of many objects written in one pass, stored (not compressed).
 //!
 //! A baseline puts every file of the workspace into an object database, and
 //! into two of them (the workspace's own `.git` and the checkpoint store).
 //! As loose objects that is one compressed file per object per database; as
-//! one pack it is one sequential file, written once and copied whole. The
+//! packs it is a few sequential files, written once and copied whole. The
 //! objects' data is kept in zlib's *stored* blocks: compressing costs far
-//! more time than the disk it saves while a run lasts.
+//! more time than the disk it saves while a run lasts. A large baseline is
+//! split into parts (packs of a size that grows with it, the trees in one of
+//! their own), so that a copy refreshed later rewrites only the parts that
+//! hold something stale ([`reuse_packs`]).
 //!
 //! Format (version 2, as Git reads it): the pack is `PACK`, version, object
 //! count, then each object as its type-and-size header and a zlib stream,
@@ -13,7 +16,7 @@
 //! fan-out table, the sorted object ids, each object's CRC-32 and offset,
 //! the pack's checksum and its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -30,15 +33,36 @@ const PACK_HEADER: u64 = 12;
 /// many small objects instead of four per object.
 const OUT_BUFFER: usize = 1 << 20;
 
-/// One pack being written to `<objects>/pack`.
+/// Parts smaller than this are not closed: a small baseline is one pack.
+const MIN_PART: u64 = 4 << 20;
+/// A part is closed once it holds this fraction of all bytes written so
+/// far (and at least [`MIN_PART`]): parts grow with the baseline, so a
+/// large one is some twenty packs, well under Git's automatic repacking
+/// limit of fifty.
+const PART_FRACTION: u64 = 6;
+
+/// The objects of a baseline written to `<objects>/pack` as one or more
+/// packs ("parts"), each a size that is cheap to write again: a refreshed
+/// copy reuses every part that holds nothing stale as it is, and rewrites
+/// only the others (see [`reuse_packs`]).
 pub(crate) struct PackWriter {
     dir: PathBuf,
+    current: Part,
+    closed: Vec<Part>,
+    /// Every object in any part.
+    known: HashSet<Oid>,
+    /// Bytes in the closed parts.
+    closed_bytes: u64,
+    buf: Vec<u8>,
+}
+
+/// One pack being written.
+struct Part {
     file: tempfile::NamedTempFile,
     /// Where the next object starts.
     offset: u64,
     /// Object id → (offset, CRC-32 of its bytes in the pack).
     objects: HashMap<Oid, (u64, u32)>,
-    buf: Vec<u8>,
     /// Bytes from `flushed` on, not written to the file yet.
     out: Vec<u8>,
     flushed: u64,
@@ -51,34 +75,131 @@ pub(crate) struct Pack {
     pub index: PathBuf,
 }
 
-impl PackWriter {
-    /// Starts a pack in `objects_dir/pack` (created if missing).
-    pub(crate) fn new(objects_dir: &Path) -> Result<Self, WorkspaceError> {
-        let dir = objects_dir.join("pack");
-        std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+impl Part {
+    fn new(dir: &Path) -> Result<Self, WorkspaceError> {
         let file = tempfile::Builder::new()
             .prefix("tmp_pack_")
-            .tempfile_in(&dir)
-            .map_err(|e| WorkspaceError::io(&dir, e))?;
+            .tempfile_in(dir)
+            .map_err(|e| WorkspaceError::io(dir, e))?;
         // The header is written last, when the count is known.
         file.as_file()
             .write_all_at(&[0; PACK_HEADER as usize], 0)
             .map_err(|e| WorkspaceError::io(file.path(), e))?;
         Ok(Self {
-            dir,
             file,
             offset: PACK_HEADER,
             objects: HashMap::new(),
-            buf: vec![0; BLOCK],
             out: Vec::with_capacity(OUT_BUFFER),
             flushed: PACK_HEADER,
         })
     }
 
-    /// How many distinct objects the pack holds so far.
+    /// Adds bytes at the end of the pack.
+    fn put(&mut self, bytes: &[u8]) -> Result<(), WorkspaceError> {
+        self.out.extend_from_slice(bytes);
+        self.offset += bytes.len() as u64;
+        if self.out.len() >= OUT_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes out what is gathered in memory.
+    fn flush(&mut self) -> Result<(), WorkspaceError> {
+        self.file
+            .as_file()
+            .write_all_at(&self.out, self.flushed)
+            .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+        self.flushed += self.out.len() as u64;
+        self.out.clear();
+        Ok(())
+    }
+
+    /// Forgets everything from `start` on (an object cut short).
+    fn truncate(&mut self, start: u64) -> Result<(), WorkspaceError> {
+        self.offset = start;
+        if start >= self.flushed {
+            self.out
+                .truncate(usize::try_from(start - self.flushed).unwrap_or(usize::MAX));
+        } else {
+            self.out.clear();
+            self.flushed = start;
+            self.file
+                .as_file()
+                .set_len(start)
+                .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Writes the header, the checksum and the index, and puts both files
+    /// in place (`pack-<checksum>.pack` first, then its `.idx`).
+    fn finish(mut self, dir: &Path) -> Result<Pack, WorkspaceError> {
+        self.flush()?;
+        let Self { file, objects, .. } = self;
+        let path = file.path().to_path_buf();
+        let io = |e: std::io::Error| WorkspaceError::io(&path, e);
+        let count = u32::try_from(objects.len())
+            .map_err(|_| io(std::io::Error::other("too many objects for one pack")))?;
+        let mut header = Vec::with_capacity(PACK_HEADER as usize);
+        header.extend_from_slice(b"PACK");
+        header.extend_from_slice(&2u32.to_be_bytes());
+        header.extend_from_slice(&count.to_be_bytes());
+        file.as_file().write_all_at(&header, 0).map_err(io)?;
+        // The checksum covers every byte before it.
+        let mut sum = Sha1::new();
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, file.as_file());
+        std::io::copy(&mut reader, &mut sum).map_err(io)?;
+        drop(reader);
+        let checksum: [u8; 20] = sum.finalize().into();
+        let mut end = file.as_file();
+        std::io::Seek::seek(&mut end, std::io::SeekFrom::End(0)).map_err(io)?;
+        end.write_all(&checksum).map_err(io)?;
+
+        let mut sorted: Vec<(Oid, u64, u32)> =
+            objects.into_iter().map(|(id, (o, c))| (id, o, c)).collect();
+        sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+        let index = index_bytes(&sorted, &checksum);
+
+        let name = format!("pack-{}", hex::encode(checksum));
+        let pack = dir.join(format!("{name}.pack"));
+        let idx = dir.join(format!("{name}.idx"));
+        file.persist(&pack)
+            .map_err(|e| WorkspaceError::io(&pack, e.error))?;
+        set_read_only(&pack)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix("tmp_idx_")
+            .tempfile_in(dir)
+            .map_err(|e| WorkspaceError::io(dir, e))?;
+        tmp.write_all(&index)
+            .map_err(|e| WorkspaceError::io(&idx, e))?;
+        tmp.persist(&idx)
+            .map_err(|e| WorkspaceError::io(&idx, e.error))?;
+        set_read_only(&idx)?;
+        Ok(Pack { pack, index: idx })
+    }
+}
+
+impl PackWriter {
+    /// Starts writing packs in `objects_dir/pack` (created if missing).
+    pub(crate) fn new(objects_dir: &Path) -> Result<Self, WorkspaceError> {
+        let dir = objects_dir.join("pack");
+        std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
+        let current = Part::new(&dir)?;
+        Ok(Self {
+            dir,
+            current,
+            closed: Vec::new(),
+            known: HashSet::new(),
+            closed_bytes: 0,
+            buf: vec![0; BLOCK],
+        })
+    }
+
+    /// How many distinct objects the packs hold so far.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.objects.len()
+        self.known.len()
     }
 
     /// Adds `size` bytes from `reader` as a blob and gives its id; fewer
@@ -95,12 +216,20 @@ impl PackWriter {
     /// Appends a blob framed by [`encode_blob`]; `false` when the pack
     /// holds it already (and nothing is written).
     pub(crate) fn append(&mut self, blob: &EncodedBlob) -> Result<bool, WorkspaceError> {
-        if self.objects.contains_key(&blob.id) {
+        self.append_raw(blob.id, &blob.bytes, blob.crc)
+    }
+
+    /// Appends the entry `bytes` (header and zlib stream, no delta) of the
+    /// object `id`, whose CRC-32 is `crc`; `false` when it is in already.
+    fn append_raw(&mut self, id: Oid, bytes: &[u8], crc: u32) -> Result<bool, WorkspaceError> {
+        if self.known.contains(&id) {
             return Ok(false);
         }
-        let start = self.offset;
-        self.put(&blob.bytes)?;
-        self.objects.insert(blob.id, (start, blob.crc));
+        let start = self.current.offset;
+        self.current.put(bytes)?;
+        self.current.objects.insert(id, (start, crc));
+        self.known.insert(id);
+        self.roll()?;
         Ok(true)
     }
 
@@ -114,33 +243,47 @@ impl PackWriter {
         self.add(kind, &mut reader, data.len() as u64)
     }
 
+    /// Closes the part being written, if it holds anything: what comes
+    /// next goes into a pack of its own (the trees, after the files).
+    pub(crate) fn start_part(&mut self) -> Result<(), WorkspaceError> {
+        if self.current.objects.is_empty() {
+            return Ok(());
+        }
+        let next = Part::new(&self.dir)?;
+        let mut done = std::mem::replace(&mut self.current, next);
+        done.flush()?;
+        self.closed_bytes += done.offset;
+        self.closed.push(done);
+        Ok(())
+    }
+
+    /// Closes the current part once it is big enough.
+    fn roll(&mut self) -> Result<(), WorkspaceError> {
+        let limit = MIN_PART.max((self.closed_bytes + self.current.offset) / PART_FRACTION);
+        if self.current.offset >= limit {
+            self.start_part()?;
+        }
+        Ok(())
+    }
+
     fn add(
         &mut self,
         kind: ObjectType,
         reader: &mut dyn Read,
         size: u64,
     ) -> Result<Oid, WorkspaceError> {
-        let start = self.offset;
+        let start = self.current.offset;
         let written = self.write_object(kind, reader, size);
         match written {
-            Ok((oid, crc)) if !self.objects.contains_key(&oid) => {
-                self.objects.insert(oid, (start, crc));
+            Ok((oid, crc)) if !self.known.contains(&oid) => {
+                self.current.objects.insert(oid, (start, crc));
+                self.known.insert(oid);
+                self.roll()?;
                 Ok(oid)
             }
             // Already in, or cut short: what was just written goes.
             _ => {
-                self.offset = start;
-                if start >= self.flushed {
-                    self.out
-                        .truncate(usize::try_from(start - self.flushed).unwrap_or(usize::MAX));
-                } else {
-                    self.out.clear();
-                    self.flushed = start;
-                    self.file
-                        .as_file()
-                        .set_len(start)
-                        .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
-                }
+                self.current.truncate(start)?;
                 written.map(|(oid, _)| oid)
             }
         }
@@ -206,77 +349,41 @@ impl PackWriter {
 
     fn emit(&mut self, crc: &mut Crc32, bytes: &[u8]) -> Result<(), WorkspaceError> {
         crc.update(bytes);
-        self.put(bytes)
+        self.current.put(bytes)
     }
 
-    /// Adds bytes at the end of the pack.
-    fn put(&mut self, bytes: &[u8]) -> Result<(), WorkspaceError> {
-        self.out.extend_from_slice(bytes);
-        self.offset += bytes.len() as u64;
-        if self.out.len() >= OUT_BUFFER {
-            self.flush()?;
-        }
-        Ok(())
-    }
-
-    /// Writes out what is gathered in memory.
-    fn flush(&mut self) -> Result<(), WorkspaceError> {
-        self.file
-            .as_file()
-            .write_all_at(&self.out, self.flushed)
-            .map_err(|e| WorkspaceError::io(self.file.path(), e))?;
-        self.flushed += self.out.len() as u64;
-        self.out.clear();
-        Ok(())
-    }
-
-    /// Writes the header, the checksum and the index, and puts both files
-    /// in place (`pack-<checksum>.pack` first, then its `.idx`).
-    pub(crate) fn finish(mut self) -> Result<Pack, WorkspaceError> {
-        self.flush()?;
-        let Self {
-            dir, file, objects, ..
-        } = self;
-        let path = file.path().to_path_buf();
-        let io = |e: std::io::Error| WorkspaceError::io(&path, e);
-        let count = u32::try_from(objects.len())
-            .map_err(|_| io(std::io::Error::other("too many objects for one pack")))?;
-        let mut header = Vec::with_capacity(PACK_HEADER as usize);
-        header.extend_from_slice(b"PACK");
-        header.extend_from_slice(&2u32.to_be_bytes());
-        header.extend_from_slice(&count.to_be_bytes());
-        file.as_file().write_all_at(&header, 0).map_err(io)?;
-        // The checksum covers every byte before it.
-        let mut sum = Sha1::new();
-        let mut reader = std::io::BufReader::with_capacity(1 << 20, file.as_file());
-        std::io::copy(&mut reader, &mut sum).map_err(io)?;
-        drop(reader);
-        let checksum: [u8; 20] = sum.finalize().into();
-        let mut end = file.as_file();
-        std::io::Seek::seek(&mut end, std::io::SeekFrom::End(0)).map_err(io)?;
-        end.write_all(&checksum).map_err(io)?;
-
-        let mut sorted: Vec<(Oid, u64, u32)> =
-            objects.into_iter().map(|(id, (o, c))| (id, o, c)).collect();
-        sorted.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-        let index = index_bytes(&sorted, &checksum);
-
-        let name = format!("pack-{}", hex::encode(checksum));
-        let pack = dir.join(format!("{name}.pack"));
-        let idx = dir.join(format!("{name}.idx"));
-        file.persist(&pack)
-            .map_err(|e| WorkspaceError::io(&pack, e.error))?;
-        set_read_only(&pack)?;
-        let mut tmp = tempfile::Builder::new()
-            .prefix("tmp_idx_")
-            .tempfile_in(&dir)
-            .map_err(|e| WorkspaceError::io(&dir, e))?;
-        tmp.write_all(&index)
-            .map_err(|e| WorkspaceError::io(&idx, e))?;
-        tmp.persist(&idx)
-            .map_err(|e| WorkspaceError::io(&idx, e.error))?;
-        set_read_only(&idx)?;
-        Ok(Pack { pack, index: idx })
+    /// Finishes every part that holds anything (checksums on as many
+    /// threads as the machine has, up to two) and gives their files.
+    pub(crate) fn finish(mut self) -> Result<Vec<Pack>, WorkspaceError> {
+        self.start_part()?;
+        let Self { dir, closed, .. } = self;
+        let parts = std::sync::Mutex::new(closed.into_iter().enumerate().collect::<Vec<_>>());
+        let workers = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZero::get)
+            .min(2);
+        let done = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    loop {
+                        let next = parts
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .pop();
+                        let Some((n, part)) = next else { break };
+                        let finished = part.finish(&dir);
+                        done.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push((n, finished));
+                    }
+                });
+            }
+        });
+        let mut done = done
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        done.sort_by_key(|(n, _)| *n);
+        done.into_iter().map(|(_, p)| p).collect()
     }
 }
 
@@ -329,6 +436,126 @@ pub(crate) fn encode_blob(data: &[u8], mut buf: Vec<u8>) -> Result<EncodedBlob, 
         bytes: buf,
         crc: crc.finish(),
     })
+}
+
+/// The entries of a version-2 pack index: (id, offset, CRC-32), by id.
+fn read_index(path: &Path) -> Result<Vec<(Oid, u64, u32)>, WorkspaceError> {
+    let bad = || WorkspaceError::io(path, std::io::Error::other("not a pack index Git writes"));
+    let data = std::fs::read(path).map_err(|e| WorkspaceError::io(path, e))?;
+    if data.len() < 8 + 1024 + 40 || data[..8] != [0xff, b't', b'O', b'c', 0, 0, 0, 2] {
+        return Err(bad());
+    }
+    let word = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(data.get(at..at + 4)?.try_into().ok()?))
+    };
+    let count = usize::try_from(word(8 + 255 * 4).ok_or_else(bad)?).map_err(|_| bad())?;
+    let ids = 8 + 1024;
+    let crcs = ids + count.checked_mul(20).ok_or_else(bad)?;
+    let offsets = crcs + count * 4;
+    let large = offsets + count * 4;
+    if data.len() < large + 40 {
+        return Err(bad());
+    }
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let id = Oid::from_bytes(&data[ids + i * 20..ids + i * 20 + 20]).map_err(|_| bad())?;
+        let crc = word(crcs + i * 4).ok_or_else(bad)?;
+        let small = word(offsets + i * 4).ok_or_else(bad)?;
+        let offset = if small & 0x8000_0000 == 0 {
+            u64::from(small)
+        } else {
+            let at = large + usize::try_from(small & 0x7fff_ffff).map_err(|_| bad())? * 8;
+            u64::from_be_bytes(
+                data.get(at..at + 8)
+                    .ok_or_else(bad)?
+                    .try_into()
+                    .map_err(|_| bad())?,
+            )
+        };
+        entries.push((id, offset, crc));
+    }
+    Ok(entries)
+}
+
+/// Takes what a new baseline keeps of an earlier one's packs, in the pack
+/// directory `from`, into `into`: a pack whose every object is `wanted`
+/// moves over whole (nothing of it is read); of any other, only the
+/// wanted objects are copied, entry by entry as they are (each checked
+/// against its CRC-32 and refused if it is a delta). Whatever is not
+/// wanted stays behind in `from`. Gives the packs that moved and the
+/// wanted objects found.
+pub(crate) fn reuse_packs(
+    from: &Path,
+    wanted: &HashSet<Oid>,
+    into: &mut PackWriter,
+) -> Result<(Vec<Pack>, HashSet<Oid>), WorkspaceError> {
+    let mut moved = Vec::new();
+    let mut found = HashSet::new();
+    let mut indexes: Vec<PathBuf> = std::fs::read_dir(from)
+        .map_err(|e| WorkspaceError::io(from, e))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .collect();
+    indexes.sort();
+    let mut buf = Vec::new();
+    for index in indexes {
+        let pack = index.with_extension("pack");
+        let mut entries = read_index(&index)?;
+        if entries.iter().all(|(id, _, _)| wanted.contains(id)) {
+            let to = Pack {
+                pack: into.dir.join(pack.file_name().unwrap_or_default()),
+                index: into.dir.join(index.file_name().unwrap_or_default()),
+            };
+            std::fs::rename(&pack, &to.pack).map_err(|e| WorkspaceError::io(&to.pack, e))?;
+            std::fs::rename(&index, &to.index).map_err(|e| WorkspaceError::io(&to.index, e))?;
+            for (id, _, _) in entries {
+                into.known.insert(id);
+                found.insert(id);
+            }
+            moved.push(to);
+            continue;
+        }
+        if !entries.iter().any(|(id, _, _)| wanted.contains(id)) {
+            continue;
+        }
+        let file = std::fs::File::open(&pack).map_err(|e| WorkspaceError::io(&pack, e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| WorkspaceError::io(&pack, e))?
+            .len();
+        let bad = |why: &str| WorkspaceError::io(&pack, std::io::Error::other(why.to_string()));
+        entries.sort_unstable_by_key(|(_, offset, _)| *offset);
+        let ends: Vec<u64> = entries
+            .iter()
+            .skip(1)
+            .map(|(_, offset, _)| *offset)
+            .chain([len.saturating_sub(20)])
+            .collect();
+        for ((id, start, crc), end) in entries.into_iter().zip(ends) {
+            if !wanted.contains(&id) {
+                continue;
+            }
+            if end <= start || start < PACK_HEADER {
+                return Err(bad("an entry out of the pack's bounds"));
+            }
+            let size = usize::try_from(end - start).map_err(|_| bad("an entry too large"))?;
+            buf.resize(size, 0);
+            file.read_exact_at(&mut buf, start)
+                .map_err(|e| WorkspaceError::io(&pack, e))?;
+            if !(1..=4).contains(&((buf[0] >> 4) & 7)) {
+                return Err(bad("a delta entry"));
+            }
+            let mut check = Crc32::default();
+            check.update(&buf);
+            if check.finish() != crc {
+                return Err(bad("an entry that does not match its checksum"));
+            }
+            into.append_raw(id, &buf, crc)?;
+            found.insert(id);
+        }
+    }
+    Ok((moved, found))
 }
 
 impl Pack {
@@ -523,6 +750,148 @@ impl Crc32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn verify_pack(pack: &Pack) {
+        let verified = std::process::Command::new("git")
+            .args(["verify-pack", "-v"])
+            .arg(&pack.index)
+            .output()
+            .expect("git verify-pack");
+        assert!(
+            verified.status.success(),
+            "{}",
+            String::from_utf8_lossy(&verified.stderr)
+        );
+    }
+
+    /// Blobs of about 1 MB each, all different.
+    fn megabyte_blobs(n: u32) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                (0..262_144u32)
+                    .flat_map(|j| (j ^ i.wrapping_mul(2_654_435_761)).to_le_bytes())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_large_baseline_is_several_packs_and_its_trees_one_of_their_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = git2::Repository::init_bare(dir.path().join("a.git")).expect("init");
+        let mut writer = PackWriter::new(&repo.path().join("objects")).expect("writer");
+        let blobs = megabyte_blobs(14);
+        let mut buf = Vec::new();
+        for b in &blobs {
+            let blob = encode_blob(b, buf).expect("encode");
+            assert!(writer.append(&blob).expect("append"));
+            buf = blob.into_buffer();
+        }
+        writer.start_part().expect("part");
+        let tree = writer
+            .add_bytes(ObjectType::Tree, b"")
+            .expect("the empty tree");
+        let packs = writer.finish().expect("finish");
+        // 14 MB: 4 MB parts, then the trees alone.
+        assert_eq!(packs.len(), 5, "{packs:?}");
+        for pack in &packs {
+            verify_pack(pack);
+        }
+        let last = read_index(&packs[4].index).expect("index");
+        assert_eq!(
+            last.iter().map(|e| e.0).collect::<Vec<_>>(),
+            vec![tree],
+            "the trees' pack holds only them"
+        );
+        let odb = repo.odb().expect("odb");
+        for b in &blobs {
+            let id = Oid::hash_object(ObjectType::Blob, b).expect("hash");
+            assert_eq!(odb.read(id).expect("read").data(), b.as_slice());
+        }
+    }
+
+    #[test]
+    fn reusing_packs_keeps_what_is_wanted_and_nothing_else() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old = git2::Repository::init_bare(dir.path().join("old.git")).expect("init");
+        let mut writer = PackWriter::new(&old.path().join("objects")).expect("writer");
+        let blobs = megabyte_blobs(9);
+        let ids: Vec<Oid> = blobs
+            .iter()
+            .map(|b| writer.add_bytes(ObjectType::Blob, b).expect("add"))
+            .collect();
+        let packs = writer.finish().expect("finish");
+        assert!(packs.len() >= 2, "{packs:?}");
+        // Every object but one of the first pack's is wanted.
+        let first: Vec<Oid> = read_index(&packs[0].index)
+            .expect("index")
+            .iter()
+            .map(|e| e.0)
+            .collect();
+        let stale = first[0];
+        let wanted: HashSet<Oid> = ids.iter().copied().filter(|id| *id != stale).collect();
+
+        let new = git2::Repository::init_bare(dir.path().join("new.git")).expect("init");
+        let mut writer = PackWriter::new(&new.path().join("objects")).expect("writer");
+        let from = old.path().join("objects/pack");
+        let (moved, found) = reuse_packs(&from, &wanted, &mut writer).expect("reuse");
+        assert_eq!(found, wanted);
+        assert_eq!(
+            moved.len(),
+            packs.len() - 1,
+            "the untouched packs move whole"
+        );
+        assert!(moved.iter().all(|p| p.pack.is_file() && p.index.is_file()));
+        // A kept object is not written again.
+        assert!(!writer.append_raw(ids[8], b"", 0).expect("append"));
+        let written = writer.finish().expect("finish");
+        for pack in moved.iter().chain(&written) {
+            verify_pack(pack);
+        }
+        let odb = new.odb().expect("odb");
+        for (b, id) in blobs.iter().zip(&ids) {
+            if *id == stale {
+                assert!(odb.read(*id).is_err(), "the stale object is gone");
+            } else {
+                assert_eq!(odb.read(*id).expect("read").data(), b.as_slice());
+            }
+        }
+        // What was not wanted stayed behind, and only that.
+        let left: Vec<_> = std::fs::read_dir(&from).expect("dir").flatten().collect();
+        assert_eq!(left.len(), 2, "the rewritten pack and its index");
+
+        // An entry that does not match its index is refused.
+        let damaged = git2::Repository::init_bare(dir.path().join("d.git")).expect("init");
+        let mut writer = PackWriter::new(&damaged.path().join("objects")).expect("writer");
+        let id = writer.add_bytes(ObjectType::Blob, b"one\n").expect("add");
+        writer.add_bytes(ObjectType::Blob, b"two\n").expect("add");
+        let [pack]: [Pack; 1] = writer
+            .finish()
+            .expect("finish")
+            .try_into()
+            .expect("one pack");
+        let mut bytes = std::fs::read(&pack.pack).expect("read");
+        let at = usize::try_from(
+            read_index(&pack.index)
+                .expect("index")
+                .iter()
+                .find(|e| e.0 == id)
+                .expect("entry")
+                .1,
+        )
+        .expect("offset");
+        bytes[at + 8] ^= 0x20;
+        std::fs::set_permissions(&pack.pack, std::fs::Permissions::from_mode(0o644))
+            .expect("chmod");
+        std::fs::write(&pack.pack, bytes).expect("write");
+        let mut writer = PackWriter::new(&dir.path().join("e.git/objects")).expect("writer");
+        let only: HashSet<Oid> = [id].into_iter().collect();
+        let err = reuse_packs(&damaged.path().join("objects/pack"), &only, &mut writer)
+            .map(|_| ())
+            .expect_err("a damaged entry");
+        assert!(err.to_string().contains("checksum"), "{err}");
+    }
 
     #[test]
     fn checksums_match_their_definitions() {
@@ -554,7 +923,10 @@ mod tests {
         let mut short: &[u8] = b"abc";
         assert!(writer.add_blob(&mut short, 10).is_err());
         assert_eq!(writer.len(), 3, "the duplicate is stored once");
-        let pack = writer.finish().expect("finish");
+        let packs = writer.finish().expect("finish");
+        let [pack] = packs.as_slice() else {
+            panic!("a small pack is one part: {packs:?}")
+        };
         let odb = repo.odb().expect("odb");
         for (c, id) in contents.iter().zip(&ids) {
             assert_eq!(*id, Oid::hash_object(ObjectType::Blob, c).expect("hash"));
@@ -562,16 +934,7 @@ mod tests {
             assert_eq!(obj.data(), *c);
         }
         // Git's own check of the pack and its index.
-        let verified = std::process::Command::new("git")
-            .args(["verify-pack", "-v"])
-            .arg(&pack.index)
-            .output()
-            .expect("git verify-pack");
-        assert!(
-            verified.status.success(),
-            "{}",
-            String::from_utf8_lossy(&verified.stderr)
-        );
+        verify_pack(pack);
         // Framed apart and appended: the same objects, each once.
         let other = git2::Repository::init_bare(dir.path().join("c.git")).expect("init");
         let mut writer = PackWriter::new(&other.path().join("objects")).expect("writer");
@@ -594,17 +957,9 @@ mod tests {
         );
         let mut r = huge.as_slice();
         let huge_id = writer.add_blob(&mut r, huge.len() as u64).expect("add");
-        let framed = writer.finish().expect("finish");
-        let verified = std::process::Command::new("git")
-            .args(["verify-pack", "-v"])
-            .arg(&framed.index)
-            .output()
-            .expect("git verify-pack");
-        assert!(
-            verified.status.success(),
-            "{}",
-            String::from_utf8_lossy(&verified.stderr)
-        );
+        for framed in writer.finish().expect("finish") {
+            verify_pack(&framed);
+        }
         let odb = other.odb().expect("odb");
         for (c, id) in contents.iter().zip(&ids) {
             assert_eq!(odb.read(*id).expect("read").data(), *c);

@@ -12,9 +12,11 @@
 //! copies again what changed, removes what went, and moves the result into
 //! the run's workspace. The result is the workspace a fresh copy would give
 //! (same files, same baseline tree, same paths left out); when anything
-//! changed, the baseline commit and its pack are written again from the
-//! files, so no object of a version that is gone stays in the workspace's
-//! `.git`.
+//! changed, the baseline commit is written again in a fresh `.git` that
+//! takes from the old one only the objects of the files kept (its packs
+//! that hold nothing stale move over whole, the others are rewritten
+//! without what is gone), so no object of a version that is gone stays in
+//! the workspace's `.git`.
 //!
 //! A prepared copy is only an accelerator. It is taken whole or not at all:
 //! one whose format, source path or settings (credential paths, per-file
@@ -45,7 +47,7 @@ use super::secrets::{LeftOut, SecretPaths};
 use super::stat_cache::{RACY_WINDOW_NS, StatKey};
 use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
-const MAGIC: &[u8; 8] = b"MCPREP2\n";
+const MAGIC: &[u8; 8] = b"MCPREP3\n";
 const READY: &str = "ready";
 const META: &str = "meta";
 /// Prepared copies kept at once (the most recently made).
@@ -96,6 +98,8 @@ struct Recorded {
     target: Option<Vec<u8>>,
     /// The source's facts, read before anything was copied.
     source: StatKey,
+    /// The blob of the baseline (none for a file over the per-file limit).
+    blob: Option<Oid>,
 }
 
 impl Recorded {
@@ -105,6 +109,7 @@ impl Recorded {
             mode: self.mode,
             size: self.size,
             target: self.target.clone(),
+            blob: self.blob,
         }
     }
 }
@@ -274,7 +279,7 @@ fn build(
     let started_ns = now_ns();
     let source = open_source(source_repo)?;
     let workdir = workdir_of(&source, source_repo)?;
-    let paths = source_paths(&source, &settings.secrets)?;
+    let (paths, _) = source_paths(&source, &settings.secrets)?;
     drop(source);
     // The source's facts before anything is copied: a file changed later
     // is newer than the copy's start, so a refresh copies it again.
@@ -296,6 +301,12 @@ fn build(
         settings.max_file_bytes,
         &mut |_| {},
     )?;
+    let blobs: std::collections::HashMap<Vec<u8>, Oid> = git2::Repository::open(&ws)
+        .and_then(|repo| repo.index())
+        .map_err(WorkspaceError::git("reading the copy's index"))?
+        .iter()
+        .map(|e| (e.path, e.id))
+        .collect();
     let mut recorded = Vec::with_capacity(keys.len());
     for (rel, source) in keys {
         let at = ws.join(OsStr::from_bytes(rel));
@@ -320,6 +331,7 @@ fn build(
             size,
             target,
             source,
+            blob: blobs.get(rel.as_slice()).copied(),
         });
     }
     let copied_ns = now_ns();
@@ -417,7 +429,7 @@ fn refresh_and_move(
     let ws = taking.join("ws");
     let source = open_source(source_repo).map_err(failed)?;
     let workdir = workdir_of(&source, source_repo).map_err(failed)?;
-    let paths = source_paths(&source, &settings.secrets).map_err(failed)?;
+    let (paths, source_state) = source_paths(&source, &settings.secrets).map_err(failed)?;
     drop(source);
     // Only to judge links again: it copies nothing.
     let checker = Copier::new(&workdir, &ws, None, settings.max_file_bytes, 0).map_err(failed)?;
@@ -430,7 +442,11 @@ fn refresh_and_move(
     let mut again: Vec<&Path> = Vec::new();
     let mut replaced = std::collections::HashSet::new();
     for rel in &paths {
-        if let Some(reason) = left_out_reason(rel, &settings.secrets) {
+        let recorded = known.remove(rel.as_slice());
+        // A path the copy holds was not left out, with the same settings.
+        if recorded.is_none()
+            && let Some(reason) = left_out_reason(rel, &settings.secrets)
+        {
             left_out.push(LeftOut::new(rel, reason));
             continue;
         }
@@ -438,7 +454,7 @@ fn refresh_and_move(
         let current = std::fs::symlink_metadata(workdir.join(path))
             .ok()
             .map(|m| key_of(&m));
-        match (known.remove(rel.as_slice()), current) {
+        match (recorded, current) {
             (Some(r), Some(now))
                 if now == r.source
                     && now.mtime_ns < trusted_before
@@ -485,20 +501,23 @@ fn refresh_and_move(
     let mut baseline = meta.baseline;
     let mut files = keep.len() as u64;
     if changes > 0 {
-        // Written again from the files: nothing of a version that is gone
-        // stays reachable, or readable, in the workspace's `.git`.
-        let git = ws.join(".git");
-        std::fs::remove_dir_all(&git).map_err(|e| failed(WorkspaceError::io(&git, e)))?;
+        // A fresh `.git`, taking from the old one only the objects of the
+        // files kept: nothing of a version that is gone stays reachable,
+        // or readable, in the workspace's `.git`.
+        let (git, old) = (ws.join(".git"), taking.join("old-git"));
+        std::fs::rename(&git, &old).map_err(|e| failed(WorkspaceError::io(&git, e)))?;
         let kept = keep.iter().map(|r| r.kept()).collect();
-        let (commit, recopied) = recopy_and_commit(
+        let made = recopy_and_commit(
             &workdir,
             &ws,
             settings.owner,
             settings.max_file_bytes,
             &again,
             kept,
-        )
-        .map_err(failed)?;
+            &old.join("objects/pack"),
+        );
+        let _ = std::fs::remove_dir_all(&old);
+        let (commit, recopied) = made.map_err(failed)?;
         baseline = commit;
         refreshed.copied = recopied.len() as u64;
         files += recopied.len() as u64;
@@ -535,6 +554,7 @@ fn refresh_and_move(
         left_out,
         allocated,
         files,
+        source_state,
     );
     Ok(Taken {
         workspace,
@@ -637,6 +657,13 @@ fn write_meta(path: &Path, meta: &Meta) -> Result<(), WorkspaceError> {
         out.extend_from_slice(&k.ctime_ns.to_le_bytes());
         out.extend_from_slice(&k.ino.to_le_bytes());
         out.extend_from_slice(&k.mode.to_le_bytes());
+        match r.blob {
+            Some(id) => {
+                out.push(1);
+                out.extend_from_slice(id.as_bytes());
+            }
+            None => out.push(0),
+        }
     }
     let sum = Sha256::digest(&out);
     out.extend_from_slice(&sum);
@@ -676,12 +703,17 @@ fn read_meta(path: &Path) -> Option<Meta> {
             ino: r.u64()?,
             mode: r.u32()?,
         };
+        let blob = match r.take(1)?[0] {
+            1 => Some(Oid::from_bytes(r.take(20)?).ok()?),
+            _ => None,
+        };
         files.push(Recorded {
             path,
             mode,
             size,
             target,
             source,
+            blob,
         });
     }
     Some(Meta {

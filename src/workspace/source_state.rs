@@ -14,25 +14,34 @@ pub fn source_state(repo: &Path) -> SourceState {
     let Ok(repo) = Repository::open(repo) else {
         return SourceState::default();
     };
-    let head = repo
-        .head()
-        .ok()
-        .and_then(|h| h.peel_to_commit().ok())
-        .map(|c| c.id().to_string());
     let mut opts = StatusOptions::new();
     opts.include_untracked(true)
         .recurse_untracked_dirs(true)
         .include_ignored(false)
         .exclude_submodules(true);
+    let statuses = repo.statuses(Some(&mut opts)).ok();
+    from_statuses(&repo, statuses.as_ref())
+}
+
+/// The state of `repo` from its status (untracked files listed, ignored
+/// ones not): the copy lists the source this way anyway, and tells both
+/// from one walk of the working tree.
+pub(super) fn from_statuses(
+    repo: &Repository,
+    statuses: Option<&git2::Statuses<'_>>,
+) -> SourceState {
+    let head = repo
+        .head()
+        .ok()
+        .and_then(|h| h.peel_to_commit().ok())
+        .map(|c| c.id().to_string());
     let (mut modified, mut untracked) = (0u32, 0u32);
-    if let Ok(statuses) = repo.statuses(Some(&mut opts)) {
-        for entry in statuses.iter() {
-            let status = entry.status();
-            if status.contains(Status::WT_NEW) && !status.intersects(index_changes()) {
-                untracked = untracked.saturating_add(1);
-            } else if !status.is_empty() && !status.contains(Status::IGNORED) {
-                modified = modified.saturating_add(1);
-            }
+    for entry in statuses.iter().flat_map(|s| s.iter()) {
+        let status = entry.status();
+        if status.contains(Status::WT_NEW) && !status.intersects(index_changes()) {
+            untracked = untracked.saturating_add(1);
+        } else if !status.is_empty() && !status.contains(Status::IGNORED) {
+            modified = modified.saturating_add(1);
         }
     }
     SourceState {
