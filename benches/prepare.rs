@@ -12,7 +12,9 @@
 //! did, with the workspace watched as runs do, beside the full scan.
 //!
 //! Run: `cargo bench --bench prepare` (`PREPARE_SIZES=5000` for the small one
-//! only, `PREPARE_ONLY=checkpoint` for the checkpoint figures only).
+//! only, `PREPARE_ONLY=checkpoint` for the checkpoint figures only,
+//! `PREPARE_ROUNDS=5` for five rounds of clone, cold and warm and the range
+//! of their ratios).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[path = "../tests/support/mod.rs"]
@@ -336,6 +338,25 @@ fn wait_prepared(state: &Path, patience: Duration) -> bool {
     false
 }
 
+/// Appends a line to a tracked file (a different one each round), as a
+/// person changes a file between two tasks.
+fn change_one_file(repo: &Path, round: usize) {
+    let listed = String::from_utf8(
+        Command::new("git")
+            .args(["ls-files"])
+            .current_dir(repo)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let path = listed.lines().nth(round - 1).unwrap().to_string();
+    let changed = repo.join(path);
+    let mut text = std::fs::read(&changed).unwrap();
+    text.extend_from_slice(b"\n// changed between runs\n");
+    std::fs::write(&changed, text).unwrap();
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
@@ -348,6 +369,13 @@ async fn main() {
         .unwrap_or_else(|| vec![5_000, 50_000]);
     // `PREPARE_ONLY=checkpoint`: the checkpoint figures only.
     let only_checkpoint = std::env::var("PREPARE_ONLY").is_ok_and(|v| v == "checkpoint");
+    // `PREPARE_ROUNDS=N`: clone, cold and warm N times over (the ratios'
+    // range on a machine whose disk is shared and noisy).
+    let rounds: usize = std::env::var("PREPARE_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let work = tempfile::tempdir().unwrap();
     let sources = registry_sources();
     println!("{} source files in cargo's registry", sources.len());
@@ -362,51 +390,62 @@ async fn main() {
             print_checkpoint(&no_change_checkpoint(&repo, work.path()));
             continue;
         }
-        let clone = clone_time(&repo);
-        println!("git clone --local: {} (median of 3)", secs(clone));
-        let state = tempfile::tempdir_in(work.path()).unwrap();
-        let cold = timed_run(&repo, state.path(), "cold").await;
-        // The copy the next run takes is made in the background once a run
-        // has ended; a person takes longer than that to start the next task.
-        let waited = Instant::now();
-        let ready = wait_prepared(state.path(), Duration::from_secs(300));
-        println!(
-            "copy prepared for the next run: {}",
-            if ready {
-                format!("ready {} after the cold run exited", secs(waited.elapsed()))
-            } else {
-                "none (the warm run copies afresh)".to_string()
+        let mut ratios = Vec::new();
+        for round in 1..=rounds {
+            if rounds > 1 {
+                println!("round {round} of {rounds}");
             }
-        );
-        // One file changed between the runs, as between two tasks.
-        let first = String::from_utf8(
-            Command::new("git")
-                .args(["ls-files"])
-                .current_dir(&repo)
-                .output()
-                .unwrap()
-                .stdout,
-        )
-        .unwrap()
-        .lines()
-        .next()
-        .unwrap()
-        .to_string();
-        let changed = repo.join(first);
-        let mut text = std::fs::read(&changed).unwrap();
-        text.extend_from_slice(b"\n// changed between runs\n");
-        std::fs::write(&changed, text).unwrap();
-        let warm = timed_run(&repo, state.path(), "warm").await;
-        for (name, run) in [("cold", &cold), ("warm", &warm)] {
+            let clone = clone_time(&repo);
+            println!("git clone --local: {} (median of 3)", secs(clone));
+            let state = tempfile::tempdir_in(work.path()).unwrap();
+            let cold = timed_run(&repo, state.path(), "cold").await;
+            // The copy the next run takes is made in the background once a
+            // run has ended; a person takes longer than that to start the
+            // next task.
+            let waited = Instant::now();
+            let ready = wait_prepared(state.path(), Duration::from_secs(300));
             println!(
-                "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
-                secs(run.first_request),
-                run.first_request.as_secs_f64() / clone.as_secs_f64(),
-                secs(run.total),
-                run.finished_to_exit
-                    .map_or("?".to_string(), |d| format!("{} ms", d.as_millis())),
-                run.phases,
-                run.prepare
+                "copy prepared for the next run: {}",
+                if ready {
+                    format!("ready {} after the cold run exited", secs(waited.elapsed()))
+                } else {
+                    "none (the warm run copies afresh)".to_string()
+                }
+            );
+            change_one_file(&repo, round);
+            let warm = timed_run(&repo, state.path(), "warm").await;
+            for (name, run) in [("cold", &cold), ("warm", &warm)] {
+                println!(
+                    "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
+                    secs(run.first_request),
+                    run.first_request.as_secs_f64() / clone.as_secs_f64(),
+                    secs(run.total),
+                    run.finished_to_exit
+                        .map_or("?".to_string(), |d| format!("{} ms", d.as_millis())),
+                    run.phases,
+                    run.prepare
+                );
+            }
+            ratios.push((
+                cold.first_request.as_secs_f64() / clone.as_secs_f64(),
+                warm.first_request.as_secs_f64() / clone.as_secs_f64(),
+            ));
+        }
+        if rounds > 1 {
+            let range = |pick: fn(&(f64, f64)) -> f64| {
+                let mut v: Vec<f64> = ratios.iter().map(pick).collect();
+                v.sort_by(f64::total_cmp);
+                format!(
+                    "{:.2}–{:.2} × (median {:.2})",
+                    v[0],
+                    v[v.len() - 1],
+                    v[v.len() / 2]
+                )
+            };
+            println!(
+                "over {rounds} rounds, each against its own clone: cold {}, warm {}",
+                range(|r| r.0),
+                range(|r| r.1)
             );
         }
         print_checkpoint(&no_change_checkpoint(&repo, work.path()));
