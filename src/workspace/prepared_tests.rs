@@ -304,3 +304,90 @@ fn a_damaged_record_is_never_trusted() {
     ));
     assert_eq!(std::fs::read_dir(&dest).expect("list").count(), 0);
 }
+
+fn pack_names(ws: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(ws.join(".git/objects/pack"))
+        .expect("packs")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pack"))
+        .collect()
+}
+
+fn git_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git")
+}
+
+#[test]
+fn a_refresh_keeps_the_packs_that_hold_nothing_stale_and_nothing_unreachable() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    // Some 14 MB of distinct files: the baseline is several packs.
+    for i in 0..14u32 {
+        let body: Vec<u8> = (0..262_144u32)
+            .flat_map(|j| (j ^ i.wrapping_mul(2_654_435_761)).to_le_bytes())
+            .collect();
+        std::fs::create_dir_all(src.join("big")).expect("mkdir");
+        std::fs::write(src.join(format!("big/b{i:02}.bin")), body).expect("write");
+    }
+    write(&src.join("small.txt"), "small\n");
+    git2::Repository::init(&src).expect("init");
+    std::thread::sleep(Duration::from_millis(2_100));
+    let dir = tmp.path().join("prepared/x");
+    assert!(prepare(&src, &dir, &settings()).expect("prepare"));
+    let before = pack_names(&dir.join("ready/ws"));
+    assert!(before.len() >= 3, "{before:?}");
+    let changed = src.join("big/b03.bin");
+    let old = git2::Oid::hash_file(git2::ObjectType::Blob, &changed).expect("hash");
+    let mut body = std::fs::read(&changed).expect("read");
+    body[100] ^= 1;
+    std::fs::write(&changed, body).expect("write");
+
+    let taken = take_and_compare(tmp.path(), &src, &dir, "parts");
+    assert!(taken.refreshed.rebased);
+    assert_eq!(taken.refreshed.copied, 1, "{:?}", taken.refreshed);
+    let ws = tmp.path().join("ws-parts");
+    let after = pack_names(&ws);
+    let kept = before.intersection(&after).count();
+    assert!(
+        kept >= before.len() - 2,
+        "only the pack of the changed file and the trees' are written again: {before:?} → {after:?}"
+    );
+    let repo = git2::Repository::open(&ws).expect("open");
+    assert!(
+        !repo.odb().expect("odb").exists(old),
+        "the old version is gone"
+    );
+    // Git finds every object it needs, and none that nothing reaches.
+    let fsck = git_in(
+        &ws,
+        &[
+            "fsck",
+            "--full",
+            "--strict",
+            "--unreachable",
+            "--no-progress",
+        ],
+    );
+    assert!(
+        fsck.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fsck.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&fsck.stdout),
+        "",
+        "unreachable objects"
+    );
+    let status = git_in(&ws, &["status", "--porcelain"]);
+    assert!(status.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&status.stdout),
+        "",
+        "the copy is its baseline"
+    );
+}
