@@ -39,6 +39,7 @@ use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 use super::checkpoint::signature;
+use super::fingerprint::{now_ns, oid_bytes};
 use super::pack::{Pack, PackWriter, encode_blob, reuse_packs};
 use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
 use super::stat_cache::{CachedHash, StatKey};
@@ -910,21 +911,6 @@ fn copy_file(
         allocated,
         content,
     })
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-fn oid_bytes(oid: Oid) -> [u8; 20] {
-    let mut out = [0; 20];
-    let b = oid.as_bytes();
-    let n = b.len().min(20);
-    out[..n].copy_from_slice(&b[..n]);
-    out
 }
 
 /// Files up to this size are copied as one extent, without looking for holes.

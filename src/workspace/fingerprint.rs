@@ -899,7 +899,7 @@ fn git_mode(st_mode: u32) -> u32 {
     }
 }
 
-fn oid_bytes(oid: Oid) -> [u8; 20] {
+pub(super) fn oid_bytes(oid: Oid) -> [u8; 20] {
     let mut out = [0; 20];
     let b = oid.as_bytes();
     let n = b.len().min(20);
@@ -907,7 +907,8 @@ fn oid_bytes(oid: Oid) -> [u8; 20] {
     out
 }
 
-fn now_ns() -> i64 {
+/// Now, in nanoseconds since the epoch (0 before it).
+pub(super) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

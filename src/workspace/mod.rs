@@ -33,5 +33,4 @@ pub(crate) use rebuild::{RebuildFrom, baseline_commit_raw};
 pub use secrets::{
     DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };
-pub use source_state::source_state;
 pub use stat_cache::StatCache;

@@ -43,6 +43,7 @@ use sha2::{Digest, Sha256};
 use super::copy::{
     Copier, KeptFile, left_out_reason, open_source, recopy_and_commit, source_paths, workdir_of,
 };
+use super::fingerprint::now_ns;
 use super::secrets::{LeftOut, SecretPaths};
 use super::stat_cache::{RACY_WINDOW_NS, StatKey};
 use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
@@ -151,12 +152,6 @@ pub(crate) struct Taken {
 
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 fn key_of(meta: &std::fs::Metadata) -> StatKey {

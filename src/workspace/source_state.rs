@@ -2,26 +2,9 @@
 //! names, and how many files of the working tree (which the baseline copies)
 //! differ from it. Only read: no index or status is written.
 
-use std::path::Path;
-
-use git2::{Repository, Status, StatusOptions};
+use git2::{Repository, Status};
 
 use crate::protocol::SourceState;
-
-/// The state of the source repository at `repo`. A repository that cannot be
-/// read gives the default (no HEAD, clean): the copy reports its own errors.
-pub fn source_state(repo: &Path) -> SourceState {
-    let Ok(repo) = Repository::open(repo) else {
-        return SourceState::default();
-    };
-    let mut opts = StatusOptions::new();
-    opts.include_untracked(true)
-        .recurse_untracked_dirs(true)
-        .include_ignored(false)
-        .exclude_submodules(true);
-    let statuses = repo.statuses(Some(&mut opts)).ok();
-    from_statuses(&repo, statuses.as_ref())
-}
 
 /// The state of `repo` from its status (untracked files listed, ignored
 /// ones not): the copy lists the source this way anyway, and tells both
@@ -63,6 +46,15 @@ fn index_changes() -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
+
+    /// As the copy finds it, listing the source.
+    fn source_state(dir: &Path) -> SourceState {
+        let repo = super::super::copy::open_source(dir).unwrap();
+        super::super::copy::source_paths(&repo, &crate::workspace::SecretPaths::default())
+            .unwrap()
+            .1
+    }
 
     fn commit_all(repo: &Repository) -> String {
         let mut index = repo.index().unwrap();
