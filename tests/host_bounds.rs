@@ -493,6 +493,45 @@ async fn checkpoints_stay_within_their_budget_while_a_file_is_rewritten() {
     assert!(objects < 24_000_000, "the store holds {objects} bytes");
 }
 
+#[tokio::test]
+async fn the_baseline_packs_the_store_shares_cannot_be_changed_from_the_sandbox() {
+    let Some(h) = RunHarness::new(fixture()).await else {
+        return;
+    };
+    // Writing to the packs in place, then replacing them with corrupt
+    // copies of its own.
+    let write = "cd .git/objects/pack && ls -ln && for f in *; do \
+        chmod u+w \"$f\" && echo chmod-ok; printf x >> \"$f\" && echo write-ok; \
+        truncate -s 1 \"$f\" && echo truncate-ok; done; echo tried";
+    let replace = "cd .git/objects/pack && for f in *; do \
+        cp \"$f\" \"$f.new\" && mv -f \"$f.new\" \"$f\" && chmod u+w \"$f\" \
+        && printf x >> \"$f\"; done && echo replaced";
+    h.mock.push_all(script(write, replace));
+    let m = run_measured(&h, "writes to the baseline packs").await;
+    assert_host_safe(&m);
+    let results = tool_results(&h);
+    assert!(results[0].contains("tried"), "{}", results[0]);
+    for done in ["chmod-ok", "write-ok", "truncate-ok"] {
+        assert!(!results[0].contains(done), "{done}: {}", results[0]);
+    }
+    assert!(results[1].contains("replaced"), "{}", results[1]);
+    assert_eq!(m.result["outcome"], "success", "{}", m.stderr);
+    let run_id = m.result["run_id"].as_str().expect("run id");
+    let store = minicoder::state::StateDir::new(h.state.path()).checkpoint_store_dir(run_id);
+    let packs: Vec<_> = std::fs::read_dir(store.join("objects/pack"))
+        .expect("store packs")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .collect();
+    assert!(!packs.is_empty(), "the store holds the baseline's pack");
+    // Git reads every pack whole, against its checksum, and every object.
+    for pack in &packs {
+        support::git(&store, &["verify-pack", pack.to_str().expect("utf-8")]);
+    }
+    support::git(&store, &["fsck", "--full", "--strict"]);
+}
+
 fn dir_bytes(path: &Path) -> u64 {
     let Ok(meta) = std::fs::symlink_metadata(path) else {
         return 0;

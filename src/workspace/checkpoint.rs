@@ -195,11 +195,12 @@ impl CheckpointStore {
         &self.secrets
     }
 
-    /// Takes the objects of `packs` (a copy of each): files whose blobs
-    /// they hold are then hashed but not stored again.
+    /// Takes the objects of `packs` (each shared where the sandbox cannot
+    /// change it, else copied): files whose blobs they hold are then hashed
+    /// but not stored again.
     pub(crate) fn adopt_pack(&mut self, packs: &[super::pack::Pack]) -> Result<(), WorkspaceError> {
         for pack in packs {
-            pack.copy_into(&self.repo.path().join("objects"))?;
+            pack.share_into(&self.repo.path().join("objects"))?;
         }
         self.repo
             .odb()

@@ -349,6 +349,67 @@ fn loose_objects(objects: &Path) -> usize {
 }
 
 #[test]
+fn the_store_shares_the_copys_packs_only_where_the_sandbox_cannot_change_them() {
+    use std::os::unix::fs::MetadataExt;
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("a.txt"), b"one\n").expect("write");
+    git2::Repository::init(&src).expect("init");
+    let me = rustix::process::geteuid().as_raw();
+    // As root the copy is given to the sandbox user, all but its packs.
+    let owner = rustix::process::geteuid()
+        .is_root()
+        .then_some((crate::sandbox::SANDBOX_UID, crate::sandbox::SANDBOX_GID));
+    let adopted = |name: &str, spoil: &dyn Fn(&Path)| {
+        let ws = tmp.path().join(format!("ws-{name}"));
+        let copy = crate::workspace::PrivateWorkspace::create(&src, &ws, owner).expect("copy");
+        let packs = copy.baseline_pack().to_vec();
+        for pack in &packs {
+            let meta = std::fs::metadata(&pack.pack).expect("stat");
+            assert_eq!(meta.uid(), me, "the copy's pack stays ours");
+            assert_eq!(meta.mode() & 0o777, 0o444);
+            spoil(&pack.pack);
+        }
+        let store_dir = tmp.path().join(format!("store-{name}.git"));
+        let mut store =
+            CheckpointStore::open(&store_dir, &ws, ExcludeSet::default()).expect("open store");
+        store.adopt_pack(&packs).expect("adopt");
+        let base = store.create("baseline").expect("baseline");
+        assert_eq!(base.fingerprint, fp(&ws));
+        packs
+            .iter()
+            .map(|p| {
+                let theirs = store_dir
+                    .join("objects/pack")
+                    .join(p.pack.file_name().unwrap());
+                let (a, b) = (
+                    std::fs::metadata(&p.pack).expect("stat"),
+                    std::fs::metadata(&theirs).expect("stat"),
+                );
+                assert_eq!(b.mode() & 0o777, 0o444);
+                a.ino() == b.ino()
+            })
+            .collect::<Vec<bool>>()
+    };
+    assert_eq!(
+        adopted("plain", &|_| {}),
+        vec![true; 2],
+        "shared (blobs, trees)"
+    );
+    let writable = |p: &Path| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    };
+    assert_eq!(adopted("writable", &writable), vec![false; 2], "copied");
+    if owner.is_some() {
+        let given = |p: &Path| {
+            std::os::unix::fs::chown(p, Some(crate::sandbox::SANDBOX_UID), None).expect("chown");
+        };
+        assert_eq!(adopted("given", &given), vec![false; 2], "copied");
+    }
+}
+
+#[test]
 fn a_store_on_the_copys_pack_stores_only_what_is_new_and_exports_it_all() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = tmp.path().join("src");

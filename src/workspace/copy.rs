@@ -197,7 +197,7 @@ impl PrivateWorkspace {
             // made; what is left is the root and the new `.git`.
             std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
                 .map_err(|e| WorkspaceError::io(dest, e))?;
-            chown_tree(&dest.join(".git"), uid, gid)?;
+            chown_git_dir(&dest.join(".git"), uid, gid)?;
         }
         Ok(Self {
             path: dest.to_path_buf(),
@@ -1185,7 +1185,7 @@ pub(super) fn recopy_and_commit(
     let (baseline, _, _) = commit_baseline(&repo, dest, pack, files, max_file_bytes, started_ns)?;
     drop(repo);
     if let Some((uid, gid)) = owner {
-        chown_tree(&dest.join(".git"), uid, gid)?;
+        chown_git_dir(&dest.join(".git"), uid, gid)?;
     }
     Ok((baseline, recopied))
 }
@@ -1212,15 +1212,33 @@ impl<R: Read> Read for Sha256Reader<R> {
 }
 
 pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+    chown_tree_but(path, uid, gid, None)
+}
+
+/// [`chown_tree`] of a workspace's new `.git`, all but the packs written
+/// there: they stay the host's, read-only, so the sandbox user can remove
+/// them but never change them, and the checkpoint store can share them
+/// (`Pack::share_into`).
+pub(super) fn chown_git_dir(git: &Path, uid: u32, gid: u32) -> Result<(), WorkspaceError> {
+    chown_tree_but(git, uid, gid, Some(&git.join("objects").join("pack")))
+}
+
+fn chown_tree_but(
+    path: &Path,
+    uid: u32,
+    gid: u32,
+    files_kept_in: Option<&Path>,
+) -> Result<(), WorkspaceError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| WorkspaceError::io(path, e))?;
+    if meta.is_file() && files_kept_in.is_some() && path.parent() == files_kept_in {
+        return Ok(());
+    }
     std::os::unix::fs::lchown(path, Some(uid), Some(gid))
         .map_err(|e| WorkspaceError::io(path, e))?;
-    if std::fs::symlink_metadata(path)
-        .map_err(|e| WorkspaceError::io(path, e))?
-        .is_dir()
-    {
+    if meta.is_dir() {
         for entry in std::fs::read_dir(path).map_err(|e| WorkspaceError::io(path, e))? {
             let entry = entry.map_err(|e| WorkspaceError::io(path, e))?;
-            chown_tree(&entry.path(), uid, gid)?;
+            chown_tree_but(&entry.path(), uid, gid, files_kept_in)?;
         }
     }
     Ok(())

@@ -559,9 +559,13 @@ pub(crate) fn reuse_packs(
 }
 
 impl Pack {
-    /// Copies the pack into the object database at `objects_dir` (the
-    /// index last, so no reader ever sees an index without its pack).
-    pub(crate) fn copy_into(&self, objects_dir: &Path) -> Result<Pack, WorkspaceError> {
+    /// Puts the pack into the object database at `objects_dir` (the index
+    /// last, so no reader ever sees an index without its pack): a hard link
+    /// where the sandbox user cannot change the files (they are ours,
+    /// read-only, and we are not that user; a workspace's packs are never
+    /// given away, see `chown_git_dir`), else, or where a link fails
+    /// (another filesystem), a copy.
+    pub(crate) fn share_into(&self, objects_dir: &Path) -> Result<Pack, WorkspaceError> {
         let dir = objects_dir.join("pack");
         std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
         let mut copied = Vec::with_capacity(2);
@@ -571,8 +575,14 @@ impl Pack {
                 .ok_or_else(|| WorkspaceError::io(from, std::io::Error::other("not a file")))?;
             let to = dir.join(name);
             let tmp = dir.join(format!(".tmp-{}", name.to_string_lossy()));
-            std::fs::copy(from, &tmp).map_err(|e| WorkspaceError::io(&tmp, e))?;
-            set_read_only(&tmp)?;
+            // (Never written through: a leftover may be a link.)
+            let _ = std::fs::remove_file(&tmp);
+            let linked =
+                cannot_be_changed_by_sandbox(from)? && std::fs::hard_link(from, &tmp).is_ok();
+            if !linked {
+                std::fs::copy(from, &tmp).map_err(|e| WorkspaceError::io(&tmp, e))?;
+                set_read_only(&tmp)?;
+            }
             std::fs::rename(&tmp, &to).map_err(|e| WorkspaceError::io(&to, e))?;
             copied.push(to);
         }
@@ -580,6 +590,18 @@ impl Pack {
         let pack = copied.pop().unwrap_or_default();
         Ok(Pack { pack, index })
     }
+}
+
+/// Whether the file at `path` is one the sandbox user can neither write nor
+/// make writable: ours (and we are not that user), with no write bit.
+fn cannot_be_changed_by_sandbox(path: &Path) -> Result<bool, WorkspaceError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).map_err(|e| WorkspaceError::io(path, e))?;
+    let me = rustix::process::geteuid().as_raw();
+    Ok(meta.is_file()
+        && meta.uid() == me
+        && me != crate::sandbox::SANDBOX_UID
+        && meta.mode() & 0o222 == 0)
 }
 
 fn set_read_only(path: &Path) -> Result<(), WorkspaceError> {
@@ -968,7 +990,8 @@ mod tests {
 
         // A copy into another database reads the same.
         let other = git2::Repository::init_bare(dir.path().join("b.git")).expect("init");
-        pack.copy_into(&other.path().join("objects")).expect("copy");
+        pack.share_into(&other.path().join("objects"))
+            .expect("share");
         let odb = other.odb().expect("odb");
         assert_eq!(odb.read(ids[2]).expect("read").data(), big.as_slice());
     }
