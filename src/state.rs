@@ -52,6 +52,11 @@ impl StateDir {
         self.workspaces_dir().join(run_id)
     }
 
+    /// `<root>/preflight`: the programs found in each image, by image id.
+    pub(crate) fn preflight_dir(&self) -> PathBuf {
+        self.root.join("preflight")
+    }
+
     /// `<root>/prepared`: copies of repositories made ahead of their next
     /// run, never attached to a container before a run takes one.
     pub(crate) fn prepared_dir(&self) -> PathBuf {

@@ -148,6 +148,17 @@ impl Harness {
         seen
     }
 
+    /// When `run.started` was recorded (ms since the epoch).
+    fn started_ms(&self) -> i64 {
+        self.events()
+            .iter()
+            .find(|e| e["type"] == "run.started")
+            .and_then(|e| e["ts"].as_str())
+            .and_then(|ts| chrono::DateTime::parse_from_rfc3339(ts).ok())
+            .map(|t| t.timestamp_millis())
+            .expect("run.started has a time")
+    }
+
     fn all_request_text(&self) -> String {
         self.mock
             .requests()
@@ -244,6 +255,10 @@ async fn a_fix_that_verifies() {
         "{}",
         String::from_utf8_lossy(&applied.stderr)
     );
+    // The first request went out while the workspace was made, and its
+    // answer was taken: one request a turn.
+    assert_eq!(h.mock.request_count(), 3);
+    assert!(h.mock.requests()[0].received_ms < h.started_ms());
     // What reached the model: the ten tools, and results answering their calls.
     let first = &h.mock.requests()[0];
     let mut names = first.tool_names();
@@ -734,4 +749,48 @@ async fn a_huge_output_reaches_the_model_by_both_ends_and_its_middle_by_read_out
             row(200_002)
         )
     );
+}
+
+/// A source whose root `AGENTS.md` says `text`, ignored by Git or not.
+async fn instructed(text: &str, ignored: bool) -> Option<Harness> {
+    support::docker_or_skip().await?;
+    let source = tempfile::tempdir().expect("tempdir");
+    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+    std::fs::write(source.path().join("AGENTS.md"), text).expect("AGENTS.md");
+    if ignored {
+        let mut ignore = std::fs::read(source.path().join(".gitignore")).unwrap_or_default();
+        ignore.extend_from_slice(b"\nAGENTS.md\n");
+        std::fs::write(source.path().join(".gitignore"), ignore).expect(".gitignore");
+    } else {
+        support::git(source.path(), &["add", "AGENTS.md"]);
+        support::git(source.path(), &["commit", "-q", "-m", "instructions"]);
+    }
+    Some(Harness::with_source(source).await)
+}
+
+#[tokio::test]
+async fn the_first_request_goes_out_early_only_with_what_the_copy_holds() {
+    // Tracked, the file is read from the source before the copy and the
+    // first request goes out while the copy runs. Ignored, it is not
+    // copied: nothing of it reaches the model, and the first request waits
+    // for the copy.
+    for (marker, ignored) in [("TRACKED-MARKER", false), ("IGNORED-MARKER", true)] {
+        let Some(h) = instructed(&format!("Always say {marker}."), ignored).await else {
+            return;
+        };
+        h.mock.push(MockResponse::sse_tool_calls(&[(
+            "update_plan",
+            plan(["in_progress", "pending"]),
+        )]));
+        h.mock.push_all(fix_and_complete());
+        let (out, result) = h.run(&[]).await;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(result["outcome"], "success", "{result:#}\n{stderr}");
+        let requests = h.mock.requests();
+        assert_eq!(requests.len(), 3, "one request a turn");
+        let early = requests[0].received_ms < h.started_ms();
+        assert_eq!(early, !ignored, "{marker}: sent early");
+        assert_eq!(h.all_request_text().contains(marker), !ignored, "{marker}");
+        h.assert_guarantees();
+    }
 }

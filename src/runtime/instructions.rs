@@ -1,7 +1,9 @@
 //! Reading project instruction files from the private workspace: for each
 //! lookup the first candidate that is a regular file, at most
 //! [`MAX_FILE_BYTES`] of it, through the confined [`WorkspaceRoot`] (never
-//! the source repository, never a symlink that leads outside).
+//! a symlink that leads outside; the source repository only for the root's,
+//! read before the copy for the run's early first request, and only where
+//! the copy takes them as they are).
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -20,6 +22,22 @@ pub(crate) fn read(root: &WorkspaceRoot, lookups: &[InstructionLookup]) -> Vec<I
                 .find_map(|path| read_one(root, path))
         })
         .collect()
+}
+
+/// The root's instruction files as [`read`] will find them in the run's
+/// copy, read before the copy from the source repository at `repo` (through
+/// the same confinement); `None` where one of the candidates is a file the
+/// copy leaves out or does not take as it is (ignored, a credential path).
+pub(crate) fn read_root_from_source(
+    repo: &Path,
+    secrets: &crate::workspace::SecretPaths,
+) -> Option<Vec<InstructionDoc>> {
+    let root = crate::agent::instructions::lookup("");
+    if !crate::workspace::copied_as_they_are(repo, &root.candidates, secrets) {
+        return None;
+    }
+    let source = WorkspaceRoot::open(repo).ok()?;
+    Some(read(&source, &[root]))
 }
 
 fn read_one(root: &WorkspaceRoot, path: &str) -> Option<InstructionDoc> {

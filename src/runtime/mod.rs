@@ -15,6 +15,7 @@ mod finish;
 mod instructions;
 pub(crate) mod options;
 mod parts;
+mod prefetch;
 pub(crate) mod prepare_next;
 mod resume;
 mod setup;

@@ -8,11 +8,13 @@ use std::time::Instant;
 
 use super::bus::EventBus;
 use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace, workspace_owner};
+use super::prefetch::Prefetching;
 use super::steering::Steering;
 use super::{RunChannels, RunError, RunOptions};
-use crate::agent::effects::AgentConfig;
+use crate::agent::effects::{AgentConfig, Effect, Input};
 use crate::agent::reducer::Agent;
 use crate::model::ActionSource;
+use crate::model::types::ModelRequest;
 use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::protocol::{PhaseDurations, PreparePhases, PreparedCopy, RunEvent};
 use crate::sandbox::spec::{ContainerSpec, Role};
@@ -65,6 +67,24 @@ pub(crate) async fn prepare_with(
     // A model that cannot be reached stops the run before anything is
     // copied, built or started.
     source.preflight().await.map_err(RunError::Invalid)?;
+    let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
+    // The first request goes out while the workspace is made, once the
+    // command container has the programs the checks need (those it has or
+    // lacks whatever the workspace holds); the agent takes its answer if it
+    // asks exactly that once the run starts.
+    let (gate, gated) = tokio::sync::oneshot::channel();
+    let early = resuming
+        .is_none()
+        .then(|| first_request(&options, &inputs, &*source))
+        .flatten();
+    let (source, gate) = match early {
+        Some(request) => {
+            let deadline = deadline.into_std();
+            let early = Prefetching::start(source, request, deadline, gated);
+            (Box::new(early) as Box<dyn ActionSource>, Some(gate))
+        }
+        None => (source, None),
+    };
     phases.inputs_ms = elapsed_ms(started);
     let run_id = resuming
         .as_ref()
@@ -94,7 +114,45 @@ pub(crate) async fn prepare_with(
             volume,
             writable: false,
         });
-    let starting = tokio::spawn(CommandContainer::start(docker.clone(), spec));
+    let early_needs: Vec<_> = needs
+        .iter()
+        .filter(|r| r.need.is_workspace_free())
+        .cloned()
+        .collect();
+    // Needs found in this image before open the gate now; others once the
+    // container has them.
+    let gate = match gate {
+        Some(gate) => {
+            let found = match docker.inspect_image(&image).await {
+                Ok(inspect) => inspect
+                    .id
+                    .map(|id| verify::preflight::FoundNeeds::new(&state.preflight_dir(), &id)),
+                Err(_) => None,
+            };
+            if found.as_ref().is_some_and(|f| f.has_all(&early_needs)) {
+                let _ = gate.send(true);
+                None
+            } else {
+                Some((gate, found))
+            }
+        }
+        None => None,
+    };
+    let starting = tokio::spawn({
+        let docker = docker.clone();
+        async move {
+            let mut container = CommandContainer::start(docker, spec).await?;
+            if let Some((gate, found)) = gate {
+                let missing = verify::preflight::find_missing(&mut container, &early_needs).await;
+                let met = missing.is_ok_and(|m| m.is_empty());
+                if met && let Some(found) = found {
+                    found.record(&early_needs);
+                }
+                let _ = gate.send(met);
+            }
+            Ok::<_, SandboxError>(container)
+        }
+    });
     let mut settings = VerifierSettings::new(
         image.clone(),
         claim.dir.clone(),
@@ -159,7 +217,6 @@ pub(crate) async fn prepare_with(
     // run now, before any model turn.
     let t = Instant::now();
     progress.phase("preflight");
-    let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
     let bootstraps = !inputs.bootstrap.is_empty();
     if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
         tokio::join!(container.shutdown(), verifier.shutdown());
@@ -596,6 +653,34 @@ async fn abandon(starting: tokio::task::JoinHandle<Result<CommandContainer, Sand
     if let Ok(Ok(container)) = starting.await {
         container.shutdown().await;
     }
+}
+
+/// The request a new run's agent makes first, when it can be known before
+/// the workspace is: no bootstrap comes before it, and the root's
+/// instruction files are read from the source as the copy will hold them.
+fn first_request(
+    options: &RunOptions,
+    inputs: &Inputs,
+    source: &dyn ActionSource,
+) -> Option<ModelRequest> {
+    if !inputs.bootstrap.is_empty() {
+        return None;
+    }
+    let instructions = super::instructions::read_root_from_source(&inputs.repo, &inputs.secrets)?;
+    let mut config = agent_config(options, inputs, source.context_limit());
+    config.instructions = instructions;
+    let mut agent = Agent::new(config);
+    // (The baseline's id is not in any request.)
+    let start = Input::Start {
+        baseline_checkpoint: String::new(),
+    };
+    agent
+        .handle(start)
+        .into_iter()
+        .find_map(|effect| match effect {
+            Effect::CallModel(request) => Some(request),
+            _ => None,
+        })
 }
 
 fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> AgentConfig {

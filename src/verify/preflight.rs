@@ -37,6 +37,20 @@ pub(crate) enum Need {
 }
 
 impl Need {
+    /// Whether the need is met or not whatever the workspace holds: a
+    /// program looked for on `PATH` by name, or an absolute path outside
+    /// the workspace.
+    pub(crate) fn is_workspace_free(&self) -> bool {
+        let mount = crate::sandbox::spec::WORKSPACE_MOUNT;
+        match self {
+            Need::Program(p) => !p.contains('/'),
+            Need::Path(p) => {
+                p.starts_with('/') && p != mount && !p.starts_with(&format!("{mount}/"))
+            }
+            Need::PythonModule { .. } | Need::ScriptProgram { .. } => false,
+        }
+    }
+
     fn label(&self) -> String {
         match self {
             Need::Program(p) | Need::Path(p) | Need::ScriptProgram { program: p, .. } => {
@@ -134,6 +148,74 @@ pub async fn check(
         image: image.to_string(),
         detail: describe_missing(&missing, image),
     })
+}
+
+/// Needs found met in a container of one image (by id), kept in the state
+/// directory: a later run on that image need not wait for its container to
+/// know them. Only "met" is kept, and a run still looks for every need once
+/// its workspace is made; this only decides how early its first model
+/// request may go out.
+pub(crate) struct FoundNeeds {
+    path: PathBuf,
+}
+
+/// What a file of found needs may hold.
+const FOUND_MAX_BYTES: u64 = 256 * 1024;
+
+impl FoundNeeds {
+    pub(crate) fn new(dir: &Path, image_id: &str) -> Self {
+        use sha2::Digest;
+        let key = hex::encode(&sha2::Sha256::digest(image_id.as_bytes())[..16]);
+        Self {
+            path: dir.join(key),
+        }
+    }
+
+    fn read(&self) -> std::collections::BTreeSet<String> {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Ok(file) = std::fs::File::open(&self.path) {
+            let _ = file.take(FOUND_MAX_BYTES).read_to_string(&mut text);
+        }
+        text.lines().map(str::to_string).collect()
+    }
+
+    /// Whether every one of `needs` was found met before.
+    pub(crate) fn has_all(&self, needs: &[Requirement]) -> bool {
+        let found = self.read();
+        needs.iter().all(|r| found.contains(&r.need.test()))
+    }
+
+    /// Records `needs` as met (best effort: this is a cache).
+    pub(crate) fn record(&self, needs: &[Requirement]) {
+        let mut found = self.read();
+        let before = found.len();
+        found.extend(
+            needs
+                .iter()
+                .map(|r| r.need.test())
+                .filter(|t| !t.contains(['\n', '\r'])),
+        );
+        if found.len() == before {
+            return;
+        }
+        let text: String = found.iter().map(|t| format!("{t}\n")).collect();
+        if text.len() as u64 > FOUND_MAX_BYTES {
+            return;
+        }
+        let Some(dir) = self.path.parent() else {
+            return;
+        };
+        let tmp = self
+            .path
+            .with_extension(format!("tmp-{}", std::process::id()));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&tmp, text))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
 }
 
 /// The requirements the container does not meet.

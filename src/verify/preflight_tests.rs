@@ -135,3 +135,63 @@ fn only_safe_words_reach_the_shell_test() {
     let test = program("cargo").test();
     assert_eq!(test, "command -v cargo >/dev/null 2>&1");
 }
+
+#[test]
+fn only_needs_that_no_workspace_file_can_meet_are_looked_for_before_the_copy() {
+    let program = |p: &str| Need::Program(p.to_string());
+    let path = |p: &str| Need::Path(p.to_string());
+    assert!(program("shellcheck").is_workspace_free());
+    assert!(path("/usr/bin/python3").is_workspace_free());
+    for need in [
+        program("./run-tests.sh"),
+        program("bin/check"),
+        path("/workspace/.venv/bin/python"),
+        path("/workspace"),
+        path("relative/python"),
+        Need::PythonModule {
+            python: "python3".into(),
+            module: "pytest".into(),
+        },
+        Need::ScriptProgram {
+            program: "jest".into(),
+            dir: String::new(),
+        },
+    ] {
+        assert!(!need.is_workspace_free(), "{need:?}");
+    }
+}
+
+#[test]
+fn needs_found_in_an_image_are_known_for_that_image_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let need = |p: &str| Requirement {
+        need: Need::Program(p.to_string()),
+        by: "the check `t`".into(),
+    };
+    let found = FoundNeeds::new(dir.path(), "sha256:aaa");
+    assert!(found.has_all(&[]));
+    assert!(!found.has_all(&[need("pytest")]));
+    found.record(&[need("pytest"), need("make")]);
+    assert!(found.has_all(&[need("make")]));
+    assert!(found.has_all(&[need("pytest"), need("make")]));
+    assert!(!found.has_all(&[need("make"), need("shellcheck")]));
+    found.record(&[need("shellcheck")]);
+    assert!(FoundNeeds::new(dir.path(), "sha256:aaa").has_all(&[need("shellcheck"), need("make")]));
+    // Another image knows nothing of them.
+    assert!(!FoundNeeds::new(dir.path(), "sha256:bbb").has_all(&[need("make")]));
+    // A name that would break the file's lines is never recorded.
+    found.record(&[need("x\nmake")]);
+    assert!(!found.has_all(&[need("x\nmake")]));
+    // A file grown past its bound (by hand) is read no further than it.
+    let path = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .flatten()
+        .next()
+        .expect("the file")
+        .path();
+    let mut big = "y\n".repeat(200_000);
+    big.push_str(&need("late").need.test());
+    big.push('\n');
+    std::fs::write(&path, big).expect("write");
+    assert!(!FoundNeeds::new(dir.path(), "sha256:aaa").has_all(&[need("late")]));
+}

@@ -373,6 +373,24 @@ pub(super) fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'sta
     }
 }
 
+/// Whether every one of `paths` (relative, `/`-separated) that the source
+/// repository at `repo` holds is copied into a workspace as it is: not
+/// ignored, not left out. `false` where that cannot be told.
+pub(crate) fn copied_as_they_are(repo: &Path, paths: &[String], secrets: &SecretPaths) -> bool {
+    let Ok(source) = open_source(repo) else {
+        return false;
+    };
+    paths
+        .iter()
+        .all(|path| match source.status_file(Path::new(path)) {
+            Err(e) => e.code() == git2::ErrorCode::NotFound,
+            Ok(status) => {
+                !status.contains(git2::Status::IGNORED)
+                    && left_out_reason(path.as_bytes(), secrets).is_none()
+            }
+        })
+}
+
 /// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored
 /// ones; and the state of the source they give.
 pub(super) fn source_paths(

@@ -21,6 +21,7 @@ mod walk;
 pub(crate) use checkpoint::export_from;
 pub use checkpoint::{Checkpoint, CheckpointStore, MAX_PATCH_BYTES, PatchExport, human_bytes};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
+pub(crate) use copy::copied_as_they_are;
 pub use copy::{CopyProgress, PrivateWorkspace};
 pub use error::WorkspaceError;
 pub use fingerprint::{

@@ -34,6 +34,9 @@ pub struct RecordedRequest {
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When its head arrived, in milliseconds since the Unix epoch (as the
+    /// event log's `ts`).
+    pub received_ms: i64,
 }
 
 impl RecordedRequest {

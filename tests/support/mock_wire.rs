@@ -34,6 +34,7 @@ pub(super) async fn read_request(stream: &mut TcpStream) -> Option<RecordedReque
         }
         buffer.extend_from_slice(&chunk[..n]);
     };
+    let received_ms = chrono::Utc::now().timestamp_millis();
     let head = String::from_utf8_lossy(&buffer[..header_end]).to_string();
     let mut lines = head.split("\r\n");
     let mut request_line = lines.next()?.split_whitespace();
@@ -61,6 +62,7 @@ pub(super) async fn read_request(stream: &mut TcpStream) -> Option<RecordedReque
         path,
         headers,
         body,
+        received_ms,
     })
 }
 
