@@ -469,3 +469,39 @@ fn a_store_on_the_copys_pack_stores_only_what_is_new_and_exports_it_all() {
     assert!(!export_from(&store_dir, base.id, &root, &|| true).expect("export"));
     assert_eq!(std::fs::read_dir(&stopped).expect("list").count(), 0);
 }
+
+#[test]
+fn a_pack_swapped_or_linked_under_its_name_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("a.txt"), b"one\n").expect("write");
+    git2::Repository::init(&src).expect("init");
+    let ws = tmp.path().join("ws");
+    let copy = crate::workspace::PrivateWorkspace::create(&src, &ws, None).expect("copy");
+    let packs = copy.baseline_pack().to_vec();
+    assert_eq!(packs.len(), 2, "blobs and trees");
+    let store_dir = tmp.path().join("store.git");
+    let mut store =
+        CheckpointStore::open(&store_dir, &ws, ExcludeSet::default()).expect("open store");
+    // Two packs' files under each other's names.
+    let (a, b) = (&packs[0].pack, &packs[1].pack);
+    let aside = tmp.path().join("aside");
+    std::fs::rename(a, &aside).expect("rename");
+    std::fs::rename(b, a).expect("rename");
+    std::fs::rename(&aside, b).expect("rename");
+    assert!(store.adopt_pack(&packs).is_err(), "swapped");
+    std::fs::rename(a, &aside).expect("rename");
+    std::fs::rename(b, a).expect("rename");
+    std::fs::rename(&aside, b).expect("rename");
+    // A link in the pack's place, to the right bytes even.
+    let real = tmp.path().join("real.pack");
+    std::fs::rename(a, &real).expect("rename");
+    symlink(&real, a).expect("symlink");
+    assert!(store.adopt_pack(&packs).is_err(), "a link");
+    std::fs::remove_file(a).expect("rm");
+    std::fs::rename(&real, a).expect("rename");
+    store.adopt_pack(&packs).expect("as written");
+    let base = store.create("baseline").expect("baseline");
+    assert_eq!(base.fingerprint, fp(&ws));
+}

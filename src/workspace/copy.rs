@@ -193,11 +193,12 @@ impl PrivateWorkspace {
             commit_baseline(&repo, dest, pack, copied, max_file_bytes, started_ns)?;
         drop(repo);
         if let Some((uid, gid)) = owner {
-            // The copied files and directories were given away as they were
-            // made; what is left is the root and the new `.git`.
+            // The copied files were given away as they were made; what is
+            // left is the directories, the new `.git`, then the root.
+            copier.give_made_dirs()?;
+            chown_git_dir(&dest.join(".git"), uid, gid)?;
             std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
                 .map_err(|e| WorkspaceError::io(dest, e))?;
-            chown_git_dir(&dest.join(".git"), uid, gid)?;
         }
         Ok(Self {
             path: dest.to_path_buf(),
@@ -719,8 +720,10 @@ impl<'a> Copier<'a> {
         }))
     }
 
-    /// Makes the missing ancestors of `rel` in the destination, each given
-    /// to the owner as it is made.
+    /// Makes the missing ancestors of `rel` in the destination. They stay
+    /// ours until the copy is done ([`Self::give_made_dirs`]): the sandbox's
+    /// container may already be running, and nothing it owns may stand on
+    /// a path this copy still writes by.
     fn create_parent(&self, rel: &Path) -> Result<(), WorkspaceError> {
         let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) else {
             return Ok(());
@@ -739,13 +742,8 @@ impl<'a> Copier<'a> {
         for dir in missing.into_iter().rev() {
             let path = self.dest.join(dir);
             match std::fs::create_dir(&path) {
-                Ok(()) => {
-                    if let Some((uid, gid)) = self.owner {
-                        std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
-                            .map_err(|e| WorkspaceError::io(&path, e))?;
-                    }
-                }
-                // Made by the other thread (which gives it away).
+                Ok(()) => {}
+                // Made by the other thread.
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && path.is_dir() => {}
                 Err(e) => return Err(WorkspaceError::io(&path, e)),
             }
@@ -753,6 +751,27 @@ impl<'a> Copier<'a> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(dir.to_path_buf());
+        }
+        Ok(())
+    }
+
+    /// Gives the directories made to the owner, deepest first: each one's
+    /// parent is still ours when it is given, so nothing in the sandbox can
+    /// have put a link on the way.
+    fn give_made_dirs(&self) -> Result<(), WorkspaceError> {
+        let Some((uid, gid)) = self.owner else {
+            return Ok(());
+        };
+        let made = self
+            .made_dirs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut dirs: Vec<&PathBuf> = made.iter().collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        for dir in dirs {
+            let path = self.dest.join(dir);
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))
+                .map_err(|e| WorkspaceError::io(&path, e))?;
         }
         Ok(())
     }
@@ -1203,6 +1222,7 @@ pub(super) fn recopy_and_commit(
     let (baseline, _, _) = commit_baseline(&repo, dest, pack, files, max_file_bytes, started_ns)?;
     drop(repo);
     if let Some((uid, gid)) = owner {
+        copier.give_made_dirs()?;
         chown_git_dir(&dest.join(".git"), uid, gid)?;
     }
     Ok((baseline, recopied))
@@ -1251,15 +1271,16 @@ fn chown_tree_but(
     if meta.is_file() && files_kept_in.is_some() && path.parent() == files_kept_in {
         return Ok(());
     }
-    std::os::unix::fs::lchown(path, Some(uid), Some(gid))
-        .map_err(|e| WorkspaceError::io(path, e))?;
+    // What a directory holds first, the directory last: it stays ours
+    // while anything under it is given, so nothing the sandbox does in a
+    // directory given already can turn a path here into a link.
     if meta.is_dir() {
         for entry in std::fs::read_dir(path).map_err(|e| WorkspaceError::io(path, e))? {
             let entry = entry.map_err(|e| WorkspaceError::io(path, e))?;
             chown_tree_but(&entry.path(), uid, gid, files_kept_in)?;
         }
     }
-    Ok(())
+    std::os::unix::fs::lchown(path, Some(uid), Some(gid)).map_err(|e| WorkspaceError::io(path, e))
 }
 
 #[cfg(test)]

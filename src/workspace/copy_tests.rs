@@ -208,3 +208,64 @@ fn the_copys_facts_serve_the_next_scan_only_and_only_while_they_hold() {
     );
     assert!(second.rehashed >= 1);
 }
+
+/// Every directory under `dir`, `.git` left out.
+fn dirs_under(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let path = entry.path();
+        if entry.file_type().expect("type").is_dir() && entry.file_name() != ".git" {
+            out.push(path.clone());
+            dirs_under(&path, out);
+        }
+    }
+}
+
+#[test]
+fn directories_are_given_to_the_sandbox_only_once_the_copy_is_done() {
+    if !rustix::process::geteuid().is_root() {
+        // Nothing is given away without root; the copy is then the
+        // caller's alone.
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    for i in 0..40 {
+        let dir = src.join(format!("d{}/e{}", i % 7, i % 3));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join(format!("f{i}.txt")), format!("{i}\n")).expect("write");
+    }
+    git2::Repository::init(&src).expect("init");
+    let dest = tmp.path().join("ws");
+    let mut seen_during = 0;
+    let ws = PrivateWorkspace::create_with_workers(
+        &src,
+        &dest,
+        Some((10001, 10001)),
+        &SecretPaths::default(),
+        u64::MAX,
+        &mut |_| {
+            let mut dirs = Vec::new();
+            if dest.is_dir() {
+                dirs_under(&dest, &mut dirs);
+            }
+            for dir in &dirs {
+                let m = std::fs::symlink_metadata(dir).expect("lstat");
+                assert_eq!(m.uid(), 0, "{} given away during the copy", dir.display());
+            }
+            seen_during += dirs.len();
+        },
+        1,
+    )
+    .expect("copy");
+    assert!(
+        seen_during > 0,
+        "the copy was watched while it made directories"
+    );
+    let mut dirs = Vec::new();
+    dirs_under(ws.path(), &mut dirs);
+    assert_eq!(dirs.len(), 7 + 21);
+    for dir in dirs.iter().chain([&ws.path().to_path_buf()]) {
+        let m = std::fs::symlink_metadata(dir).expect("lstat");
+        assert_eq!((m.uid(), m.gid()), (10001, 10001), "{}", dir.display());
+    }
+}

@@ -18,10 +18,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid};
+use rustix::fs::{Mode, OFlags};
 use sha1::{Digest, Sha1};
 
 use super::WorkspaceError;
@@ -568,8 +570,9 @@ impl Pack {
     pub(crate) fn share_into(&self, objects_dir: &Path) -> Result<Pack, WorkspaceError> {
         let dir = objects_dir.join("pack");
         std::fs::create_dir_all(&dir).map_err(|e| WorkspaceError::io(&dir, e))?;
-        let mut copied = Vec::with_capacity(2);
-        for from in [&self.pack, &self.index] {
+        let checksum = pack_checksum_of_name(&self.pack)?;
+        let mut put = Vec::with_capacity(2);
+        for (from, is_index) in [(&self.pack, false), (&self.index, true)] {
             let name = from
                 .file_name()
                 .ok_or_else(|| WorkspaceError::io(from, std::io::Error::other("not a file")))?;
@@ -577,31 +580,97 @@ impl Pack {
             let tmp = dir.join(format!(".tmp-{}", name.to_string_lossy()));
             // (Never written through: a leftover may be a link.)
             let _ = std::fs::remove_file(&tmp);
-            let linked =
-                cannot_be_changed_by_sandbox(from)? && std::fs::hard_link(from, &tmp).is_ok();
+            // The file is opened once, never through a link, and what is
+            // checked, linked or copied is that open file: a name swapped
+            // meanwhile changes nothing.
+            let file = rustix::fs::open(
+                from,
+                OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(|e| WorkspaceError::io(from, e))?;
+            let file = std::fs::File::from(file);
+            let st = rustix::fs::fstat(&file).map_err(|e| WorkspaceError::io(from, e))?;
+            if !names_its_pack(&file, st.st_size, is_index, &checksum)? {
+                return Err(WorkspaceError::io(
+                    from,
+                    std::io::Error::other("the pack's file does not hold the pack its name says"),
+                ));
+            }
+            let linked = cannot_be_changed_by_sandbox(&st)
+                && rustix::fs::linkat(
+                    rustix::fs::CWD,
+                    format!("/proc/self/fd/{}", file.as_raw_fd()),
+                    rustix::fs::CWD,
+                    &tmp,
+                    rustix::fs::AtFlags::SYMLINK_FOLLOW,
+                )
+                .is_ok();
             if !linked {
-                std::fs::copy(from, &tmp).map_err(|e| WorkspaceError::io(&tmp, e))?;
+                let mut out = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&tmp)
+                    .map_err(|e| WorkspaceError::io(&tmp, e))?;
+                std::io::copy(&mut &file, &mut out).map_err(|e| WorkspaceError::io(&tmp, e))?;
+                drop(out);
                 set_read_only(&tmp)?;
             }
             std::fs::rename(&tmp, &to).map_err(|e| WorkspaceError::io(&to, e))?;
-            copied.push(to);
+            put.push(to);
         }
-        let index = copied.pop().unwrap_or_default();
-        let pack = copied.pop().unwrap_or_default();
+        let index = put.pop().unwrap_or_default();
+        let pack = put.pop().unwrap_or_default();
         Ok(Pack { pack, index })
     }
 }
 
-/// Whether the file at `path` is one the sandbox user can neither write nor
+/// The checksum a pack's file name (`pack-<hex>.pack`) gives.
+fn pack_checksum_of_name(pack: &Path) -> Result<[u8; 20], WorkspaceError> {
+    let hex = pack
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("pack-"))
+        .and_then(|n| n.strip_suffix(".pack"));
+    let mut out = [0u8; 20];
+    match hex.map(|h| hex::decode_to_slice(h, &mut out)) {
+        Some(Ok(())) => Ok(out),
+        _ => Err(WorkspaceError::io(
+            pack,
+            std::io::Error::other("not a pack's name"),
+        )),
+    }
+}
+
+/// Whether `file` (`size` bytes) ends as the pack of `checksum` or its
+/// index does: a pack with the checksum, an index with it before its own.
+fn names_its_pack(
+    file: &std::fs::File,
+    size: i64,
+    is_index: bool,
+    checksum: &[u8; 20],
+) -> Result<bool, WorkspaceError> {
+    let from_end = if is_index { 40 } else { 20 };
+    let Some(at) = u64::try_from(size)
+        .ok()
+        .and_then(|s| s.checked_sub(from_end))
+    else {
+        return Ok(false);
+    };
+    let mut tail = [0u8; 20];
+    file.read_exact_at(&mut tail, at)
+        .map_err(|e| WorkspaceError::io(Path::new("pack"), e))?;
+    Ok(&tail == checksum)
+}
+
+/// Whether the open file is one the sandbox user can neither write nor
 /// make writable: ours (and we are not that user), with no write bit.
-fn cannot_be_changed_by_sandbox(path: &Path) -> Result<bool, WorkspaceError> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(path).map_err(|e| WorkspaceError::io(path, e))?;
+fn cannot_be_changed_by_sandbox(st: &rustix::fs::Stat) -> bool {
     let me = rustix::process::geteuid().as_raw();
-    Ok(meta.is_file()
-        && meta.uid() == me
+    rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
+        && st.st_uid == me
         && me != crate::sandbox::SANDBOX_UID
-        && meta.mode() & 0o222 == 0)
+        && st.st_mode & 0o222 == 0
 }
 
 fn set_read_only(path: &Path) -> Result<(), WorkspaceError> {
