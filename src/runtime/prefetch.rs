@@ -104,23 +104,31 @@ impl ActionSource for Prefetching {
                     mut observed,
                 } = std::mem::replace(&mut self.state, State::Lost)
             {
-                // What the early request observed so far, then as it comes.
+                // What the early request observed so far, then as it comes;
+                // of an answer that will be dropped, only a fallback (the
+                // chain stays on the next model).
+                let same = *req == request;
+                let mut pass = |o: ModelObservation| {
+                    if same || matches!(o, ModelObservation::Fallback { .. }) {
+                        observe(o);
+                    }
+                };
                 let joined = loop {
                     tokio::select! {
                         biased;
-                        Some(o) = observed.recv() => observe(o),
+                        Some(o) = observed.recv() => pass(o),
                         joined = &mut task.0 => break joined,
                     }
                 };
                 while let Ok(o) = observed.try_recv() {
-                    observe(o);
+                    pass(o);
                 }
                 let (source, result) = joined.map_err(|e| {
                     ModelError::Config(format!("the run's first model request was lost: {e}"))
                 })?;
                 self.state = State::Ready(source);
                 match result {
-                    Some(result) if *req == request => return result,
+                    Some(result) if same => return result,
                     Some(_) => tracing::debug!(
                         "the first request changed before it was taken; asked again"
                     ),
@@ -231,8 +239,9 @@ mod tests {
             vec![request("task"), request("task, and a message")]
         );
         assert_eq!(
-            seen.last(),
-            Some(&ModelObservation::Delta("asked again".into()))
+            seen,
+            vec![ModelObservation::Delta("asked again".into())],
+            "nothing of the dropped answer"
         );
     }
 

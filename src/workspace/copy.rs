@@ -375,21 +375,43 @@ pub(super) fn left_out_reason(rel: &[u8], secrets: &SecretPaths) -> Option<&'sta
 }
 
 /// Whether every one of `paths` (relative, `/`-separated) that the source
-/// repository at `repo` holds is copied into a workspace as it is: not
-/// ignored, not left out. `false` where that cannot be told.
+/// repository at `repo` holds is copied into a workspace as it is, and
+/// reads there as in the source: a regular file its owner can read, not
+/// ignored, not left out, with no link on its way (a link is copied as a
+/// link, and what it leads to in the source may be what the copy leaves
+/// out, or the source's own `.git`). `false` where that cannot be told.
 pub(crate) fn copied_as_they_are(repo: &Path, paths: &[String], secrets: &SecretPaths) -> bool {
     let Ok(source) = open_source(repo) else {
         return false;
     };
-    paths
-        .iter()
-        .all(|path| match source.status_file(Path::new(path)) {
+    let Ok(workdir) = workdir_of(&source, repo) else {
+        return false;
+    };
+    paths.iter().all(|path| {
+        let rel = Path::new(path);
+        let mut at = workdir.clone();
+        for part in rel.components() {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+                Err(_) => return false,
+                Ok(m) if m.file_type().is_symlink() => return false,
+                Ok(m) if at.as_path() == workdir.join(rel) => {
+                    if !m.file_type().is_file() || m.permissions().mode() & 0o400 == 0 {
+                        return false;
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+        match source.status_file(rel) {
             Err(e) => e.code() == git2::ErrorCode::NotFound,
             Ok(status) => {
                 !status.contains(git2::Status::IGNORED)
                     && left_out_reason(path.as_bytes(), secrets).is_none()
             }
-        })
+        }
+    })
 }
 
 /// Tracked paths (stage 0..3, deduplicated) plus untracked, not ignored

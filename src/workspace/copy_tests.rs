@@ -269,3 +269,48 @@ fn directories_are_given_to_the_sandbox_only_once_the_copy_is_done() {
         assert_eq!((m.uid(), m.gid()), (10001, 10001), "{}", dir.display());
     }
 }
+
+#[test]
+fn only_plain_readable_files_the_copy_takes_count_as_copied_as_they_are() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(src.join("docs")).expect("mkdir");
+    git2::Repository::init(&src).expect("init");
+    std::fs::write(src.join("AGENTS.md"), "plain").expect("write");
+    std::fs::write(src.join(".gitignore"), "ignored.md\n").expect("write");
+    std::fs::write(src.join("ignored.md"), "ignored").expect("write");
+    std::fs::write(src.join("docs/real.md"), "behind a link").expect("write");
+    symlink(".git/config", src.join("CLAUDE.md")).expect("symlink");
+    symlink("docs", src.join("linked")).expect("symlink");
+    std::fs::write(src.join("unreadable.md"), "x").expect("write");
+    std::fs::set_permissions(
+        src.join("unreadable.md"),
+        std::fs::Permissions::from_mode(0o200),
+    )
+    .expect("chmod");
+    let as_is = |paths: &[&str]| {
+        let paths: Vec<String> = paths.iter().map(|p| p.to_string()).collect();
+        copied_as_they_are(&src, &paths, &SecretPaths::default())
+    };
+    assert!(as_is(&[
+        "AGENTS.md",
+        "missing.md",
+        "docs/real.md",
+        "nope/x.md"
+    ]));
+    for refused in [
+        "CLAUDE.md",
+        "linked/real.md",
+        "ignored.md",
+        "unreadable.md",
+        "docs",
+    ] {
+        assert!(!as_is(&["AGENTS.md", refused]), "{refused}");
+    }
+    let secrets = SecretPaths::default();
+    std::fs::write(src.join(".env"), "KEY=1").expect("write");
+    assert!(
+        !copied_as_they_are(&src, &[".env".to_string()], &secrets),
+        "a credential path"
+    );
+}
