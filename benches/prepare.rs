@@ -6,9 +6,10 @@
 //! each: `git clone --local` (median of 3); a cold run of the real binary
 //! (fresh state directory) and a warm one (same state, one file changed),
 //! each with a scripted model that asks for completion at once: time from
-//! spawn to the first model request, the phases before it from the event
-//! log, and end of run (`run.finished`) to process exit. Prints the ratios to
-//! the clone. Then a checkpoint when nothing changed and one when one file
+//! spawn to the first model request (which goes out while the workspace is
+//! made), to the workspace being ready (`run.started`: copied, checkpointed,
+//! sandbox started), the phases from the event log, and end of run
+//! (`run.finished`) to process exit. Prints the ratios to the clone. Then a checkpoint when nothing changed and one when one file
 //! did, with the workspace watched as runs do, beside the full scan.
 //!
 //! Run: `cargo bench --bench prepare` (`PREPARE_SIZES=5000` for the small one
@@ -144,6 +145,20 @@ struct Timed {
     phases: Vec<(String, i64)>,
     /// `durations.prepare` of the report (ms by phase).
     prepare: Value,
+}
+
+impl Timed {
+    /// From the spawn to `run.started`: the workspace copied and
+    /// checkpointed, the sandbox started (the first model request goes out
+    /// before, while they are made).
+    fn ready(&self) -> Duration {
+        self.phases
+            .iter()
+            .find(|(k, _)| k == "run.started")
+            .map_or(self.total, |(_, ms)| {
+                Duration::from_millis(u64::try_from(*ms).unwrap_or(0))
+            })
+    }
 }
 
 fn ts_ms(event: &Value) -> Option<i64> {
@@ -416,9 +431,11 @@ async fn main() {
             let warm = timed_run(&repo, state.path(), "warm").await;
             for (name, run) in [("cold", &cold), ("warm", &warm)] {
                 println!(
-                    "minicoder {name}: first model request {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
+                    "minicoder {name}: first model request {} ({:.2} × clone), workspace ready (run.started) {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
                     secs(run.first_request),
                     run.first_request.as_secs_f64() / clone.as_secs_f64(),
+                    secs(run.ready()),
+                    run.ready().as_secs_f64() / clone.as_secs_f64(),
                     secs(run.total),
                     run.finished_to_exit
                         .map_or("?".to_string(), |d| format!("{} ms", d.as_millis())),
@@ -426,14 +443,17 @@ async fn main() {
                     run.prepare
                 );
             }
-            ratios.push((
-                cold.first_request.as_secs_f64() / clone.as_secs_f64(),
-                warm.first_request.as_secs_f64() / clone.as_secs_f64(),
-            ));
+            let ratio = |d: Duration| d.as_secs_f64() / clone.as_secs_f64();
+            ratios.push([
+                ratio(cold.first_request),
+                ratio(warm.first_request),
+                ratio(cold.ready()),
+                ratio(warm.ready()),
+            ]);
         }
         if rounds > 1 {
-            let range = |pick: fn(&(f64, f64)) -> f64| {
-                let mut v: Vec<f64> = ratios.iter().map(pick).collect();
+            let range = |pick: usize| {
+                let mut v: Vec<f64> = ratios.iter().map(|r| r[pick]).collect();
                 v.sort_by(f64::total_cmp);
                 format!(
                     "{:.2}–{:.2} × (median {:.2})",
@@ -443,14 +463,16 @@ async fn main() {
                 )
             };
             println!(
-                "over {rounds} rounds, each against its own clone: cold {}, warm {}",
-                range(|r| r.0),
-                range(|r| r.1)
+                "over {rounds} rounds, each against its own clone: first model request cold {}, warm {}; workspace ready cold {}, warm {}",
+                range(0),
+                range(1),
+                range(2),
+                range(3)
             );
         }
         print_checkpoint(&no_change_checkpoint(&repo, work.path()));
         println!(
-            "budgets: cold ≤ 1.0 × clone, warm ≤ 0.25 × clone, no-change checkpoint ≤ 20 ms at 50,000 files, run.finished → exit ≤ 1 s"
+            "budgets (first model request): cold ≤ 1.0 × clone, warm ≤ 0.25 × clone, no-change checkpoint ≤ 20 ms at 50,000 files, run.finished → exit ≤ 1 s"
         );
     }
 }
