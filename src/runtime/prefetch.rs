@@ -1,12 +1,11 @@
 //! A new run's first model request, sent while its workspace is copied (once
-//! the command container is up and has the programs the checks need, so a
-//! run that cannot verify asks the model nothing): the model's first answer
-//! takes the time the copy takes. The request is the one the agent will make
-//! once the run starts,
-//! built from the same inputs (the project instructions read from the
-//! source, only where the copy takes them as they are); the driver's first
-//! request takes the answer if it is exactly that request, and otherwise
-//! the answer is dropped and the request sent as usual.
+//! the image is known to have the programs the checks need, so a run that
+//! cannot verify asks the model nothing): the model's first answer takes the
+//! time the copy takes. The request is the one the agent will make once the
+//! run starts, built from the same inputs (the project instructions read
+//! from the source, only where the copy takes them as they are); the
+//! driver's first request takes the answer if it is exactly that request,
+//! and otherwise the answer is dropped and the request sent as usual.
 
 use std::time::Instant;
 

@@ -119,8 +119,8 @@ pub(crate) async fn prepare_with(
         .filter(|r| r.need.is_workspace_free())
         .cloned()
         .collect();
-    // Needs found in this image before open the gate now; others once the
-    // container has them.
+    // When an earlier run found all of them in this image, the gate opens
+    // now; else once this run's container is up and has them.
     let gate = match gate {
         Some(gate) => {
             let found = match docker.inspect_image(&image).await {
