@@ -71,7 +71,7 @@ fn main() {
         },
     );
     let patch = dir.join("final.patch");
-    let key = ReceiptKey::load_or_create(&state).unwrap();
+    let key = ReceiptKey::load_or_create(&state).unwrap().0;
     let run = minicoder::runs::resolve(&state, "bench-run", &repo).unwrap();
 
     let (mut ours, mut git) = (Vec::new(), Vec::new());

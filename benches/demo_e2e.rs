@@ -33,7 +33,14 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(5);
     let bin = env!("CARGO_BIN_EXE_minicoder");
-    let state = tempfile::tempdir().expect("tempdir");
+    // A state directory minicoder accepts: private to its owner.
+    let state = {
+        use std::os::unix::fs::PermissionsExt;
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .expect("tempdir")
+    };
     let demo = || {
         let mut cmd = Command::new(bin);
         cmd.arg("demo").env("MINICODER_STATE_DIR", state.path());

@@ -412,7 +412,13 @@ async fn main() {
             }
             let clone = clone_time(&repo);
             println!("git clone --local: {} (median of 3)", secs(clone));
-            let state = tempfile::tempdir_in(work.path()).unwrap();
+            let state = {
+                use std::os::unix::fs::PermissionsExt;
+                tempfile::Builder::new()
+                    .permissions(std::fs::Permissions::from_mode(0o700))
+                    .tempdir_in(work.path())
+                    .unwrap()
+            };
             let cold = timed_run(&repo, state.path(), "cold").await;
             // The copy the next run takes is made in the background once a
             // run has ended; a person takes longer than that to start the

@@ -97,7 +97,7 @@ async fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     let docker = support::docker_or_skip().await.expect("Docker");
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let store = minicoder::state::StateDir::new(state.path());
     let mut rng = Rng(0x5eed_1234_abcd_0001);
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();

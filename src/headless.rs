@@ -10,6 +10,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::protocol::RunEvent;
 use crate::terminal_text::{escape_json, write_line};
+use crate::trace::redact::shown;
 
 /// What stdout carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,7 +49,7 @@ pub(crate) async fn consume(
             && let Ok(line) = serde_json::to_string(&event)
         {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{}", escape_json(&line));
+            let _ = writeln!(out, "{}", escape_json(&shown(&line)));
             let _ = out.flush();
         }
         let line = match &event {
@@ -58,7 +59,7 @@ pub(crate) async fn consume(
             _ => progress_line(&event),
         };
         if progress && let Some(line) = line {
-            write_line(&mut std::io::stderr().lock(), &line);
+            write_line(&mut std::io::stderr().lock(), &shown(&line));
         }
         let extra = match &event {
             RunEvent::RunStarted { source, .. } => {
@@ -70,7 +71,7 @@ pub(crate) async fn consume(
             _ => None,
         };
         if progress && let Some(line) = extra {
-            write_line(&mut std::io::stderr().lock(), &line);
+            write_line(&mut std::io::stderr().lock(), &shown(&line));
         }
     }
 }
@@ -109,6 +110,9 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
             }
             line
         }
+        RunEvent::ProjectConfig {
+            trusted, ignored, ..
+        } => crate::protocol::project_notice(*trusted, ignored)?,
         RunEvent::BootstrapFinished {
             passed,
             duration_ms,
@@ -200,7 +204,7 @@ pub(crate) fn print_result(value: &impl serde::Serialize) {
     let mut out = std::io::stdout().lock();
     match serde_json::to_string(value) {
         Ok(json) => {
-            let _ = writeln!(out, "{}", escape_json(&json));
+            let _ = writeln!(out, "{}", escape_json(&shown(&json)));
         }
         Err(e) => {
             let failure = serde_json::json!({"outcome": "failure", "reason": format!("the result could not be encoded: {e}"), "exit_code": 1});

@@ -84,14 +84,102 @@ impl StateDir {
         ]
     }
 
-    /// Creates the root (mode 0700) if it is missing.
-    pub fn ensure(&self) -> std::io::Result<()> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&self.root)
+    /// `<root>/trust.json`: the repositories whose configuration the person
+    /// trusts, at which hash.
+    pub(crate) fn trust_file(&self) -> PathBuf {
+        self.root.join("trust.json")
     }
+
+    /// `<root>/logs`: the session's log.
+    pub(crate) fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+
+    /// Creates the root (mode 0700) if it is missing, and refuses one that
+    /// another user owns or that others may read or enter: everything a run
+    /// leaves (workspaces, checkpoints, outputs, the receipt key) is below it.
+    pub fn ensure(&self) -> std::io::Result<()> {
+        private_dir(&self.root)?;
+        check_private(&self.root)
+    }
+}
+
+/// Creates `dir` and any missing parent with mode 0700 (never the umask's).
+pub fn private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// Refuses `dir` unless it is a directory of this user's that nobody else
+/// may read, write or enter, with the command that fixes it.
+pub fn check_private(dir: &Path) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    let refuse = |why: String| {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            why,
+        ))
+    };
+    if meta.file_type().is_symlink() {
+        // A link is fine when what it names is private (a state directory
+        // moved to another disk), so look through it once.
+        let target = std::fs::metadata(dir)?;
+        if !target.is_dir() {
+            return refuse(format!("{} is not a directory", dir.display()));
+        }
+        return check_meta(dir, &target, me).map_or_else(refuse, Ok);
+    }
+    if !meta.is_dir() {
+        return refuse(format!("{} is not a directory", dir.display()));
+    }
+    check_meta(dir, &meta, me).map_or_else(refuse, Ok)
+}
+
+fn check_meta(dir: &Path, meta: &std::fs::Metadata, me: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    if meta.uid() != me {
+        return Err(format!(
+            "the state directory {} belongs to uid {}, not to this user (uid {me}): use a directory of your own (MINICODER_STATE_DIR)",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    let mode = meta.mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "the state directory {} is open to other users (mode {mode:o}): it holds workspaces, checkpoints and the receipt key; run `chmod 700 {}` and try again",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` as a new 0600 file put in place by a rename, so
+/// a reader sees the old content or the new, never a mix.
+pub fn write_private_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", crate::ids::random_hex(4)));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()));
+    let placed = written.and_then(|()| std::fs::rename(&tmp, path));
+    if placed.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    placed
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +197,52 @@ fn non_empty_env(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_new_root_is_private_and_an_open_one_is_refused_with_the_fix() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = StateDir::new(dir.path().join("a/b/state"));
+        state.ensure().expect("created");
+        for path in [
+            dir.path().join("a"),
+            dir.path().join("a/b"),
+            state.root().to_path_buf(),
+        ] {
+            let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", path.display());
+        }
+        std::fs::set_permissions(state.root(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let err = state.ensure().expect_err("too open");
+        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied);
+        let text = err.to_string();
+        assert!(
+            text.contains("mode 755") && text.contains("chmod 700"),
+            "{text}"
+        );
+        let mode = std::fs::metadata(state.root())
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(
+            mode, 0o755,
+            "the person's directory is not changed behind their back"
+        );
+    }
+
+    #[test]
+    fn private_files_are_0600_and_replaced_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("f.json");
+        write_private_file(&path, b"one").expect("write");
+        write_private_file(&path, b"two").expect("write");
+        assert_eq!(std::fs::read(&path).expect("read"), b"two");
+        let mode = std::fs::metadata(&path).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(std::fs::read_dir(dir.path()).expect("list").count(), 1);
+    }
 
     #[test]
     fn layout_is_under_the_root() {

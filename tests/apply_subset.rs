@@ -380,7 +380,9 @@ async fn a_reviewed_patch_is_verified_and_applied_through_the_library() {
     let first_hunk_end = calc_section.match_indices("\n@@").nth(1).unwrap().0 + 1;
     let reviewed = format!("diff --git{}", &calc_section[..first_hunk_end]);
     let state = fx.state();
-    let key = minicoder::trace::ReceiptKey::load_or_create(&state).unwrap();
+    let key = minicoder::trace::ReceiptKey::load_or_create(&state)
+        .unwrap()
+        .0;
     let record = minicoder::runs::RunRecord::read(&fx.run_dir()).unwrap();
     let lines = std::sync::Mutex::new(Vec::new());
     let progress = |line: &str| lines.lock().unwrap().push(line.to_string());

@@ -228,7 +228,7 @@ fn workspace_and_store() -> (
         ],
         &[],
     );
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let workspace =
         PrivateWorkspace::create(source.path(), &state.path().join("ws"), None).expect("copy");
     let mut store = CheckpointStore::open(

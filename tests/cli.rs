@@ -10,7 +10,7 @@ use minicoder::owner::ProcessIdentity;
 use minicoder::sandbox::labels;
 
 fn minicoder(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let mut cmd = Command::new(support::bin());
     cmd.args(args).env("MINICODER_STATE_DIR", state.path());
     for (k, v) in env {
@@ -28,7 +28,7 @@ fn text(out: &Output) -> (String, String) {
 
 #[test]
 fn resume_of_an_unknown_run_is_a_usage_error() {
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let out = minicoder(
         &["resume", "r1", "--non-interactive"],
         &[("MINICODER_STATE_DIR", state.path().to_str().expect("utf-8"))],
@@ -154,7 +154,7 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
     support::write(&repo.path().join("AGENTS.md"), b"Use tabs.\n");
     support::write(&repo.path().join("pkg/AGENTS.md"), b"Package rules.\n");
     support::git(repo.path(), &["init", "-q"]);
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let out = Command::new(support::bin())
         .arg("doctor")
         .current_dir(repo.path().join("pkg"))
@@ -356,7 +356,7 @@ fn a_model_misconfiguration_stops_the_run_before_any_workspace_or_docker() {
             "cannot be reached: its host minicoder-preflight.invalid (from OPENAI_BASE_URL)",
         ),
     ] {
-        let state = tempfile::tempdir().expect("tempdir");
+        let state = support::state_dir();
         let mut cmd = Command::new(support::bin());
         cmd.args([
             "run",
@@ -400,7 +400,7 @@ fn a_model_misconfiguration_stops_the_run_before_any_workspace_or_docker() {
 #[test]
 fn git_config_isolation_reuses_one_private_empty_directory() {
     use std::os::unix::fs::PermissionsExt;
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     for _ in 0..2 {
         let out = minicoder(
             &["runs", "--json"],

@@ -35,7 +35,7 @@ impl Harness {
             support::write(&source.path().join(path), bytes);
         }
         support::git_commit_all(source.path());
-        let state = tempfile::tempdir().expect("tempdir");
+        let state = support::state_dir();
         let artifacts = state.path().join("artifacts");
         let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
         Some(Self {

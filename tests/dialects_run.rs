@@ -74,7 +74,7 @@ async fn run(dialect: Dialect, streaming: bool) -> Option<Run> {
     let source = tempfile::tempdir().expect("tempdir");
     minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
     let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
-    let state = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
     let artifacts = state.path().join("artifacts");
     let mock = MockOpenAi::speaking(dialect).await;
     mock.push_all(script());

@@ -163,7 +163,6 @@ async fn rust_edition_2024_with_a_dev_dependency_then_offline_from_the_cache() {
     };
     let config = r#"{"bootstrap": ["cargo fetch --locked"]}"#;
     let p = Project::new("rust", &[(".minicoder.json", config)]).await;
-    let volume = minicoder::sandbox::caches::volume_name(p.path());
     let fix = p.patch(
         "src/lib.rs",
         "    let mut count = 0;",
@@ -178,6 +177,13 @@ async fn rust_edition_2024_with_a_dev_dependency_then_offline_from_the_cache() {
     );
     assert_probe_failed(&p, "test result: FAILED");
     assert_eq!(first.result["changed_files"], json!(["src/lib.rs"]));
+    let hash = first
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "project.config")
+        .and_then(|e| e["hash"].as_str().map(String::from))
+        .expect("the configuration's hash");
+    let volume = minicoder::sandbox::caches::volume_name(p.path(), &hash);
     assert!(
         docker.inspect_volume(&volume).await.is_ok(),
         "the project's cache volume {volume} exists"
@@ -195,8 +201,8 @@ async fn rust_edition_2024_with_a_dev_dependency_then_offline_from_the_cache() {
         .expect("a bootstrap ran");
     assert_eq!(bootstrap["network"], false);
     offline.assert_success();
-    let removed = minicoder::sandbox::caches::remove_for_repo(&docker, p.path())
+    let removed = minicoder::sandbox::caches::remove_for_repo(&docker, p.path(), p.state.path())
         .await
         .expect("remove the cache volume");
-    assert!(removed);
+    assert_eq!(removed, 1);
 }

@@ -136,44 +136,45 @@ async fn what_the_bootstrap_writes_is_baseline_not_the_agents_change() {
         patch.contains("+    return celsius * 9 / 5 + 32"),
         "{patch}"
     );
-    let _ = minicoder::sandbox::caches::remove_for_repo(&docker, p.path()).await;
+    let _ = minicoder::sandbox::caches::remove_for_repo(&docker, p.path(), p.state.path()).await;
 }
 
 #[tokio::test]
-async fn cache_volumes_belong_to_their_repository_and_gc_can_drop_them() {
+async fn cache_volumes_belong_to_their_repository_and_state_directory_and_gc_can_drop_them() {
     let Some(docker) = support::docker_or_skip().await else {
         return;
     };
     let image = minicoder::sandbox::spec::image_from_env();
-    let caches = minicoder::sandbox::caches::for_run;
-    // No bootstrap to fill it and none there yet: no volume is made.
-    let quiet = tempfile::tempdir().expect("tempdir");
-    assert_eq!(
-        caches(&docker, quiet.path(), &image, false)
-            .await
-            .expect("ok"),
-        None
-    );
-
+    let caches = minicoder::sandbox::caches::for_bootstrap;
+    let state = support::state_dir();
+    let other_state = support::state_dir();
     let kept = tempfile::tempdir().expect("tempdir");
     let gone = tempfile::tempdir().expect("tempdir");
-    let kept_volume = caches(&docker, kept.path(), &image, true)
+    let kept_volume = caches(&docker, kept.path(), "h1", &image, state.path())
         .await
-        .expect("ok");
-    let gone_volume = caches(&docker, gone.path(), &image, true)
+        .expect("made");
+    let gone_volume = caches(&docker, gone.path(), "h1", &image, state.path())
         .await
-        .expect("ok");
-    let (kept_volume, gone_volume) = (kept_volume.expect("made"), gone_volume.expect("made"));
-    // Made once: asked again, the same volume.
+        .expect("made");
+    // Another state directory's cache, of a repository that is gone too.
+    let foreign = tempfile::tempdir().expect("tempdir");
+    let foreign_volume = caches(&docker, foreign.path(), "h1", &image, other_state.path())
+        .await
+        .expect("made");
+    // Made once: asked again, the same volume; another configuration, another.
     assert_eq!(
-        caches(&docker, kept.path(), &image, false)
+        caches(&docker, kept.path(), "h1", &image, state.path())
             .await
             .expect("ok"),
-        Some(kept_volume.clone())
+        kept_volume
     );
+    let other_config = caches(&docker, kept.path(), "h2", &image, state.path())
+        .await
+        .expect("made");
+    assert_ne!(other_config, kept_volume);
     drop(gone);
+    drop(foreign);
 
-    let state = tempfile::tempdir().expect("tempdir");
     let gc = |args: &'static [&'static str]| {
         let state = state.path().to_path_buf();
         tokio::task::spawn_blocking(move || {
@@ -200,6 +201,14 @@ async fn cache_volumes_belong_to_their_repository_and_gc_can_drop_them() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&kept_volume), "--caches drops it too: {text}");
     assert!(docker.inspect_volume(&kept_volume).await.is_err());
+    assert!(docker.inspect_volume(&other_config).await.is_err());
+    assert!(
+        docker.inspect_volume(&foreign_volume).await.is_ok(),
+        "another state directory's cache is not this gc's: {text}"
+    );
+    minicoder::sandbox::caches::remove_volume(&docker, &foreign_volume)
+        .await
+        .expect("removed");
 }
 
 #[tokio::test]

@@ -60,7 +60,7 @@ impl Harness {
         minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
         Some(Self {
             mock: support::mock_openai::MockOpenAi::start().await,
-            state: tempfile::tempdir().expect("tempdir"),
+            state: support::state_dir(),
             source,
         })
     }

@@ -33,7 +33,7 @@ impl Harness {
     }
 
     async fn with_source(source: tempfile::TempDir) -> Self {
-        let state = tempfile::tempdir().expect("tempdir");
+        let state = support::state_dir();
         let artifacts = state.path().join("artifacts");
         let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
         Self {

@@ -83,31 +83,40 @@ impl Fixture {
     ) {
         let created = (chrono::Utc::now() - ago).to_rfc3339();
         let artifacts = ArtifactDir::create(self.dir(id), repo).unwrap();
+        let key = ReceiptKey::load_or_create(&self.state).unwrap().0;
         artifacts
-            .write_manifest(&Manifest {
-                run_id: id.into(),
-                repo: repo.display().to_string(),
-                task: task.into(),
-                baseline_commit: "b".repeat(40),
-                baseline_fingerprint: "fp0".into(),
-                checks: Vec::new(),
-                checks_from_flags: false,
-                bootstrap: Vec::new(),
-                model_chain: Vec::new(),
-                limits: ManifestLimits {
-                    max_turns: 30,
-                    timeout_ms: 1_800_000,
-                    command_timeout_ms: 60_000,
-                    model_timeout_ms: 60_000,
-                    max_tokens: 100_000,
-                    network: false,
-                    approval: "never".into(),
+            .write_manifest(
+                &Manifest {
+                    run_id: id.into(),
+                    repo: repo.display().to_string(),
+                    task: task.into(),
+                    baseline_commit: "b".repeat(40),
+                    baseline_fingerprint: "fp0".into(),
+                    checks: Vec::new(),
+                    checks_from_flags: false,
+                    bootstrap: Vec::new(),
+                    model_chain: Vec::new(),
+                    limits: ManifestLimits {
+                        max_turns: 30,
+                        timeout_ms: 1_800_000,
+                        command_timeout_ms: 60_000,
+                        model_timeout_ms: 60_000,
+                        max_tokens: 100_000,
+                        network: false,
+                        approval: "never".into(),
+                        allow_config_edits: false,
+                        workspace: None,
+                    },
+                    left_out: Vec::new(),
+                    instructions: Vec::new(),
+                    project: None,
+                    source_head: None,
+                    hmac: String::new(),
+                    created,
+                    minicoder_version: "0".into(),
                 },
-                left_out: Vec::new(),
-                instructions: Vec::new(),
-                created,
-                minicoder_version: "0".into(),
-            })
+                &key,
+            )
             .unwrap();
         let plan = vec![PlanItem {
             id: "1".into(),
@@ -205,7 +214,7 @@ impl Fixture {
             summary: Some("page_count rounds up now; the partial page counts".into()),
         };
         artifacts.write_report(&report).unwrap();
-        let key = ReceiptKey::load_or_create(&self.state).unwrap();
+        let key = ReceiptKey::load_or_create(&self.state).unwrap().0;
         let receipt = Receipt::sign(
             &key,
             Receipt {

@@ -544,7 +544,6 @@ async fn shell(
         redactor: &minicoder::trace::Redactor::default(),
         call_id: id,
         default_timeout: Duration::from_secs(60),
-        limits: None,
     };
     execute(&call, &mut ctx).await
 }

@@ -308,9 +308,14 @@ fn manifest() -> Manifest {
             max_tokens: 128_000,
             network: false,
             approval: "final".into(),
+            allow_config_edits: false,
+            workspace: None,
         },
         left_out: Vec::new(),
         instructions: Vec::new(),
+        project: None,
+        source_head: None,
+        hmac: String::new(),
         created: "2025-01-01T00:00:00.000Z".into(),
         minicoder_version: minicoder::trace::MINICODER_VERSION.into(),
     }
@@ -319,10 +324,15 @@ fn manifest() -> Manifest {
 #[test]
 fn the_manifest_is_written_once_and_redacted() {
     let (_dir, _repo, artifacts) = repo_and_artifacts();
-    artifacts.write_manifest(&manifest()).expect("first write");
+    let key = minicoder::trace::ReceiptKey::from_bytes([5; 32]);
+    artifacts
+        .write_manifest(&manifest(), &key)
+        .expect("first write");
     let mut changed = manifest();
     changed.task = "something else".into();
-    let err = artifacts.write_manifest(&changed).expect_err("immutable");
+    let err = artifacts
+        .write_manifest(&changed, &key)
+        .expect_err("immutable");
     assert!(matches!(err, TraceError::ManifestExists { .. }), "{err}");
     let on_disk = artifacts.read_manifest().expect("read");
     assert_eq!(on_disk.task, "fix the bug; key [REDACTED]");

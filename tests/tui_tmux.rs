@@ -57,7 +57,7 @@ impl Scene {
             docker,
             source,
             digest,
-            state: tempfile::tempdir().expect("tempdir"),
+            state: support::state_dir(),
             mock: MockOpenAi::start().await,
         })
     }

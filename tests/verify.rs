@@ -309,7 +309,9 @@ fn bootstrap_settings(fx: &Fixture, run_id: &str, network: bool) -> BootstrapSet
         network,
         outputs_dir: fx.artifacts.path().join("outputs"),
         timeout: Duration::from_secs(30),
-        cache_volume: None,
+        downloads: None,
+        deps: None,
+        limits: None,
     }
 }
 

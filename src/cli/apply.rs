@@ -20,7 +20,7 @@ fn find(run: &str) -> Result<(StateDir, ReceiptKey, RunRecord), ExitCode> {
         err!("minicoder: {e}");
         ExitCode::from(EXIT_USAGE)
     })?;
-    let key = ReceiptKey::load_or_create(&state).map_err(|e| {
+    let key = ReceiptKey::load_existing(&state).map_err(|e| {
         err!("minicoder: the receipt key: {e}");
         ExitCode::from(EXIT_FAILURE)
     })?;
@@ -37,7 +37,7 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         Ok(found) => found,
         Err(code) => return code,
     };
-    let report = match delivery::apply(&state, &key, &record, options) {
+    let report = match delivery::apply(&state, &key, &record, options.clone()) {
         Ok(report) => report,
         Err(e) => return refused(&e),
     };
@@ -69,6 +69,7 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         };
         out!("  {letter} {path}{merged}");
     }
+    config_notice(&report.changes);
     if report.dry_run {
         let mut blocked = false;
         if !report.overlaps.is_empty() {
@@ -102,6 +103,22 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Says when the patch changes the repository's own minicoder
+/// configuration: the next run reads it, and asks for trust again.
+fn config_notice(changes: &[(char, String)]) {
+    let touched: Vec<&str> = changes
+        .iter()
+        .map(|(_, path)| path.as_str())
+        .filter(|path| crate::workspace::protected::is_protected(path.trim_matches('"').as_bytes()))
+        .collect();
+    if !touched.is_empty() {
+        err!(
+            "minicoder: note: this patch changes the repository's own minicoder configuration ({}): read it before the next run, which asks for trust in it again",
+            touched.join(", ")
+        );
+    }
+}
+
 /// `minicoder apply RUN --paths P… | --hunks LIST`: the subset is verified
 /// again (progress and each check on stderr) before it is applied.
 pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCode {
@@ -126,7 +143,7 @@ pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCo
         let docker = crate::sandbox::connect().await.ok();
         super::until_cancelled(
             docker.as_ref(),
-            subset::apply_subset(&state, &key, &record, subset, options, &progress),
+            subset::apply_subset(&state, &key, &record, subset, options.clone(), &progress),
         )
         .await
     });

@@ -59,7 +59,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     super::sandbox::docker_with_image().await?;
     let state = StateDir::from_env()?;
     let dir = state.root().join("demo").join(crate::ids::random_hex(4));
-    std::fs::create_dir_all(&dir)?;
+    crate::state::private_dir(&dir)?;
     write_fixture(&dir)?;
     let before = tree_digest(&dir)?;
     let source = ScriptedSource::from_json(SCRIPT)?;

@@ -113,10 +113,13 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     }
 
     match StateDir::from_env() {
-        Ok(state) => match check_state_dir(&state) {
-            Ok(detail) => record(Level::Ok, "state directory", detail),
-            Err(e) => record(Level::Fail, "state directory", e),
-        },
+        Ok(state) => {
+            match check_state_dir(&state) {
+                Ok(detail) => record(Level::Ok, "state directory", detail),
+                Err(e) => record(Level::Fail, "state directory", e),
+            }
+            trusted_repositories(&state, &mut record);
+        }
         Err(e) => record(Level::Fail, "state directory", e.to_string()),
     }
 
@@ -169,11 +172,38 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The repositories whose configuration the person trusts.
+fn trusted_repositories(state: &StateDir, record: &mut dyn FnMut(Level, &str, String)) {
+    match crate::verify::TrustStore::load(state) {
+        Err(e) => record(Level::Fail, "trusted repositories", e),
+        Ok(store) if store.entries().is_empty() => record(
+            Level::Ok,
+            "trusted repositories",
+            "none (`minicoder trust REPO` trusts one's own configuration)".to_string(),
+        ),
+        Ok(store) => {
+            let listed: Vec<String> = store
+                .entries()
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{} at {}{}",
+                        e.repo,
+                        crate::runtime::short_hash(&e.hash),
+                        if e.network { " with network" } else { "" }
+                    )
+                })
+                .collect();
+            record(Level::Ok, "trusted repositories", listed.join(", "));
+        }
+    }
+}
+
 fn check_state_dir(state: &StateDir) -> Result<String, String> {
     let root = state.root();
     state
         .ensure()
-        .map_err(|e| format!("cannot create {}: {e}", root.display()))?;
+        .map_err(|e| format!("cannot use {}: {e}", root.display()))?;
     let probe = root.join(format!(".doctor-{}", crate::ids::random_hex(4)));
     std::fs::write(&probe, b"ok")
         .map_err(|e| format!("{} is not writable: {e}", root.display()))?;

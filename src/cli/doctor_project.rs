@@ -32,10 +32,12 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         return;
     };
     record(Level::Ok, "project", repo.display().to_string());
-    let config = match verify::load_config(&repo) {
-        Ok(config) => config,
+    let files = match verify::load_project(&repo) {
+        Ok(files) => files,
         Err(e) => return record(Level::Fail, "project config", e.to_string()),
     };
+    let honoured = trust_report(&repo, &files, record);
+    let config = honoured.config.clone();
     let checks = match verify::resolve_checks(&repo, config.as_ref(), &[]) {
         Ok(checks) => checks,
         Err(e) => return record(Level::Fail, "checks", e.to_string()),
@@ -52,10 +54,7 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
             "cannot be looked for without Docker".into(),
         );
     };
-    let request = config
-        .as_ref()
-        .map(verify::ProjectConfig::image_request)
-        .unwrap_or_default();
+    let request = honoured.image_request();
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
     let (image, pending) = image_to_check(docker, &repo, &request).await;
     if docker.inspect_image(&image).await.is_err() {
@@ -110,6 +109,63 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
     }
 }
 
+/// Says how far the repository's configuration is trusted, and returns it
+/// as a run would honour it now.
+fn trust_report(
+    repo: &Path,
+    files: &verify::ProjectFiles,
+    record: &mut dyn FnMut(Level, &str, String),
+) -> verify::Honoured {
+    let Some(hash) = files.hash.as_deref() else {
+        return files.honour(None);
+    };
+    let short = crate::runtime::short_hash(hash);
+    let needs = files.needs_trust();
+    let store = crate::state::StateDir::from_env()
+        .map_err(|e| e.to_string())
+        .and_then(|state| verify::TrustStore::load(&state));
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            record(Level::Fail, "project trust", e);
+            return files.honour(None);
+        }
+    };
+    let trust = store.lookup(repo, hash);
+    match (trust, needs.is_empty()) {
+        (_, true) => record(
+            Level::Ok,
+            "project trust",
+            format!("configuration {short} asks for nothing that needs trust"),
+        ),
+        (Some(t), false) => record(
+            Level::Ok,
+            "project trust",
+            format!(
+                "configuration {short} is trusted{}: it {}",
+                if t.network { " with network" } else { "" },
+                needs.join("; it ")
+            ),
+        ),
+        (None, false) => {
+            let changed = if store.entry(repo).is_some() {
+                "changed since it was trusted, so "
+            } else {
+                ""
+            };
+            record(
+                Level::Warn,
+                "project trust",
+                format!(
+                    "configuration {short} {changed}is not trusted; runs ignore that it {}; `minicoder trust` honours it",
+                    needs.join("; that it ")
+                ),
+            );
+        }
+    }
+    files.honour(trust)
+}
+
 /// The project image if it is built, else its base and the packages still to add.
 async fn image_to_check(
     docker: &Docker,
@@ -117,12 +173,8 @@ async fn image_to_check(
     request: &derived::ImageRequest,
 ) -> (String, Option<String>) {
     let base = request.image.clone().unwrap_or_else(spec::image_from_env);
-    if request.packages.is_empty()
-        || repo
-            .join(derived::RECIPE_DIR)
-            .join(derived::RECIPE_FILE)
-            .is_file()
-    {
+    let _ = repo;
+    if request.packages.is_empty() || request.recipe.is_some() {
         return (base, None);
     }
     let built = match docker.inspect_image(&base).await {

@@ -51,7 +51,7 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
         if caches {
             report
                 .volumes
-                .extend(sandbox::caches::collect(docker, true).await?);
+                .extend(sandbox::caches::collect(docker, state.root(), true).await?);
         }
     }
     for (id, bytes) in &removed_runs {

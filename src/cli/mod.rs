@@ -12,7 +12,10 @@ macro_rules! out {
         let _ = writeln!(std::io::stdout());
     }};
     ($($arg:tt)*) => {{
-        crate::terminal_text::write_line(&mut std::io::stdout().lock(), &format!($($arg)*));
+        crate::terminal_text::write_line(
+            &mut std::io::stdout().lock(),
+            &crate::trace::redact::shown(&format!($($arg)*)),
+        );
     }};
 }
 
@@ -33,14 +36,17 @@ pub(crate) fn out_json_line(line: &str) {
     let _ = writeln!(
         std::io::stdout().lock(),
         "{}",
-        crate::terminal_text::escape_json(line)
+        crate::terminal_text::escape_json(&crate::trace::redact::shown(line))
     );
 }
 
 /// `eprintln!` with the same guarantees as [`out!`], on stderr.
 macro_rules! err {
     ($($arg:tt)*) => {{
-        crate::terminal_text::write_line(&mut std::io::stderr().lock(), &format!($($arg)*));
+        crate::terminal_text::write_line(
+            &mut std::io::stderr().lock(),
+            &crate::trace::redact::shown(&format!($($arg)*)),
+        );
     }};
 }
 
@@ -58,6 +64,7 @@ pub(crate) mod runs;
 mod sandbox;
 mod session;
 mod show_subset;
+mod trust;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -99,6 +106,20 @@ pub(crate) struct SessionArgs {
     /// Whole-run budget in seconds
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
+    /// Honour the repository's own configuration (bootstrap, image,
+    /// packages, recipe, looser limits) for this session's runs;
+    /// `=network` also gives its bootstrap and recipe the network
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "config")]
+    pub trust_project: Option<TrustLevel>,
+}
+
+/// How far `--trust-project` trusts a repository's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TrustLevel {
+    /// Its bootstrap, image, packages, recipe and limits, without network
+    Config,
+    /// The same, and network for its bootstrap and recipe
+    Network,
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,6 +149,10 @@ pub enum Command {
         /// Apply only these hunks (1,3-4; `--dry-run --hunks 1` lists them), verified again first
         #[arg(long, value_name = "LIST")]
         hunks: Option<String>,
+        /// The repository to apply to, when it moved since the run (it must
+        /// hold the commit the run started from)
+        #[arg(long, value_name = "PATH")]
+        repo: Option<PathBuf>,
     },
     /// Revert an applied run, refusing files changed since unless --force
     Undo {
@@ -174,6 +199,19 @@ pub enum Command {
     },
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
     Doctor,
+    /// Trust REPO's own configuration (.minicoder.json, .minicoder/) at its current hash
+    Trust {
+        /// The repository (default: the one around the current directory)
+        repo: Option<PathBuf>,
+        /// Also give its bootstrap and its recipe's build the network
+        #[arg(long)]
+        network: bool,
+    },
+    /// Stop trusting REPO's configuration
+    Untrust {
+        /// The repository (default: the one around the current directory)
+        repo: Option<PathBuf>,
+    },
     /// Prepare the copy of REPO that its next run takes (started by runs, in the background)
     #[command(hide = true)]
     PrepareCopy { repo: PathBuf },
@@ -253,6 +291,15 @@ pub struct RunArgs {
     /// Accept a recognised zero-test result as passing
     #[arg(long)]
     pub allow_zero_tests: bool,
+    /// Honour the repository's own configuration (bootstrap, image,
+    /// packages, recipe, looser limits) for this run; `=network` also gives
+    /// its bootstrap and recipe the network
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "config")]
+    pub trust_project: Option<TrustLevel>,
+    /// Let the run change the repository's own minicoder configuration
+    /// (.minicoder.json, .minicoder/); the tools refuse it otherwise
+    #[arg(long)]
+    pub allow_config_edits: bool,
 }
 
 /// `minicoder resume RUN ["FOLLOW-UP"]`.
@@ -280,6 +327,9 @@ pub struct ResumeArgs {
     /// Go on with the repository's checks as they are now, if they changed
     #[arg(long)]
     pub new_checks: bool,
+    /// Honour the repository's own configuration for this run (see `run`)
+    #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "config")]
+    pub trust_project: Option<TrustLevel>,
 }
 
 /// Parses the command line, runs the command, and maps the result to an exit code.
@@ -292,6 +342,17 @@ pub fn main() -> ExitCode {
         _ => false,
     };
     init_tracing(session);
+    // The state directory is private before anything is written under it,
+    // and one that others could read is refused (`doctor` reports it).
+    if !matches!(cli.command, Some(Command::Doctor)) {
+        let ensured = crate::state::StateDir::from_env()
+            .map_err(|e| e.to_string())
+            .and_then(|state| state.ensure().map_err(|e| e.to_string()));
+        if let Err(e) = ensured {
+            err!("minicoder: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    }
     if let Err(e) = crate::tools::isolate_libgit2() {
         err!("minicoder: {e}");
         return ExitCode::from(EXIT_FAILURE);
@@ -314,12 +375,14 @@ pub fn main() -> ExitCode {
             unverified,
             paths,
             hunks,
+            repo,
         }) => {
             let options = crate::delivery::ApplyOptions {
                 dry_run: *dry_run,
                 merge: *merge,
                 commit: *commit,
                 unverified: *unverified,
+                repo: repo.clone(),
             };
             let subset = match (hunks, paths.is_empty()) {
                 (Some(list), _) => match crate::delivery::hunks::parse_numbers(list) {
@@ -375,6 +438,8 @@ pub fn main() -> ExitCode {
                 command: SandboxCommand::Probe,
             }) => sandbox::probe().await,
             Some(Command::Doctor) => doctor::run().await,
+            Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
+            Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),
             Some(Command::Run(args)) => run::run(args).await,
             Some(Command::Resume(args)) => resume::run(args).await,
             Some(Command::Demo) => demo::run().await,
@@ -419,13 +484,33 @@ fn init_tracing(session: bool) {
         .with_env_filter(filter)
         .with_ansi(false);
     let _ = match (session, session_log_file()) {
-        (true, Some(file)) => builder.with_writer(std::sync::Mutex::new(file)).try_init(),
+        (true, Some(file)) => builder
+            .with_writer(std::sync::Mutex::new(RedactingWriter(file)))
+            .try_init(),
         // Nothing may draw over the session's screen.
         (true, None) => builder.with_writer(std::io::sink).try_init(),
         (false, _) => builder
-            .with_writer(|| crate::terminal_text::EscapingWriter(std::io::stderr()))
+            .with_writer(|| {
+                crate::terminal_text::EscapingWriter(RedactingWriter(std::io::stderr()))
+            })
             .try_init(),
     };
+}
+
+/// A writer that redacts what passes through it (a log record, written whole).
+struct RedactingWriter<W: std::io::Write>(W);
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0
+            .write_all(crate::trace::redact::shown(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }
 
 /// The session's log file, opened for appending; `None` if it cannot be.
@@ -433,12 +518,17 @@ fn session_log_file() -> Option<std::fs::File> {
     if std::env::var_os("MINICODER_LOG_STDERR").is_some() {
         return None;
     }
+    use std::os::unix::fs::OpenOptionsExt;
     let state = crate::state::StateDir::from_env().ok()?;
-    let dir = state.root().join("logs");
-    std::fs::create_dir_all(&dir).ok()?;
+    // The root first, private (or refused: the command then says why).
+    state.ensure().ok()?;
+    let dir = state.logs_dir();
+    crate::state::private_dir(&dir).ok()?;
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(dir.join("minicoder.log"))
         .ok()
 }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use super::{Approval, Network, RunArgs};
+use super::{Approval, Network, RunArgs, TrustLevel};
 use crate::protocol::Outcome;
 use crate::runtime::{ApprovalMode, Limits, RunOptions};
 
@@ -51,7 +51,17 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
         env.get(crate::verify::BOOTSTRAP_NETWORK_ENV)
             .map(String::as_str),
     );
+    opts.trust = trust_grant(args.trust_project);
+    opts.allow_config_edits = args.allow_config_edits;
     Ok(opts)
+}
+
+/// What `--trust-project[=LEVEL]` grants for one run.
+pub(crate) fn trust_grant(level: Option<TrustLevel>) -> Option<crate::runtime::TrustGrant> {
+    level.map(|level| crate::runtime::TrustGrant {
+        hash: None,
+        network: level == TrustLevel::Network,
+    })
 }
 
 /// Checks what can be checked of a run's flags before anything starts, and

@@ -64,6 +64,7 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
         follow_up: args.follow_up.clone(),
         new_checks: args.new_checks,
         approval: args.approval.map(super::options::approval_mode),
+        trust: super::options::trust_grant(args.trust_project),
     };
     if !args.non_interactive {
         let template = RunArgs {
@@ -81,6 +82,8 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             theme: args.theme.clone(),
             events: false,
             allow_zero_tests: false,
+            trust_project: args.trust_project,
+            allow_config_edits: false,
         };
         return super::session::resume_task(template, task, req).await;
     }

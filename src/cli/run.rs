@@ -90,6 +90,15 @@ impl Begin {
             Begin::Resume(req) => req.run.manifest.repo.clone().into(),
         }
     }
+
+    /// The trust given for this run on the command line.
+    fn trust(&self) -> Option<crate::verify::Trust> {
+        let grant = match self {
+            Begin::Fresh(opts) => opts.trust.as_ref(),
+            Begin::Resume(req) => req.trust.as_ref(),
+        };
+        grant.map(|g| crate::verify::Trust { network: g.network })
+    }
 }
 
 /// Runs with a ready action source, progress on stderr (and events on
@@ -109,7 +118,7 @@ pub(crate) async fn run_with(
             None,
         );
     }
-    match super::sandbox::docker_with_project_image(&begin.repo()).await {
+    match super::sandbox::docker_with_project_image(&begin.repo(), begin.trust()).await {
         Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
         Err(e) => {
             return (

@@ -560,7 +560,7 @@ fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
             return checks;
         }
     };
-    let key = match ReceiptKey::load_or_create(state) {
+    let key = match ReceiptKey::load_existing(state) {
         Ok(k) => k,
         Err(e) => {
             checks.push(Check {
@@ -571,6 +571,17 @@ fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
             return checks;
         }
     };
+    let manifest = run
+        .manifest
+        .verify(&key, &run.dir.join(crate::trace::artifacts::MANIFEST_FILE));
+    checks.push(Check {
+        what: "manifest",
+        ok: manifest.is_ok(),
+        detail: match &manifest {
+            Ok(()) => "the run's inputs are as it started (signed)".into(),
+            Err(e) => e.to_string(),
+        },
+    });
     let signed = receipt.verify(&key);
     checks.push(Check {
         what: "receipt",

@@ -32,15 +32,23 @@ pub(crate) async fn docker_with_image() -> anyhow::Result<(bollard::Docker, Stri
 
 /// Like [`docker_with_image`], for a run of `repo`: its project image
 /// (`"image"`, `"packages"`, `.minicoder/Dockerfile`) is built first, with the
-/// same progress display. A configuration that does not load is left for the
-/// run to report.
+/// same progress display, when the person trusts the repository's
+/// configuration (at this hash, or for this run: `trust`). A configuration
+/// that does not load is left for the run to report.
 pub(crate) async fn docker_with_project_image(
     repo: &std::path::Path,
+    trust: Option<crate::verify::Trust>,
 ) -> anyhow::Result<(bollard::Docker, String)> {
-    let request = match crate::verify::load_config(repo) {
-        Ok(Some(config)) => config.image_request(),
-        _ => return docker_with_image().await,
+    let Ok(files) = crate::verify::load_project(repo) else {
+        return docker_with_image().await;
     };
+    let recorded = StateDir::from_env()
+        .ok()
+        .and_then(|state| files.recorded_trust(&state, repo));
+    let request = files.honour(trust.or(recorded)).image_request();
+    if request == Default::default() {
+        return docker_with_image().await;
+    }
     let docker = sandbox::connect().await?;
     let mut display = BuildDisplay::new();
     let mut built = false;

@@ -56,6 +56,8 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
         theme: args.theme,
         events: false,
         allow_zero_tests: false,
+        trust_project: args.trust_project,
+        allow_config_edits: false,
     };
     interactive(template, None, None).await
 }
@@ -165,8 +167,19 @@ async fn interactive(
         err!("minicoder: {e}");
         return Ok(ExitCode::from(super::EXIT_FAILURE));
     }
-    // The image is built (with progress) and leftovers collected before the screen is taken.
-    let (docker, _) = super::sandbox::docker_with_project_image(&template.repo).await?;
+    // Trust in the repository's own configuration is asked for, the image
+    // built (with progress) and leftovers collected before the screen is taken.
+    match super::trust::ask_before_session(&template.repo, template.trust_project.is_some()) {
+        Ok(true) => {}
+        Ok(false) => return Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            err!("minicoder: {e}");
+            return Ok(ExitCode::from(super::EXIT_FAILURE));
+        }
+    }
+    let granted = super::options::trust_grant(template.trust_project)
+        .map(|g| crate::verify::Trust { network: g.network });
+    let (docker, _) = super::sandbox::docker_with_project_image(&template.repo, granted).await?;
     super::sandbox::startup_gc(&docker).await;
 
     let approval = super::options::approval_mode(template.approval);
@@ -298,6 +311,7 @@ impl Launcher for CliLauncher {
         let env = self.env.clone();
         let mut selection = self.selection.clone();
         let approval = super::options::approval_mode(self.template.approval);
+        let trust = super::options::trust_grant(self.template.trust_project);
         Box::pin(async move {
             let run = found?;
             // The run's own model unless the session pinned one.
@@ -315,6 +329,7 @@ impl Launcher for CliLauncher {
                 follow_up: None,
                 new_checks: false,
                 approval: Some(approval),
+                trust,
             };
             runtime::resume(req, Box::new(source), channels)
                 .await

@@ -86,7 +86,7 @@ pub(super) fn subset_json(run: &RunRecord, state: &StateDir) -> serde_json::Valu
     if !crate::delivery::subset::artifact_record(&run.dir).exists() {
         return serde_json::Value::Null;
     }
-    let loaded = ReceiptKey::load_or_create(state)
+    let loaded = ReceiptKey::load_existing(state)
         .map_err(|e| e.to_string())
         .and_then(|key| SubsetRecord::load(&key, &run.dir).map_err(|e| e.to_string()));
     match loaded {
@@ -102,7 +102,7 @@ pub(super) fn print_subset(run: &RunRecord, state: &StateDir) {
         return;
     }
     out!();
-    let loaded = ReceiptKey::load_or_create(state)
+    let loaded = ReceiptKey::load_existing(state)
         .map_err(|e| e.to_string())
         .and_then(|key| SubsetRecord::load(&key, &run.dir).map_err(|e| e.to_string()));
     let (record, sha256) = match loaded {
@@ -113,7 +113,7 @@ pub(super) fn print_subset(run: &RunRecord, state: &StateDir) {
             return;
         }
     };
-    let applied = ReceiptKey::load_or_create(state)
+    let applied = ReceiptKey::load_existing(state)
         .ok()
         .and_then(|key| {
             crate::delivery::Journal::load(&key, &run.dir)

@@ -168,7 +168,7 @@ impl Journal {
     ) -> Result<(), DeliveryError> {
         let dir = dir(artifact_dir);
         let pre_dir = dir.join(PRE_DIR);
-        std::fs::create_dir_all(&pre_dir).map_err(|e| DeliveryError::Io {
+        crate::state::private_dir(&pre_dir).map_err(|e| DeliveryError::Io {
             what: format!("create {}", pre_dir.display()),
             source: e,
         })?;

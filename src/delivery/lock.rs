@@ -19,7 +19,7 @@ impl RepoLock {
     /// Takes the lock of `repo` or says who holds it; never waits.
     pub fn take(state: &StateDir, repo: &Path) -> Result<Self, DeliveryError> {
         let dir = state.root().join("locks");
-        std::fs::create_dir_all(&dir).map_err(|e| DeliveryError::Io {
+        crate::state::private_dir(&dir).map_err(|e| DeliveryError::Io {
             what: format!("create {}", dir.display()),
             source: e,
         })?;

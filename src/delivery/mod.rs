@@ -10,6 +10,7 @@
 //! plan.rs         the exact image of every touched path (patch applied, --merge)
 //! source.rs       confined reads and temp-then-rename writes in the source
 //! transaction.rs  all writes or none (rollback from pre-images)
+//! links.rs        symbolic links resolved on the tree as it will be
 //! journal.rs      the authenticated apply journal
 //! lock.rs         one apply or undo at a time per repository
 //! commit.rs       --commit, through libgit2 (no hooks)
@@ -24,6 +25,7 @@ pub mod conflict;
 pub(crate) mod hunks;
 pub mod image;
 pub mod journal;
+mod links;
 pub mod lock;
 pub mod plan;
 mod reverify;
@@ -99,12 +101,46 @@ pub enum DeliveryError {
     },
 }
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ApplyOptions {
     pub dry_run: bool,
     pub merge: bool,
     pub commit: bool,
     pub unverified: bool,
+    /// The repository to apply to, when it moved since the run (`--repo`);
+    /// else the one the run was made on.
+    pub repo: Option<PathBuf>,
+}
+
+/// The repository an apply writes into: `--repo` or the run's own, which
+/// must still hold the commit the run started from — a repository that
+/// now stands at the old path but is another is refused, before anything
+/// is read or written.
+pub(crate) fn target_repo(
+    run: &RunRecord,
+    options: &ApplyOptions,
+) -> Result<PathBuf, DeliveryError> {
+    let repo = options
+        .repo
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(&run.manifest.repo));
+    let Some(head) = &run.manifest.source_head else {
+        return Ok(repo);
+    };
+    let holds = git2::Repository::open(&repo).ok().is_some_and(|r| {
+        git2::Oid::from_str(head)
+            .ok()
+            .is_some_and(|oid| r.find_commit(oid).is_ok())
+    });
+    if holds {
+        return Ok(repo);
+    }
+    Err(DeliveryError::Unverified(format!(
+        "{} does not hold commit {}, which run {} started from: it is not the repository the run was made on. If the repository moved, apply with --repo NEW_PATH",
+        repo.display(),
+        &head[..head.len().min(12)],
+        run.id
+    )))
 }
 
 /// What an apply did (or, dry, would do).
@@ -131,7 +167,7 @@ pub fn apply(
     options: ApplyOptions,
 ) -> Result<ApplyReport, DeliveryError> {
     let verified = verify::verify_run(key, run, options.unverified)?;
-    let repo = PathBuf::from(&run.manifest.repo);
+    let repo = target_repo(run, &options)?;
     let _lock = if options.dry_run {
         None
     } else {
@@ -144,11 +180,11 @@ pub fn apply(
     let (diff, changes) = conflict::parse(&verified.patch)?;
     let store = plan::BaselineStore::open(&state.checkpoint_store_dir(&run.id));
     let plan = plan::plan(&source, &diff, changes, options.merge.then_some(&store))?;
-    let mut report = report_for(&source, &plan, &verified, options);
+    let mut report = report_for(&source, &plan, &verified, &options);
     if options.dry_run {
         return Ok(report);
     }
-    refuse_blocked(&plan, options, &report)?;
+    refuse_blocked(&plan, &options, &report)?;
     if plan.writes.is_empty() {
         return Ok(report);
     }
@@ -158,7 +194,7 @@ pub fn apply(
         &source,
         &plan,
         &verified,
-        options,
+        &options,
         !verified.succeeded,
         None,
         &mut report,
@@ -171,7 +207,7 @@ fn report_for(
     source: &Source,
     plan: &plan::Plan,
     verified: &verify::VerifiedRun,
-    options: ApplyOptions,
+    options: &ApplyOptions,
 ) -> ApplyReport {
     ApplyReport {
         repo: source.root().to_path_buf(),
@@ -197,7 +233,7 @@ fn report_for(
 /// Overlaps without `--merge`, and files that do not merge, refuse it all.
 fn refuse_blocked(
     plan: &plan::Plan,
-    options: ApplyOptions,
+    options: &ApplyOptions,
     report: &ApplyReport,
 ) -> Result<(), DeliveryError> {
     if !plan.unmerged.is_empty() {
@@ -218,7 +254,7 @@ fn deliver(
     source: &Source,
     plan: &plan::Plan,
     verified: &verify::VerifiedRun,
-    options: ApplyOptions,
+    options: &ApplyOptions,
     unverified: bool,
     subset: Option<journal::SubsetLink>,
     report: &mut ApplyReport,
@@ -258,11 +294,8 @@ fn deliver(
             .iter()
             .map(|w| (w.path.as_slice(), &w.post))
             .collect();
-        let summary = run
-            .report
-            .as_ref()
-            .map(|r| r.summary.as_deref().unwrap_or(r.reason.as_str()))
-            .unwrap_or("");
+        // Only what is signed: the manifest's task, the receipt's summary.
+        let summary = verified.summary.as_str();
         let mut trailers = vec![
             ("Minicoder-Run", run.id.as_str()),
             ("Minicoder-Receipt", verified.receipt_sha256.as_str()),
@@ -307,10 +340,22 @@ pub fn undo(
     run: &RunRecord,
     options: UndoOptions,
 ) -> Result<UndoReport, DeliveryError> {
-    let repo = PathBuf::from(&run.manifest.repo);
-    let _lock = lock::RepoLock::take(state, &canonical(&repo))?;
+    run.manifest
+        .verify(key, &run.dir.join(crate::trace::artifacts::MANIFEST_FILE))
+        .map_err(|e| DeliveryError::Unverified(e.to_string()))?;
     let journal =
         Journal::load(key, &run.dir)?.ok_or_else(|| DeliveryError::NotApplied(run.id.clone()))?;
+    // Where the apply wrote, which `--repo` may have made another path.
+    let repo = PathBuf::from(&journal.repo);
+    let _lock = lock::RepoLock::take(state, &canonical(&repo))?;
+    // Read again under the lock: another undo may have run meanwhile.
+    let journal = match Journal::load(key, &run.dir)? {
+        Some(again) => again,
+        None => {
+            drop(journal);
+            return Err(DeliveryError::NotApplied(run.id.clone()));
+        }
+    };
     let source = Source::open(Path::new(&journal.repo))?;
     let mut report = UndoReport {
         repo: source.root().to_path_buf(),

@@ -93,6 +93,7 @@ pub fn plan(
             return Ok(plan);
         }
         plan.writes = writes(diff, &plan.changes, &current, &current, &[], None)?;
+        super::links::check(source.root(), &plan.writes)?;
         return Ok(plan);
     };
     // The baseline: the current image where the user did not touch it, the
@@ -135,6 +136,7 @@ pub fn plan(
         Some(&mut unmerged),
     )?;
     plan.unmerged = unmerged;
+    super::links::check(source.root(), &plan.writes)?;
     Ok(plan)
 }
 

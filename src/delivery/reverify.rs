@@ -64,6 +64,8 @@ struct Claim {
     dir: PathBuf,
     owner_file: PathBuf,
     cache: PathBuf,
+    /// The dependency directory of its bootstrap, with its owner file.
+    deps: Option<(PathBuf, PathBuf)>,
 }
 
 impl Drop for Claim {
@@ -71,6 +73,10 @@ impl Drop for Claim {
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(&self.owner_file);
         let _ = std::fs::remove_file(&self.cache);
+        if let Some((dir, owner)) = &self.deps {
+            let _ = std::fs::remove_dir_all(dir);
+            let _ = std::fs::remove_file(owner);
+        }
     }
 }
 
@@ -84,56 +90,75 @@ pub(crate) async fn reverify(
     progress: &(dyn Fn(&str) + Send + Sync),
 ) -> Result<Reverified, DeliveryError> {
     let checks = frozen_checks(run)?;
-    let config = verify::load_config(repo).map_err(failed)?;
-    let secrets = verify::secret_paths(repo, config.as_ref()).map_err(failed)?;
-    let request = config
-        .as_ref()
-        .map(verify::ProjectConfig::image_request)
-        .unwrap_or_default();
-    let overrides = config.as_ref().map(|c| c.limits).unwrap_or_default();
-    let bootstrap = run.manifest.bootstrap.clone();
+    // What the run honoured of the repository's configuration, as long as
+    // it is still the configuration the run had.
+    let files = verify::load_project(repo).map_err(failed)?;
+    let honoured = files.honour_as_run(run.manifest.project.as_ref());
+    let config = honoured.config.as_ref();
+    let secrets = verify::secret_paths(repo, config).map_err(failed)?;
+    let request = honoured.image_request();
+    let overrides = config.map(|c| c.limits).unwrap_or_default();
+    let bootstrap = if honoured.trust.is_some() {
+        run.manifest.bootstrap.clone()
+    } else {
+        Vec::new()
+    };
+    let bootstrap_network = honoured.trust.is_some_and(|t| t.network)
+        && verify::bootstrap_network(std::env::var(verify::BOOTSTRAP_NETWORK_ENV).ok().as_deref());
 
     progress("the sandbox image");
     let docker = sandbox::connect().await.map_err(failed)?;
     let image = sandbox::derived::resolve(&docker, repo, &request, &mut |_| {})
         .await
         .map_err(failed)?;
-    let cache_volume = sandbox::caches::for_run(&docker, repo, &image, !bootstrap.is_empty())
-        .await
-        .map_err(failed)?;
 
     let name = format!("{}-subset-{}", run.id, crate::ids::random_hex(3));
-    std::fs::create_dir_all(state.workspaces_dir()).map_err(failed)?;
-    let claim = Claim {
+    crate::state::private_dir(&state.workspaces_dir()).map_err(failed)?;
+    let deps_name = format!("{name}-deps");
+    let mut claim = Claim {
         dir: state.workspace_dir(&name),
         owner_file: sandbox::gc::workspace_owner_file(state, &name),
         cache: state.stat_cache_paths(&name)[0].clone(),
+        deps: None,
     };
     write_owner_file(&claim.owner_file, &ProcessIdentity::current()).map_err(failed)?;
     std::fs::create_dir(&claim.dir).map_err(failed)?;
+    if !bootstrap.is_empty() {
+        let dir = state.workspace_dir(&deps_name);
+        let owner_file = sandbox::gc::workspace_owner_file(state, &deps_name);
+        write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(failed)?;
+        claim.deps = Some((dir.clone(), owner_file));
+        std::fs::create_dir(&dir).map_err(failed)?;
+        if let Some((uid, gid)) = crate::runtime::workspace_owner() {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(failed)?;
+        }
+    }
+    let deps = claim.deps.as_ref().map(|(dir, _)| dir.clone());
 
     progress("copying the source");
     let owner = crate::runtime::workspace_owner();
-    let base_fingerprint = {
+    let (base_fingerprint, limits) = {
         let (repo, dir) = (repo.to_path_buf(), claim.dir.clone());
-        tokio::task::spawn_blocking(move || -> Result<String, DeliveryError> {
-            let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-            PrivateWorkspace::create_limited(
-                &repo,
-                &dir,
-                owner,
-                &secrets,
-                max_file_bytes,
-                &mut |_| {},
-            )
-            .map_err(failed)?;
-            let copied = crate::workspace::limits::measure(&dir, &mut |_| false);
-            let limits = WorkspaceLimits::new(copied.bytes, &overrides);
-            let mut scanner = Fingerprinter::new(&dir, ExcludeSet::default());
-            scanner.set_max_file_bytes(limits.max_file_bytes);
-            let snapshot = scanner.scan().map_err(failed)?;
-            Ok(snapshot.fingerprint.to_string())
-        })
+        tokio::task::spawn_blocking(
+            move || -> Result<(String, WorkspaceLimits), DeliveryError> {
+                let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
+                PrivateWorkspace::create_limited(
+                    &repo,
+                    &dir,
+                    owner,
+                    &secrets,
+                    max_file_bytes,
+                    &mut |_| {},
+                )
+                .map_err(failed)?;
+                let copied = crate::workspace::limits::measure(&dir, &mut |_| false);
+                let limits = WorkspaceLimits::new(copied.bytes, &overrides);
+                let mut scanner = Fingerprinter::new(&dir, ExcludeSet::default());
+                scanner.set_max_file_bytes(limits.max_file_bytes);
+                let snapshot = scanner.scan().map_err(failed)?;
+                Ok((snapshot.fingerprint.to_string(), limits))
+            },
+        )
         .await
         .map_err(failed)??
     };
@@ -148,12 +173,12 @@ pub(crate) async fn reverify(
             image: image.clone(),
             workspace: claim.dir.clone(),
             run_id: name.clone(),
-            network: verify::bootstrap_network(
-                std::env::var(verify::BOOTSTRAP_NETWORK_ENV).ok().as_deref(),
-            ),
+            network: bootstrap_network,
             outputs_dir: outputs.clone(),
             timeout: verify::DEFAULT_BOOTSTRAP_TIMEOUT,
-            cache_volume: cache_volume.clone(),
+            downloads: None,
+            deps: deps.clone(),
+            limits: Some(limits),
         };
         let result = verify::run_bootstrap(docker.clone(), &settings, &bootstrap)
             .await
@@ -203,7 +228,8 @@ pub(crate) async fn reverify(
     if run.manifest.limits.command_timeout_ms > 0 {
         settings.check_timeout = Duration::from_millis(run.manifest.limits.command_timeout_ms);
     }
-    settings.cache_volume = cache_volume;
+    settings.deps = deps;
+    settings.limits = Some(limits);
     let mut verifier = Verifier::new(docker, settings).map_err(failed)?;
     let result = {
         let mut observe = |c: &CheckReport| {

@@ -98,7 +98,7 @@ pub async fn apply_subset(
         files.len()
     );
     let choices = choices(&files, &selection);
-    let repo = PathBuf::from(&run.manifest.repo);
+    let repo = super::target_repo(run, &options)?;
     let _lock = if options.dry_run {
         None
     } else {
@@ -111,7 +111,7 @@ pub async fn apply_subset(
     let store = plan::BaselineStore::open(&state.checkpoint_store_dir(&run.id));
     let merge = options.merge.then_some(&store);
     let first = plan_of(&source, &patch, merge)?;
-    let mut report = super::report_for(&source, &first, &verified, options);
+    let mut report = super::report_for(&source, &first, &verified, &options);
     let mut result = SubsetApply {
         report: report.clone(),
         verification: SubsetVerification::default(),
@@ -121,7 +121,7 @@ pub async fn apply_subset(
     if options.dry_run {
         return Ok(result);
     }
-    super::refuse_blocked(&first, options, &report)?;
+    super::refuse_blocked(&first, &options, &report)?;
     if first.writes.is_empty() {
         return Ok(result);
     }
@@ -185,7 +185,7 @@ pub async fn apply_subset(
     // The checks took a while: what is written now must be what they
     // passed on.
     let again = plan_of(&source, &patch, merge)?;
-    super::refuse_blocked(&again, options, &report)?;
+    super::refuse_blocked(&again, &options, &report)?;
     let same = again.writes.len() == first.writes.len()
         && again
             .writes
@@ -209,7 +209,7 @@ pub async fn apply_subset(
         &source,
         &again,
         &verified,
-        options,
+        &options,
         unverified,
         Some(link),
         &mut report,

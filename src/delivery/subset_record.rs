@@ -112,7 +112,7 @@ impl SubsetRecord {
         patch: &[u8],
     ) -> Result<String, DeliveryError> {
         let dir = super::journal::dir(artifact_dir);
-        std::fs::create_dir_all(&dir).map_err(|e| DeliveryError::Io {
+        crate::state::private_dir(&dir).map_err(|e| DeliveryError::Io {
             what: format!("create {}", dir.display()),
             source: e,
         })?;

@@ -5,7 +5,7 @@
 
 use crate::protocol::Outcome;
 use crate::runs::RunRecord;
-use crate::trace::artifacts::{EVENTS_FILE, FINAL_PATCH_FILE, RECEIPT_FILE};
+use crate::trace::artifacts::{EVENTS_FILE, FINAL_PATCH_FILE, MANIFEST_FILE, RECEIPT_FILE};
 use crate::trace::{Receipt, ReceiptKey, digest, verify_chain};
 
 use super::DeliveryError;
@@ -19,6 +19,8 @@ pub(crate) struct VerifiedRun {
     pub patch: Vec<u8>,
     /// Whether the run succeeded; `false` only with `unverified`.
     pub succeeded: bool,
+    /// The agent's summary as the receipt signed it.
+    pub summary: String,
 }
 
 pub(crate) fn verify_run(
@@ -27,6 +29,10 @@ pub(crate) fn verify_run(
     unverified: bool,
 ) -> Result<VerifiedRun, DeliveryError> {
     let refuse = |what: String| DeliveryError::Unverified(what);
+    // The run's inputs as it started: any change to them since is refused.
+    run.manifest
+        .verify(key, &run.dir.join(MANIFEST_FILE))
+        .map_err(|e| refuse(e.to_string()))?;
     let receipt_path = run.dir.join(RECEIPT_FILE);
     let receipt_bytes = std::fs::read(&receipt_path).map_err(|e| {
         refuse(format!(
@@ -71,6 +77,26 @@ pub(crate) fn verify_run(
             receipt.repo, run.manifest.repo
         )));
     }
+    // What passed must be what the run froze: no other checks vouch.
+    let frozen: Vec<(&str, &str)> = run
+        .manifest
+        .checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.command.as_str()))
+        .collect();
+    let signed: Vec<(&str, &str)> = receipt
+        .verification
+        .checks
+        .iter()
+        .map(|c| (c.name.as_str(), c.command.as_str()))
+        .collect();
+    if receipt.verification.passed && frozen != signed {
+        return Err(refuse(format!(
+            "the receipt vouches for the checks {} but the run froze {}",
+            names(&signed),
+            names(&frozen)
+        )));
+    }
     let succeeded = receipt.verification.passed
         && run
             .report
@@ -97,5 +123,17 @@ pub(crate) fn verify_run(
         receipt_sha256: crate::trace::event_log::sha256_hex(&receipt_bytes),
         patch,
         succeeded,
+        summary: receipt.summary,
     })
+}
+
+fn names(checks: &[(&str, &str)]) -> String {
+    if checks.is_empty() {
+        return "none".to_string();
+    }
+    checks
+        .iter()
+        .map(|(name, command)| format!("{name} (`{command}`)"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -98,6 +98,18 @@ pub enum RunEvent {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         new_checks: bool,
     },
+    /// The repository's own configuration and how far this run honours it
+    /// (right after `run.started`, when the repository has one).
+    #[serde(rename = "project.config")]
+    ProjectConfig {
+        hash: String,
+        trusted: bool,
+        #[serde(default)]
+        network: bool,
+        /// What needed trust and is not honoured, one line each.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        ignored: Vec<String>,
+    },
     #[serde(rename = "bootstrap.started")]
     BootstrapStarted {
         commands: Vec<String>,
@@ -267,6 +279,23 @@ pub struct ToolCallSummary {
     pub arguments: String,
 }
 
+/// What a person is told of a repository configuration the run did not
+/// honour in full (`None` when everything was honoured).
+pub fn project_notice(trusted: bool, ignored: &[String]) -> Option<String> {
+    if ignored.is_empty() {
+        return None;
+    }
+    let whose = if trusted {
+        "the repository's configuration is trusted, but"
+    } else {
+        "the repository's configuration is not trusted, so the run uses the default image and limits and ignores what it asks for beyond the sandbox:"
+    };
+    Some(format!(
+        "{whose} {}; `minicoder trust` (or --trust-project) honours it once you have read it",
+        ignored.join("; ")
+    ))
+}
+
 /// What a `run.preparing` event says: "copying 4,916 files, 104 MB … 62 %",
 /// "checkpoint", "starting sandbox", ….
 pub fn preparing_text(phase: &str, done: u64, total: u64, bytes: u64) -> String {
@@ -322,6 +351,7 @@ impl RunEvent {
             RunEvent::RunPreparing { .. } => "run.preparing",
             RunEvent::RunStarted { .. } => "run.started",
             RunEvent::RunResumed { .. } => "run.resumed",
+            RunEvent::ProjectConfig { .. } => "project.config",
             RunEvent::BootstrapStarted { .. } => "bootstrap.started",
             RunEvent::BootstrapFinished { .. } => "bootstrap.finished",
             RunEvent::ModelRequest { .. } => "model.request",

@@ -13,10 +13,11 @@ pub mod report;
 pub use command::{ApprovalDecision, ApprovalMode, Command};
 pub use event::{
     CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason, preparing_text,
+    project_notice,
 };
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
-    PhaseDurations, PreparePhases, PreparedCopy, RecoverySummary, RunReport, SourceState,
-    TokenTotals, VerificationSummary, exit_code_for,
+    PhaseDurations, PreparePhases, PreparedCopy, ProjectTrust, RecoverySummary, RunReport,
+    SourceState, TokenTotals, VerificationSummary, exit_code_for,
 };

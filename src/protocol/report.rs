@@ -44,6 +44,22 @@ pub struct RunReport {
 /// tree as it was (tracked files as modified, untracked files not ignored),
 /// which can differ from HEAD: `modified` and `untracked` count the files
 /// where it does.
+/// The repository's own configuration (`.minicoder.json`, `.minicoder/`)
+/// and how far a run honoured it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectTrust {
+    /// The configuration's hash (trust is given at it).
+    pub hash: String,
+    /// Whether the person trusts the repository at that hash.
+    pub trusted: bool,
+    /// Trusted with network for the bootstrap and the recipe.
+    #[serde(default)]
+    pub network: bool,
+    /// What needed trust and was not honoured, one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignored: Vec<String>,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceState {
     /// The commit HEAD named; `None` for a repository without commits (or a

@@ -81,7 +81,7 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     let dir = run.id.state.workspace_dir(&name);
     let owner_file = workspace_owner_file(&run.id.state, &name);
     write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(|e| e.to_string())?;
-    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    crate::state::private_dir(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let owner = workspace_owner();
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
@@ -100,7 +100,8 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     );
     settings.allow_zero_tests = run.id.options.allow_zero_tests;
     settings.check_timeout = run.id.options.limits.command_timeout();
-    settings.cache_volume = run.sandbox.cache_volume.clone();
+    settings.deps = run.sandbox.deps.clone();
+    settings.limits = Some(run.ws.limits);
     let mut verifier =
         Verifier::new(run.sandbox.docker.clone(), settings).map_err(|e| e.to_string())?;
     // Stopped when the run is cancelled, or when the job is.

@@ -53,6 +53,14 @@ pub(crate) async fn drive(run: Run) -> RunReport {
 pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
     let event = started_event(&run);
     run.bus.emit(event);
+    if let Some(p) = run.id.project.clone() {
+        run.bus.emit(RunEvent::ProjectConfig {
+            hash: p.hash,
+            trusted: p.trusted,
+            network: p.network,
+            ignored: p.ignored,
+        });
+    }
     let mut l = Loop::default();
     l.feed(&mut run, first);
     let (outcome, reason) = loop {
@@ -241,11 +249,13 @@ fn parts(run: &mut Run) -> Parts<'_> {
         bus: &mut run.bus,
         counters: &mut run.counters,
         command_timeout: run.id.options.limits.command_timeout(),
+        allow_config_edits: run.id.options.allow_config_edits,
     }
 }
 
 async fn run_tool(run: &mut Run, call: &ToolCall) -> Input {
     let command_timeout = run.id.options.limits.command_timeout();
+    let allow_config_edits = run.id.options.allow_config_edits;
     let Run {
         ws,
         sandbox,
@@ -262,6 +272,7 @@ async fn run_tool(run: &mut Run, call: &ToolCall) -> Input {
         bus,
         counters,
         command_timeout,
+        allow_config_edits,
     };
     match steering.race(tool_exec::run_tool(p, call)).await {
         Ok(Ok(input)) => input,
@@ -330,14 +341,31 @@ async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
 
 async fn bootstrap(run: &mut Run) -> Input {
     let t = Instant::now();
+    // The download cache of this repository and configuration; without
+    // one the bootstrap fetches everything itself.
+    let downloads = match &run.sandbox.download_key {
+        Some(key) => crate::sandbox::caches::for_bootstrap(
+            &run.sandbox.docker,
+            &run.id.repo,
+            key,
+            &run.sandbox.image,
+            run.id.state.root(),
+        )
+        .await
+        .map_err(|e| tracing::warn!("no download cache for the bootstrap: {e}"))
+        .ok(),
+        None => None,
+    };
     let settings = crate::verify::BootstrapSettings {
         image: run.sandbox.image.clone(),
         workspace: run.ws.workspace.path().to_path_buf(),
         run_id: run.id.run_id.clone(),
-        network: run.id.options.bootstrap_network,
+        network: run.sandbox.bootstrap_network,
         outputs_dir: run.outputs_dir(),
         timeout: crate::verify::DEFAULT_BOOTSTRAP_TIMEOUT,
-        cache_volume: run.sandbox.cache_volume.clone(),
+        downloads,
+        deps: run.sandbox.deps.clone(),
+        limits: Some(run.ws.limits),
     };
     let work = crate::verify::run_bootstrap(
         run.sandbox.docker.clone(),

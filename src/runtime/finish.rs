@@ -13,7 +13,7 @@ use crate::agent::reducer::Agent;
 use crate::protocol::{
     Outcome, RecoverySummary, RunEvent, RunReport, TokenTotals, VerificationSummary, exit_code_for,
 };
-use crate::trace::{ArtifactDir, Receipt, ReceiptKey, ReceiptVerification, StoredFile};
+use crate::trace::{ArtifactDir, Receipt, ReceiptVerification, StoredFile};
 use crate::verify::VerificationResult;
 use crate::workspace::{MAX_PATCH_BYTES, PatchExport, human_bytes};
 
@@ -162,6 +162,7 @@ pub(crate) async fn finish(
 
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
+    let deps = sandbox.deps.clone();
     tokio::join!(sandbox.container.shutdown(), sandbox.verifier.shutdown());
     if let Err(e) = crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
         tracing::warn!("checking for containers left by the run: {e}");
@@ -215,10 +216,9 @@ pub(crate) async fn finish(
         tracing::error!("writing report.json: {e}");
     }
     write_state(&artifacts, &id.run_id, &agent, true);
-    let receipt = ReceiptKey::load_or_create(&id.state).and_then(|key| {
-        let events_sha256 = crate::trace::digest(artifacts.events_path())?;
+    let receipt = crate::trace::digest(artifacts.events_path()).and_then(|events_sha256| {
         Receipt::sign(
-            &key,
+            &id.key,
             Receipt {
                 run_id: id.run_id.clone(),
                 repo: report.repo.clone(),
@@ -234,6 +234,10 @@ pub(crate) async fn finish(
                 final_fingerprint: conclusion.fingerprint.clone(),
                 verification: ReceiptVerification::from_result(last_verification.as_ref()),
                 events_sha256,
+                summary: artifacts
+                    .redactor()
+                    .redact(report.summary.as_deref().unwrap_or_default())
+                    .into_owned(),
                 ..Receipt::default()
             },
         )
@@ -244,6 +248,10 @@ pub(crate) async fn finish(
     // The workspace goes once the run has reported, and without holding
     // up the process's exit.
     crate::sandbox::gc::remove_detached(&[ws.workspace.path()]);
+    if let Some(deps) = &deps {
+        crate::sandbox::gc::remove_detached(&[deps]);
+        let _ = std::fs::remove_file(deps.with_extension("owner"));
+    }
     // The next run on this repository takes a copy made now, in the
     // background, instead of copying while its user waits.
     let (files, bytes) = (ws.workspace.copied_files(), ws.workspace.allocated_bytes());

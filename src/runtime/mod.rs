@@ -23,11 +23,11 @@ mod steering;
 mod tool_exec;
 
 pub use bus::EventBus;
-pub use options::{ApprovalMode, Limits, RunOptions};
+pub use options::{ApprovalMode, Limits, RunOptions, TrustGrant};
 pub(crate) use parts::workspace_owner;
 pub(crate) use resume::interrupted_run;
 pub use resume::{ResumeRequest, resume};
-pub use setup::new_run_id;
+pub use setup::{new_run_id, short_hash};
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 

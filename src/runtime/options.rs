@@ -82,8 +82,26 @@ pub struct RunOptions {
     pub checks: Vec<(String, String)>,
     pub approval: ApprovalMode,
     pub allow_zero_tests: bool,
-    /// Network for the bootstrap phase (`MINICODER_BOOTSTRAP_NETWORK`, default on).
+    /// Whether the bootstrap may have the network at all
+    /// (`MINICODER_BOOTSTRAP_NETWORK=false` says no): it gets it only when
+    /// the project is trusted for it too.
     pub bootstrap_network: bool,
+    /// The person trusts the repository's configuration for this run
+    /// (`--trust-project`, or the session's answer), beyond what
+    /// `minicoder trust` recorded.
+    pub trust: Option<TrustGrant>,
+    /// The run may change the repository's own configuration
+    /// (`.minicoder.json`, `.minicoder/`); otherwise the tools refuse.
+    pub allow_config_edits: bool,
+}
+
+/// Trust given for one run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustGrant {
+    /// The configuration hash the person saw (`None`: as it is now).
+    pub hash: Option<String>,
+    /// With network for the bootstrap and the recipe.
+    pub network: bool,
 }
 
 impl RunOptions {
@@ -98,6 +116,8 @@ impl RunOptions {
             approval: ApprovalMode::Never,
             allow_zero_tests: false,
             bootstrap_network: true,
+            trust: None,
+            allow_config_edits: false,
         }
     }
 }

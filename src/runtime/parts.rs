@@ -27,6 +27,10 @@ pub(crate) struct RunIdentity {
     pub repo: PathBuf,
     pub state: StateDir,
     pub started: Instant,
+    /// The repository's own configuration and how far the run honours it.
+    pub project: Option<crate::protocol::ProjectTrust>,
+    /// Signs the manifest, the resume points and the receipt.
+    pub key: crate::trace::ReceiptKey,
 }
 
 /// The run's containers.
@@ -38,7 +42,13 @@ pub(crate) struct RunSandbox {
     pub checks: Vec<CheckSpec>,
     pub bootstrap: Vec<String>,
     /// The project's dependency-cache volume (written by the bootstrap only).
-    pub cache_volume: Option<String>,
+    /// Whether the bootstrap gets the network (trusted for it).
+    pub bootstrap_network: bool,
+    /// The run's dependency directory, when it has a bootstrap.
+    pub deps: Option<PathBuf>,
+    /// The download cache's key (the configuration's hash), when the
+    /// repository has a configuration.
+    pub download_key: Option<String>,
 }
 
 /// The private workspace and its checkpoints.

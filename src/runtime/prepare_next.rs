@@ -94,7 +94,11 @@ pub(crate) fn spawn(state: &StateDir, repo: &Path, bytes: u64) {
 pub fn prepare_copy(repo: &Path) -> Result<bool, String> {
     let state = StateDir::from_env().map_err(|e| e.to_string())?;
     let repo = repo.canonicalize().map_err(|e| e.to_string())?;
-    let config = crate::verify::load_config(&repo).map_err(|e| e.to_string())?;
+    // As the next run will honour the configuration, unless it is given
+    // other trust (its copy is then made afresh).
+    let files = crate::verify::load_project(&repo).map_err(|e| e.to_string())?;
+    let honoured = files.honour(files.recorded_trust(&state, &repo));
+    let config = honoured.config;
     let secrets = crate::verify::secret_paths(&repo, config.as_ref()).map_err(|e| e.to_string())?;
     let overrides = config.as_ref().map(|c| c.limits).unwrap_or_default();
     let settings = settings(&secrets, &overrides, super::workspace_owner());

@@ -18,7 +18,10 @@ use crate::protocol::{RunEvent, SourceState};
 
 /// The saved state's file name, in the run's checkpoint store.
 pub(crate) const RESUME_FILE: &str = "minicoder-resume.json";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// The first line of a saved state: this, a space, the HMAC (receipt key)
+/// of the JSON that follows the line.
+const HEADER: &str = "minicoder-resume-2";
 /// The most of a saved state read back (the context is bounded far below).
 const MAX_POINT_BYTES: u64 = 256 << 20;
 /// The most of one event line looked at for what was interrupted.
@@ -108,7 +111,13 @@ fn try_save(run: &mut Run, label: &str) -> Result<(), String> {
         saved: chrono::Utc::now().to_rfc3339(),
         agent: run.agent.clone(),
     };
-    let text = serde_json::to_vec(&point).map_err(|e| e.to_string())?;
+    let json = serde_json::to_vec(&point).map_err(|e| e.to_string())?;
+    // No key in it either, whatever a provider's error echoed.
+    let json = run.artifacts.redactor().redact_bytes(&json).into_bytes();
+    // Signed: a saved state changed outside minicoder is never resumed.
+    let mac = crate::trace::signing::sign_bytes(&run.id.key, &json).map_err(|e| e.to_string())?;
+    let mut text = format!("{HEADER} {mac}\n").into_bytes();
+    text.extend_from_slice(&json);
     // The mark first: the checkpoint the file names is never pruned, and
     // the previous one was protected until now (pruning happens only in a
     // checkpoint of this process, which has just been made).
@@ -137,8 +146,11 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Reads a saved state back.
-pub(crate) fn load(store_dir: &Path) -> Result<ResumePoint, String> {
+/// Reads a saved state back, checking its signature under `key`.
+pub(crate) fn load(
+    store_dir: &Path,
+    key: &crate::trace::ReceiptKey,
+) -> Result<ResumePoint, String> {
     let path = point_path(store_dir);
     let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!(
@@ -159,7 +171,27 @@ pub(crate) fn load(store_dir: &Path) -> Result<ResumePoint, String> {
             path.display()
         ));
     }
-    let point: ResumePoint = serde_json::from_slice(&text)
+    let (header, json) = match text.iter().position(|b| *b == b'\n') {
+        Some(i) => (&text[..i], &text[i + 1..]),
+        None => (&text[..0], &text[..]),
+    };
+    let header = std::str::from_utf8(header).unwrap_or_default();
+    let Some(mac) = header
+        .strip_prefix(HEADER)
+        .and_then(|rest| rest.strip_prefix(' '))
+    else {
+        return Err(format!(
+            "{} is not a signed saved state (written by another version of minicoder?); it cannot be resumed",
+            path.display()
+        ));
+    };
+    if !crate::trace::signing::verify_bytes(key, json, mac.trim()) {
+        return Err(format!(
+            "{} does not match its signature: it was changed outside minicoder (or signed with another key); it cannot be resumed",
+            path.display()
+        ));
+    }
+    let point: ResumePoint = serde_json::from_slice(json)
         .map_err(|e| format!("{} does not parse: {e}", path.display()))?;
     if point.version != VERSION {
         return Err(format!(
@@ -296,6 +328,8 @@ pub struct ResumeRequest {
     pub new_checks: bool,
     /// When edits are approved from now on (else as the run had it).
     pub approval: Option<crate::protocol::ApprovalMode>,
+    /// Trust in the repository's configuration for this resumed run.
+    pub trust: Option<super::TrustGrant>,
 }
 
 /// Continues `req.run` to its end and returns the report. `Err` only when
@@ -336,8 +370,14 @@ pub async fn resume(
             run.id
         )));
     }
+    // The run's inputs and saved state, as minicoder wrote them.
+    let key =
+        crate::trace::ReceiptKey::load_existing(&state).map_err(|e| Invalid(e.to_string()))?;
+    run.manifest
+        .verify(&key, &run.dir.join(crate::trace::artifacts::MANIFEST_FILE))
+        .map_err(|e| Invalid(e.to_string()))?;
     let store = state.checkpoint_store_dir(&run.id);
-    let point = load(&store).map_err(Invalid)?;
+    let point = load(&store, &key).map_err(Invalid)?;
     if point.run_id != run.id {
         return Err(Invalid(format!(
             "the saved state in {} belongs to run {}, not {}",
@@ -358,6 +398,12 @@ pub async fn resume(
     };
     options.network = manifest.limits.network;
     options.artifact_dir = Some(run.dir.clone());
+    options.trust = req.trust.clone();
+    options.bootstrap_network = crate::verify::bootstrap_network(
+        std::env::var(crate::verify::BOOTSTRAP_NETWORK_ENV)
+            .ok()
+            .as_deref(),
+    );
     options.approval = req
         .approval
         .unwrap_or(match manifest.limits.approval.as_str() {
@@ -399,9 +445,11 @@ pub async fn resume(
     let tail = log_tail(&run.dir.join("events.jsonl"));
     let note = note(&point, &tail, follow_up.is_some());
     // What the dead process left: its workspace (never its store).
-    let ws = state.workspace_dir(&run.id);
-    if ws.exists() {
-        let _ = std::fs::remove_dir_all(&ws);
+    for name in [run.id.clone(), format!("{}-deps", run.id)] {
+        let dir = state.workspace_dir(&name);
+        if dir.exists() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     let checkpoint = point.checkpoint.clone();
     let resuming = super::setup::Resuming {
@@ -410,6 +458,22 @@ pub async fn resume(
     };
     let mut prepared =
         super::setup::prepare_with(options, source, channels, Some(resuming)).await?;
+    if new_checks {
+        // The person chose the new checks: the manifest says so, signed.
+        let mut changed = run.manifest.clone();
+        changed.checks = prepared
+            .sandbox
+            .checks
+            .iter()
+            .map(|c| crate::trace::ManifestCheck {
+                name: c.name.clone(),
+                command: c.command.clone(),
+            })
+            .collect();
+        if let Err(e) = prepared.artifacts.replace_manifest(&changed, &key) {
+            tracing::warn!("recording the new checks in the manifest: {e}");
+        }
+    }
     // The run is under way again: its earlier end is no longer its end.
     for done in ["report.json", "receipt.json"] {
         let _ = std::fs::remove_file(run.dir.join(done));

@@ -90,6 +90,11 @@ pub(crate) async fn prepare_with(
         .as_ref()
         .map_or_else(new_run_id, |r| r.run_id.clone());
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
+    // A run that cannot start leaves no half-made run directory behind
+    // (a resumed run's is its own, and stays).
+    let mut unmade = (resuming.is_none() && options.artifact_dir.is_none())
+        .then(|| Unmade(artifacts.path().to_path_buf()));
+    let key = receipt_key(&state)?;
     let t = Instant::now();
     progress.phase("image");
     let docker = sandbox::connect().await?;
@@ -97,23 +102,15 @@ pub(crate) async fn prepare_with(
     let image =
         sandbox::derived::resolve(&docker, &inputs.repo, &inputs.image_request, &mut |_| {})
             .await?;
-    let cache_volume =
-        sandbox::caches::for_run(&docker, &inputs.repo, &image, !inputs.bootstrap.is_empty())
-            .await?;
     phases.image_ms = elapsed_ms(t);
-    let claim = WorkspaceClaim::take(&state, &run_id)?;
+    let claim = WorkspaceClaim::take(&state, &run_id, !inputs.bootstrap.is_empty())?;
 
     // The containers start (≈ 200 ms each) while the workspace is copied and
     // checkpointed: the bind mount only needs the directory to exist.
     let mut spec = ContainerSpec::new(&image, &claim.dir, &run_id);
     spec.role = Role::Command;
     spec.network = options.network;
-    spec.cache = cache_volume
-        .clone()
-        .map(|volume| sandbox::spec::CacheMount {
-            volume,
-            writable: false,
-        });
+    spec.deps = claim.deps_dir();
     let early_needs: Vec<_> = needs
         .iter()
         .filter(|r| r.need.is_workspace_free())
@@ -163,7 +160,7 @@ pub(crate) async fn prepare_with(
     );
     settings.allow_zero_tests = options.allow_zero_tests;
     settings.check_timeout = options.limits.command_timeout();
-    settings.cache_volume = cache_volume.clone();
+    settings.deps = claim.deps_dir();
     // The verifier starts while the workspace is made, too.
     let (verifier, made) = tokio::join!(start_verifier(&docker, settings), async {
         match &resuming {
@@ -171,7 +168,7 @@ pub(crate) async fn prepare_with(
             None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
         }
     });
-    let verifier = match verifier {
+    let mut verifier = match verifier {
         Ok(v) => v,
         Err(e) => {
             abandon(starting).await;
@@ -213,6 +210,9 @@ pub(crate) async fn prepare_with(
         }
     };
     phases.sandbox_ms += elapsed_ms(t);
+    // From now on every command and every check is held to the limits.
+    container.set_limits(Some(ws.limits));
+    verifier.set_limits(ws.limits);
     // Pre-flight: a program the checks need and the image lacks stops the
     // run now, before any model turn.
     let t = Instant::now();
@@ -254,11 +254,15 @@ pub(crate) async fn prepare_with(
                     truncated: d.truncated,
                 })
                 .collect();
-            artifacts.write_manifest(&manifest)?;
+            artifacts.write_manifest(&manifest, &key)?;
             (EventBus::new(log, channels.subscribers), agent)
         }
     };
     let timeout_s = options.limits.timeout_ms / 1000;
+    let download_key = inputs.project.as_ref().map(|p| p.hash.clone());
+    if let Some(unmade) = unmade.take() {
+        std::mem::forget(unmade);
+    }
     Ok(Run {
         id: RunIdentity {
             run_id,
@@ -266,6 +270,8 @@ pub(crate) async fn prepare_with(
             repo: inputs.repo,
             state,
             started,
+            project: inputs.project,
+            key,
         },
         sandbox: RunSandbox {
             docker,
@@ -274,7 +280,9 @@ pub(crate) async fn prepare_with(
             verifier,
             checks: inputs.checks,
             bootstrap: inputs.bootstrap,
-            cache_volume,
+            deps: claim.deps_dir(),
+            bootstrap_network: inputs.bootstrap_network,
+            download_key,
         },
         ws,
         artifacts,
@@ -293,6 +301,16 @@ pub(crate) async fn prepare_with(
     })
 }
 
+/// The artifact directory of a run being set up: removed if the set-up
+/// fails (forgotten once the run starts).
+struct Unmade(PathBuf);
+
+impl Drop for Unmade {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// What the repository and the options say the run is.
 struct Inputs {
     repo: PathBuf,
@@ -304,6 +322,11 @@ struct Inputs {
     image_request: sandbox::derived::ImageRequest,
     /// The workspace limits `.minicoder.json` sets.
     limits: LimitOverrides,
+    /// Whether the bootstrap gets the network: trusted for it, and not
+    /// switched off.
+    bootstrap_network: bool,
+    /// The repository's own configuration and how far it is honoured.
+    project: Option<crate::protocol::ProjectTrust>,
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -323,15 +346,25 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
             "the task is empty: say what to do".into(),
         ));
     }
-    let config = verify::load_config(&repo)?;
-    let checks = verify::resolve_checks(&repo, config.as_ref(), &options.checks)?;
-    let secrets = verify::secret_paths(&repo, config.as_ref())?;
-    let image_request = config
-        .as_ref()
-        .map(verify::ProjectConfig::image_request)
-        .unwrap_or_default();
-    let limits = config.as_ref().map(|c| c.limits).unwrap_or_default();
-    let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
+    let files = verify::load_project(&repo)?;
+    let (trust, mut notes) = trust_for(&repo, &files, options.trust.as_ref())?;
+    let honoured = files.honour(trust);
+    let config = honoured.config.as_ref();
+    let checks = verify::resolve_checks(&repo, config, &options.checks)?;
+    let secrets = verify::secret_paths(&repo, config)?;
+    let image_request = honoured.image_request();
+    let limits = config.map(|c| c.limits).unwrap_or_default();
+    let bootstrap = config.map(|c| c.bootstrap.clone()).unwrap_or_default();
+    let network = trust.is_some_and(|t| t.network);
+    let project = files.hash.map(|hash| {
+        notes.extend(honoured.ignored.iter().cloned());
+        crate::protocol::ProjectTrust {
+            hash,
+            trusted: trust.is_some(),
+            network,
+            ignored: notes,
+        }
+    });
     Ok(Inputs {
         limits,
         repo,
@@ -339,7 +372,55 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
         bootstrap,
         secrets,
         image_request,
+        bootstrap_network: network && options.bootstrap_network,
+        project,
     })
+}
+
+/// How far the person trusts the configuration `files` of `repo`: given
+/// for this run (at the hash they saw), or recorded by `minicoder trust` at
+/// this hash. With what to tell them when trust was given at another hash.
+fn trust_for(
+    repo: &Path,
+    files: &verify::ProjectFiles,
+    grant: Option<&super::options::TrustGrant>,
+) -> Result<(Option<verify::Trust>, Vec<String>), RunError> {
+    let Some(hash) = files.hash.as_deref() else {
+        return Ok((None, Vec::new()));
+    };
+    let changed = |then: &str| {
+        format!(
+            "the configuration changed since it was trusted (then {}, now {}): nothing of it that needs trust is honoured until it is trusted again",
+            short_hash(then),
+            short_hash(hash)
+        )
+    };
+    if let Some(grant) = grant {
+        return Ok(match &grant.hash {
+            Some(seen) if seen != hash => (None, vec![changed(seen)]),
+            _ => (
+                Some(verify::Trust {
+                    network: grant.network,
+                }),
+                Vec::new(),
+            ),
+        });
+    }
+    let state = StateDir::from_env().map_err(|e| RunError::Invalid(e.to_string()))?;
+    let store = verify::TrustStore::load(&state).map_err(RunError::Invalid)?;
+    if let Some(trust) = store.lookup(repo, hash) {
+        return Ok((Some(trust), Vec::new()));
+    }
+    let notes = store
+        .entry(repo)
+        .map(|e| vec![changed(&e.hash)])
+        .unwrap_or_default();
+    Ok((None, notes))
+}
+
+/// The first 12 characters of a configuration hash, as shown to people.
+pub fn short_hash(hash: &str) -> &str {
+    hash.get(..12).unwrap_or(hash)
 }
 
 fn open_dirs(
@@ -359,20 +440,22 @@ fn open_dirs(
     Ok((state, artifacts))
 }
 
-/// The workspace directory of a run, with its owner file written first, so
-/// `gc` never finds an ownerless workspace of a live run.
+/// The workspace directory of a run (and, for a run with a bootstrap, its
+/// dependency directory `<run>-deps`), each with its owner file written
+/// first, so `gc` never finds an ownerless directory of a live run.
 struct WorkspaceClaim {
     dir: PathBuf,
     owner_file: PathBuf,
+    deps: Option<(PathBuf, PathBuf)>,
 }
 
 impl WorkspaceClaim {
-    fn take(state: &StateDir, run_id: &str) -> Result<Self, RunError> {
+    fn take(state: &StateDir, run_id: &str, with_deps: bool) -> Result<Self, RunError> {
         let dir = state.workspace_dir(run_id);
         let invalid = |what: &Path, e: std::io::Error| {
             RunError::Invalid(format!("cannot create {}: {e}", what.display()))
         };
-        std::fs::create_dir_all(state.workspaces_dir())
+        crate::state::private_dir(&state.workspaces_dir())
             .map_err(|e| invalid(&state.workspaces_dir(), e))?;
         let owner_file = sandbox::gc::workspace_owner_file(state, run_id);
         write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(|e| {
@@ -380,12 +463,45 @@ impl WorkspaceClaim {
         })?;
         // (`PrivateWorkspace::create` gives it to the sandbox user once filled.)
         std::fs::create_dir(&dir).map_err(|e| invalid(&dir, e))?;
-        Ok(Self { dir, owner_file })
+        let mut claim = Self {
+            dir,
+            owner_file,
+            deps: None,
+        };
+        if with_deps {
+            let name = format!("{run_id}-deps");
+            let (deps, owner) = (
+                state.workspace_dir(&name),
+                sandbox::gc::workspace_owner_file(state, &name),
+            );
+            let made = write_owner_file(&owner, &ProcessIdentity::current())
+                .and_then(|()| std::fs::create_dir(&deps))
+                .and_then(|()| match workspace_owner() {
+                    // Empty, and written only by the bootstrap's container.
+                    Some((uid, gid)) => std::os::unix::fs::chown(&deps, Some(uid), Some(gid)),
+                    None => Ok(()),
+                });
+            claim.deps = Some((deps.clone(), owner));
+            if let Err(e) = made {
+                claim.release();
+                return Err(invalid(&deps, e));
+            }
+        }
+        Ok(claim)
+    }
+
+    /// The dependency directory, if the run has one.
+    fn deps_dir(&self) -> Option<PathBuf> {
+        self.deps.as_ref().map(|(dir, _)| dir.clone())
     }
 
     fn release(self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(&self.owner_file);
+        if let Some((dir, owner)) = &self.deps {
+            let _ = std::fs::remove_dir_all(dir);
+            let _ = std::fs::remove_file(owner);
+        }
     }
 }
 
@@ -694,7 +810,7 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
     config.max_tokens = options.limits.max_tokens;
     config.context_limit = context_limit;
     config.bootstrap = inputs.bootstrap.clone();
-    config.bootstrap_network = options.bootstrap_network;
+    config.bootstrap_network = inputs.bootstrap_network;
     config.approval = options.approval;
     config
 }
@@ -712,6 +828,7 @@ fn manifest(
         task: options.task.clone(),
         baseline_commit: ws.workspace.baseline().to_string(),
         baseline_fingerprint: ws.baseline_fingerprint.clone(),
+        source_head: ws.source.head.clone(),
         checks: inputs
             .checks
             .iter()
@@ -731,12 +848,35 @@ fn manifest(
             max_tokens: options.limits.max_tokens,
             network: options.network,
             approval: format!("{:?}", options.approval).to_lowercase(),
+            allow_config_edits: options.allow_config_edits,
+            workspace: Some(ws.limits),
         },
         left_out: ws.workspace.left_out().to_vec(),
         instructions: Vec::new(),
+        project: inputs.project.clone(),
         created: chrono::Utc::now().to_rfc3339(),
         minicoder_version: env!("CARGO_PKG_VERSION").to_string(),
+        hmac: String::new(),
     }
+}
+
+/// The state directory's signing key; made when there is none, with a
+/// warning when runs signed with an earlier key exist (they no longer verify).
+fn receipt_key(state: &StateDir) -> Result<crate::trace::ReceiptKey, RunError> {
+    let (key, made) = crate::trace::ReceiptKey::load_or_create(state)?;
+    if made {
+        let earlier = std::fs::read_dir(state.runs_dir())
+            .map(|entries| entries.count())
+            .unwrap_or(0)
+            .saturating_sub(1);
+        if earlier > 0 {
+            tracing::warn!(
+                "made a new receipt key at {}: the receipts and manifests of the {earlier} earlier run(s) were signed with another key and can no longer be verified, resumed or applied",
+                crate::trace::ReceiptKey::path_in(state).display()
+            );
+        }
+    }
+    Ok(key)
 }
 
 /// The run's start, as its first event.

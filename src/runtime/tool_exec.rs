@@ -26,6 +26,8 @@ pub(crate) struct Parts<'a> {
     pub bus: &'a mut EventBus,
     pub counters: &'a mut RunCounters,
     pub command_timeout: Duration,
+    /// The run may change the repository's own configuration.
+    pub allow_config_edits: bool,
 }
 
 /// Runs one call; for `edit_file`, only checks its patch. `Err` only when
@@ -35,6 +37,18 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
     let stem = p.call_stem(call);
     let output = match tools::parse_call(&call.name, &call.arguments) {
         Err(e) => ToolOutput::failure(e.to_string()),
+        Ok(ParsedCall::EditFile(args))
+            if !p.allow_config_edits
+                && crate::workspace::protected::is_protected(args.path.as_bytes()) =>
+        {
+            failed(
+                "refused: the project's configuration",
+                format!(
+                    "Refused: `{}` is the repository's own minicoder configuration (.minicoder.json, .minicoder/), which this run may not change: the next run would read it. Leave it as it is; if it must change, say so in your summary and the person can run again with --allow-config-edits.",
+                    args.path
+                ),
+            )
+        }
         Ok(ParsedCall::EditFile(args)) => match tools::prepare_edit(&args, &p.ws.root) {
             Ok(prepared) => {
                 let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);
@@ -63,7 +77,6 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
                 redactor: p.artifacts.redactor(),
                 call_id: &stem,
                 default_timeout: p.command_timeout,
-                limits: Some(p.ws.limits),
             };
             tools::execute_checked(&parsed, &mut ctx).await?
         }
@@ -126,6 +139,10 @@ impl Parts<'_> {
         started: Instant,
     ) -> Input {
         let mutates = ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace);
+        if mutates && let Some(note) = self.protect_config(call) {
+            output.content.push_str(&note);
+            output.full.push_str(&note);
+        }
         if mutates && let Some(note) = self.oversize_note() {
             output.content.push_str(&note);
             output.full.push_str(&note);
@@ -152,6 +169,35 @@ impl Parts<'_> {
             ok: output.ok,
             content: output.content,
         }
+    }
+
+    /// Puts the repository's own configuration back as the baseline had it
+    /// when a command changed it and the run may not; says so.
+    fn protect_config(&mut self, call: &ToolCall) -> Option<String> {
+        if self.allow_config_edits {
+            return None;
+        }
+        let store = &self.ws.checkpoints;
+        match store.protected_changed(self.ws.baseline, &self.ws.root) {
+            Ok(false) => return None,
+            Ok(true) => {}
+            Err(e) => tracing::warn!("comparing the project's configuration: {e}"),
+        }
+        let restored = store.restore_protected(self.ws.baseline, &self.ws.root);
+        let what = match &restored {
+            Ok(paths) => paths.join(", "),
+            Err(e) => format!("(putting it back failed: {e})"),
+        };
+        self.bus.emit(RunEvent::PolicyRefused {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            reason: format!(
+                "the command changed the project's configuration ({what}); it was put back"
+            ),
+        });
+        Some(format!(
+            "note: this command changed the repository's own minicoder configuration ({what}), which this run may not change; it was put back as it was. Leave .minicoder.json and .minicoder/ alone.\n"
+        ))
     }
 
     /// Tells the model about files over the per-file limit that are new

@@ -104,11 +104,24 @@ pub struct CommandOutcome {
     /// Set when the container had to be replaced (the supervisor died, was
     /// stuck, or could not clean up); the next command gets a fresh one.
     pub container_replaced: Option<String>,
+    /// A workspace limit the command crossed but ended before it could be
+    /// stopped for it (a write quicker than a poll).
+    pub limit_after: Option<String>,
 }
 
 impl CommandOutcome {
+    /// Exit 0, in time, within every limit.
     pub fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out && self.stopped.is_none()
+        self.exit_code == Some(0)
+            && !self.timed_out
+            && self.stopped.is_none()
+            && self.limit_after.is_none()
+    }
+
+    /// The workspace limit the command crossed, whether it was stopped for
+    /// it or ended first.
+    pub fn limit_crossed(&self) -> Option<&str> {
+        self.stopped.as_deref().or(self.limit_after.as_deref())
     }
 }
 
@@ -270,10 +283,44 @@ impl CommandContainer {
         }
     }
 
+    /// Holds every later command to `limits` (the workspace's size and entry
+    /// count and the disk's free-space floor), or to none.
+    pub fn set_limits(&mut self, limits: Option<crate::workspace::WorkspaceLimits>) {
+        self.spec.workspace_limits = limits;
+    }
+
     /// Runs one command and returns how it ended. A command that fails, times
-    /// out or is killed is an `Ok` outcome; `Err` means the sandbox itself
-    /// failed (Docker gone, image missing, spool not writable).
+    /// out, is killed or is stopped at a workspace limit is an `Ok` outcome;
+    /// `Err` means the sandbox itself failed (Docker gone, image missing,
+    /// spool not writable).
+    ///
+    /// This is where the workspace limits hold, for every role alike — the
+    /// agent's commands, the bootstrap, each verification check: with
+    /// limits in the spec, a watchdog measures what the container can write
+    /// on the host (the workspace, and for the bootstrap the dependency
+    /// directory too) while the command runs and stops it at the first limit
+    /// crossed (see [`crate::workspace::limits`]). A request that brings its
+    /// own stop signal is watched by whoever gave it.
     pub async fn run(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
+        let Some(limits) = self.spec.workspace_limits.filter(|_| req.stop.is_none()) else {
+            return self.run_unwatched(req).await;
+        };
+        let mut roots = vec![self.spec.workspace.clone()];
+        if self.spec.role == super::spec::Role::Bootstrap {
+            roots.extend(self.spec.deps.clone());
+        }
+        let watchdog = crate::workspace::limits::Watchdog::start(roots, limits).await;
+        let req = req.stop_on(watchdog.stop.clone());
+        let outcome = self.run_unwatched(req).await;
+        let after = watchdog.finish().await;
+        let mut outcome = outcome?;
+        if outcome.stopped.is_none() {
+            outcome.limit_after = after;
+        }
+        Ok(outcome)
+    }
+
+    async fn run_unwatched(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
         let cwd = container_cwd(&req.cwd)?;
         let mut replaced_before = None;
         if self.live.as_ref().is_some_and(|l| l.busy) {
@@ -410,6 +457,7 @@ impl CommandContainer {
             stdout: stdout.finish(exit.stdout_bytes)?,
             stderr: stderr.finish(exit.stderr_bytes)?,
             container_replaced: replaced_before.or(replaced),
+            limit_after: None,
         })
     }
 

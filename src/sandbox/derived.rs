@@ -30,13 +30,52 @@ const MAX_RECIPE_BYTES: u64 = 64 << 20;
 const PACKAGES_REPO: &str = "minicoder-packages";
 const RECIPE_REPO: &str = "minicoder-project";
 
-/// What a project asks of its image.
+/// What a project asks of its image (only what the person trusts: an
+/// untrusted project asks for nothing).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ImageRequest {
     /// `"image"`: the image to start from.
     pub image: Option<String>,
     /// `"packages"`: Debian packages to add.
     pub packages: Vec<String>,
+    /// Build `.minicoder/Dockerfile`: the digest of `.minicoder/` as it was
+    /// trusted (a directory that no longer packs to it is not built).
+    pub recipe: Option<[u8; 32]>,
+    /// Whether the recipe's build steps get the network.
+    pub recipe_network: bool,
+}
+
+/// What `.minicoder/` is: the SHA-256 of its packed content and whether it
+/// holds a recipe; `None` when there is no `.minicoder`. It must be a real
+/// directory of the repository: a symlink (to anything) or another kind of
+/// file is refused, before anything of it is read.
+pub(crate) fn project_dir(repo: &Path) -> Result<Option<([u8; 32], bool)>, SandboxError> {
+    let dir = repo.join(RECIPE_DIR);
+    let meta = match std::fs::symlink_metadata(&dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(SandboxError::ImageBuild(format!(
+                "cannot inspect {}: {e}",
+                dir.display()
+            )));
+        }
+    };
+    if meta.file_type().is_symlink() {
+        return Err(SandboxError::ImageBuild(format!(
+            "{} is a symbolic link; minicoder reads a project's configuration only from a directory inside the repository: make {RECIPE_DIR} a directory or remove it",
+            dir.display()
+        )));
+    }
+    if !meta.is_dir() {
+        return Err(SandboxError::ImageBuild(format!(
+            "{} is not a directory; remove it or make it the directory of the project's recipe",
+            dir.display()
+        )));
+    }
+    let (_, digest) = pack_recipe(&dir)?;
+    let recipe = std::fs::symlink_metadata(dir.join(RECIPE_FILE)).is_ok_and(|m| m.is_file());
+    Ok(Some((digest, recipe)))
 }
 
 /// The image a run of `repo` uses, built first where needed (with progress).
@@ -51,9 +90,16 @@ pub(crate) async fn resolve(
         .clone()
         .unwrap_or_else(super::spec::image_from_env);
     image::ensure_image(docker, &current, progress).await?;
-    let recipe = repo.join(RECIPE_DIR);
-    if recipe.join(RECIPE_FILE).is_file() {
-        current = build_recipe(docker, &recipe, &current, progress).await?;
+    if let Some(trusted) = request.recipe {
+        let recipe = repo.join(RECIPE_DIR);
+        current = build_recipe(
+            docker,
+            &recipe,
+            &current,
+            (trusted, request.recipe_network),
+            progress,
+        )
+        .await?;
     }
     if !request.packages.is_empty() {
         current = build_packages(docker, &current, &request.packages, progress).await?;
@@ -134,8 +180,10 @@ async fn build_packages(
     });
     let dockerfile = packages_dockerfile(base, packages);
     let context = image::pack_context(&[("Dockerfile", dockerfile.as_bytes())])?;
+    // minicoder's own recipe, installing validated names from Debian's
+    // mirror: it needs the network.
     let stream = docker.build_image(
-        build_options(&tag, HashMap::new()),
+        build_options(&tag, HashMap::new(), true),
         None,
         Some(bollard::body_full(context.into())),
     );
@@ -151,13 +199,28 @@ async fn build_recipe(
     docker: &Docker,
     recipe: &Path,
     base: &str,
+    (trusted, network): ([u8; 32], bool),
     progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<String, SandboxError> {
     let base_id = image_id(docker, base).await?;
     let recipe_owned = recipe.to_path_buf();
-    let (context, digest) = tokio::task::spawn_blocking(move || pack_recipe(&recipe_owned))
-        .await
-        .map_err(|e| SandboxError::ImageBuild(format!("packing {RECIPE_DIR}/: {e}")))??;
+    let (context, digest) = tokio::task::spawn_blocking(move || {
+        let meta = std::fs::symlink_metadata(&recipe_owned)
+            .map_err(|e| SandboxError::ImageBuild(format!("{RECIPE_DIR}/: {e}")))?;
+        if !meta.is_dir() {
+            return Err(SandboxError::ImageBuild(format!(
+                "{RECIPE_DIR} is no longer a directory of the repository"
+            )));
+        }
+        pack_recipe(&recipe_owned)
+    })
+    .await
+    .map_err(|e| SandboxError::ImageBuild(format!("packing {RECIPE_DIR}/: {e}")))??;
+    if digest != trusted {
+        return Err(SandboxError::ImageBuild(format!(
+            "{RECIPE_DIR}/ changed since the run read the project's configuration; nothing of it was built: start the run again (and trust the new configuration if it is yours)"
+        )));
+    }
     let mut h = Sha256::new();
     h.update(b"minicoder-recipe-v1\0");
     h.update(base_id.as_bytes());
@@ -165,6 +228,7 @@ async fn build_recipe(
     h.update(base.as_bytes());
     h.update([0]);
     h.update(digest);
+    h.update([u8::from(network)]);
     let tag = format!("{RECIPE_REPO}:{}", &hex::encode(h.finalize())[..16]);
     if exists(docker, &tag).await {
         return Ok(tag);
@@ -184,6 +248,7 @@ async fn build_recipe(
         build_options(
             &tag,
             HashMap::from([(BASE_ARG.to_string(), base.to_string())]),
+            network,
         ),
         None,
         Some(body),
@@ -194,8 +259,17 @@ async fn build_recipe(
     Ok(tag)
 }
 
-fn build_options(tag: &str, buildargs: HashMap<String, String>) -> BuildImageOptions {
+/// The options of a build; without `network` its steps run with none.
+fn build_options(
+    tag: &str,
+    buildargs: HashMap<String, String>,
+    network: bool,
+) -> BuildImageOptions {
     BuildImageOptions {
+        networkmode: (!network).then(|| "none".to_string()),
+        // Every step runs under this build's network setting: no layer of
+        // an earlier build (with another setting) stands in for it.
+        nocache: true,
         dockerfile: RECIPE_FILE.into(),
         t: Some(tag.to_string()),
         rm: true,
@@ -322,6 +396,15 @@ mod tests {
             "{text}"
         );
         assert!(text.trim_end().ends_with("USER 10001:10001"), "{text}");
+    }
+
+    #[test]
+    fn builds_have_no_network_unless_trusted_for_it() {
+        let off = build_options("t", HashMap::new(), false);
+        assert_eq!(off.networkmode.as_deref(), Some("none"));
+        assert!(off.nocache, "no layer of a build with other network");
+        let on = build_options("t", HashMap::new(), true);
+        assert_eq!(on.networkmode, None, "the default network");
     }
 
     #[test]

@@ -85,9 +85,11 @@ pub(crate) async fn collect_docker(
         }
     }
     // Dependency caches outlive runs, but not their repository.
-    report
-        .volumes
-        .extend(super::caches::collect(docker, false).await?);
+    if let Ok(state) = crate::state::StateDir::from_env() {
+        report
+            .volumes
+            .extend(super::caches::collect(docker, state.root(), false).await?);
+    }
     Ok(())
 }
 

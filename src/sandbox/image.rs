@@ -213,7 +213,7 @@ async fn build_offline(
     let state =
         crate::state::StateDir::from_env().map_err(|e| SandboxError::ImageBuild(e.to_string()))?;
     let build_dir = state.root().join("sandbox-build");
-    std::fs::create_dir_all(&build_dir)
+    crate::state::private_dir(&build_dir)
         .map_err(|e| SandboxError::ImageBuild(format!("creating {}: {e}", build_dir.display())))?;
     let rootfs = build_dir.join(format!("rootfs-{}", crate::ids::random_hex(4)));
     let result = async {

@@ -51,4 +51,7 @@ pub mod labels {
     /// On a cache volume: the repository it caches for. (Cache volumes carry
     /// no [`MANAGED`] label: they outlive runs.)
     pub(crate) const CACHE: &str = "org.minicoder.cache";
+    /// The state directory a resource belongs to (`gc` of another state
+    /// directory leaves it alone).
+    pub(crate) const STATE: &str = "org.minicoder.state";
 }

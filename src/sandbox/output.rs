@@ -224,9 +224,18 @@ impl StreamCapture {
             };
             if self.spool.is_none() {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(spool_err)?;
+                    crate::state::private_dir(dir).map_err(spool_err)?;
                 }
-                self.spool = Some(BufWriter::new(File::create(path).map_err(spool_err)?));
+                use std::os::unix::fs::OpenOptionsExt;
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(path)
+                    .map_err(spool_err)?;
+                self.spool = Some(BufWriter::new(file));
             }
             if let Some(file) = self.spool.as_mut() {
                 file.write_all(chunk).map_err(spool_err)?;

@@ -47,7 +47,7 @@ pub(crate) async fn run_probe(
     report: &mut dyn FnMut(&ProbeCheck),
 ) -> Result<Vec<ProbeCheck>, SandboxError> {
     let scratch = state.root().join("probe");
-    std::fs::create_dir_all(&scratch).map_err(|e| SandboxError::Workspace {
+    crate::state::private_dir(&scratch).map_err(|e| SandboxError::Workspace {
         path: scratch.clone(),
         reason: e.to_string(),
     })?;
@@ -488,7 +488,7 @@ async fn watched(
     cmd: &str,
     cleanup: &str,
 ) -> Result<CommandOutcome, SandboxError> {
-    let watchdog = Watchdog::start(ws.to_path_buf(), probe_limits()).await;
+    let watchdog = Watchdog::start(vec![ws.to_path_buf()], probe_limits()).await;
     let request = CommandRequest::new(cmd)
         .timeout(T)
         .stop_on(watchdog.stop.clone());

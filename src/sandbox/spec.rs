@@ -14,8 +14,11 @@ pub(crate) const WORKSPACE_MOUNT: &str = "/workspace";
 pub(crate) const HOME_DIR: &str = "/home/sandbox";
 /// The default image, overridable with `MINICODER_SANDBOX_IMAGE`.
 pub(crate) const DEFAULT_IMAGE: &str = "minicoder-sandbox:v1";
-/// Where a project's dependency caches appear (see [`CacheMount`]).
+/// Where a project's download cache appears, in bootstrap containers only
+/// (see [`ContainerSpec::downloads`]).
 pub(crate) const CACHE_DIR: &str = "/cache";
+/// Where a run's installed dependencies appear (see [`ContainerSpec::deps`]).
+pub(crate) const DEPS_DIR: &str = "/deps";
 /// Where the host's certificate authorities appear in containers with network.
 pub(crate) const CA_BUNDLE_MOUNT: &str = "/etc/ssl/minicoder-host-ca.pem";
 /// The host's CA bundle, in the order distributions keep it.
@@ -76,16 +79,6 @@ impl Role {
     }
 }
 
-/// A project's dependency-cache volume (cargo registry, Go modules and build
-/// cache, npm, yarn, pnpm and pip caches) mounted at [`CACHE_DIR`]. Only the
-/// bootstrap writes it; every other container reads it, so nothing a command
-/// writes there survives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CacheMount {
-    pub volume: String,
-    pub writable: bool,
-}
-
 /// Everything needed to create one command container.
 #[derive(Debug, Clone)]
 pub struct ContainerSpec {
@@ -97,7 +90,18 @@ pub struct ContainerSpec {
     pub network: bool,
     pub limits: Limits,
     pub owner: ProcessIdentity,
-    pub cache: Option<CacheMount>,
+    /// The project's download cache volume (registry archives and indexes,
+    /// never code or tool configuration: see [`super::caches`]), mounted
+    /// writable at [`CACHE_DIR`] in the bootstrap container and nowhere else.
+    pub downloads: Option<String>,
+    /// The run's dependency directory on the host (what the bootstrap
+    /// installs outside the workspace: the cargo registry, Go modules),
+    /// mounted at [`DEPS_DIR`]: writable for the bootstrap, read-only for
+    /// every other container of the run, verification included.
+    pub deps: Option<PathBuf>,
+    /// The limits every command in this container is held to (the
+    /// workspace and the dependency directory counted together).
+    pub workspace_limits: Option<crate::workspace::WorkspaceLimits>,
     /// The host's CA bundle, mounted read-only when the container has network
     /// (a TLS-intercepting proxy then still works). Not a credential.
     pub ca_bundle: Option<PathBuf>,
@@ -127,7 +131,9 @@ impl ContainerSpec {
             network: false,
             limits: Limits::default(),
             owner: ProcessIdentity::current(),
-            cache: None,
+            downloads: None,
+            deps: None,
+            workspace_limits: None,
             ca_bundle: host_ca_bundle(),
         }
     }
@@ -183,15 +189,23 @@ impl ContainerSpec {
         set("NPM_CONFIG_LOGS_DIR", "/tmp/npm-logs");
         set("PIP_DISABLE_PIP_VERSION_CHECK", "1");
         set("YARN_ENABLE_TELEMETRY", "0");
-        if self.cache.is_some() {
-            set("CARGO_HOME", "/cache/cargo");
-            set("GOMODCACHE", "/cache/go/mod");
-            set("GOCACHE", "/cache/go/build");
-            set("NPM_CONFIG_CACHE", "/cache/npm");
-            set("NPM_CONFIG_STORE_DIR", "/cache/pnpm");
-            set("YARN_CACHE_FOLDER", "/cache/yarn");
-            set("YARN_GLOBAL_FOLDER", "/cache/yarn");
-            set("PIP_CACHE_DIR", "/cache/pip");
+        if self.deps.is_some() {
+            set("CARGO_HOME", "/deps/cargo");
+            set("GOMODCACHE", "/deps/go/mod");
+        }
+        if self.role == Role::Bootstrap {
+            // What the bootstrap builds is thrown away with its container:
+            // the image's warm Go build cache is read-only, and build output
+            // is never kept for another container.
+            set("GOCACHE", "/tmp/go-build");
+            // Removable by the host and the next bootstrap.
+            set("GOFLAGS", "-modcacherw");
+            if self.downloads.is_some() {
+                set("NPM_CONFIG_CACHE", "/cache/npm");
+                set("NPM_CONFIG_STORE_DIR", "/cache/pnpm");
+                set("YARN_CACHE_FOLDER", "/cache/yarn");
+                set("PIP_CACHE_DIR", "/cache/pip");
+            }
         }
         if !self.network {
             // Fail at once with a clear message instead of retrying a network
@@ -243,12 +257,28 @@ impl ContainerSpec {
             read_only: Some(false),
             ..Default::default()
         }];
-        if let Some(cache) = &self.cache {
+        let bootstrap = self.role == Role::Bootstrap;
+        if let Some(volume) = self.downloads.as_ref().filter(|_| bootstrap) {
             mounts.push(Mount {
                 target: Some(CACHE_DIR.to_string()),
-                source: Some(cache.volume.clone()),
+                source: Some(volume.clone()),
                 typ: Some(MountType::VOLUME),
-                read_only: Some(!cache.writable),
+                read_only: Some(false),
+                // Nothing of the image's `/cache` (its warm Go build cache)
+                // is copied into the volume.
+                volume_options: Some(bollard::models::MountVolumeOptions {
+                    no_copy: Some(true),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        if let Some(deps) = &self.deps {
+            mounts.push(Mount {
+                target: Some(DEPS_DIR.to_string()),
+                source: Some(deps.to_string_lossy().into_owned()),
+                typ: Some(MountType::BIND),
+                read_only: Some(!bootstrap),
                 ..Default::default()
             });
         }
@@ -303,8 +333,19 @@ impl ContainerSpec {
             network_disabled: Some(!self.network),
             labels: Some(self.labels()),
             host_config: Some(host_config),
+            healthcheck: Some(no_health_check()),
             ..Default::default()
         }
+    }
+}
+
+/// Switches off any `HEALTHCHECK` the image declares: Docker would run it
+/// every interval inside the container, outside any command, where nothing
+/// bounds, records or verifies what it does.
+pub(crate) fn no_health_check() -> bollard::models::HealthConfig {
+    bollard::models::HealthConfig {
+        test: Some(vec!["NONE".to_string()]),
+        ..Default::default()
     }
 }
 
@@ -329,18 +370,30 @@ mod tests {
         assert_eq!(mounts.len(), 1, "the workspace is the only host path");
         assert_eq!(mounts[0].source.as_deref(), Some("/ws"));
         assert!(hc.binds.is_none());
+        let health = body.healthcheck.as_ref().and_then(|h| h.test.clone());
+        assert_eq!(
+            health,
+            Some(vec!["NONE".to_string()]),
+            "no health check runs"
+        );
         let labels = body.labels.expect("labels");
         assert_eq!(labels.get(labels::RUN).map(String::as_str), Some("run1"));
         assert!(labels.contains_key(labels::OWNER));
     }
 
     #[test]
-    fn scratch_space_executes_and_caches_are_read_only_but_for_bootstrap() {
+    fn scratch_space_executes_and_only_the_bootstrap_sees_the_download_cache() {
         let mut spec = ContainerSpec::new("img", "/ws", "run1");
-        spec.cache = Some(CacheMount {
-            volume: "minicoder-cache-0123".into(),
-            writable: false,
-        });
+        spec.downloads = Some("minicoder-cache-0123".into());
+        spec.deps = Some("/state/workspaces/run1-deps".into());
+        let mount = |spec: &ContainerSpec, target: &str| {
+            spec.create_body(vec!["python3".into()])
+                .host_config
+                .and_then(|h| h.mounts)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|m| m.target.as_deref() == Some(target))
+        };
         let hc = spec
             .create_body(vec!["python3".into()])
             .host_config
@@ -348,17 +401,29 @@ mod tests {
         let tmpfs = hc.tmpfs.expect("tmpfs");
         assert!(tmpfs["/tmp"].split(',').any(|o| o == "exec"), "{tmpfs:?}");
         assert!(!tmpfs["/tmp"].contains("noexec"));
-        let mounts = hc.mounts.expect("mounts");
-        let cache = mounts
-            .iter()
-            .find(|m| m.target.as_deref() == Some(CACHE_DIR))
-            .expect("the cache is mounted");
+        for role in [Role::Command, Role::Verify, Role::Probe] {
+            spec.role = role;
+            assert!(mount(&spec, CACHE_DIR).is_none(), "{role:?} has no cache");
+            let deps = mount(&spec, DEPS_DIR).expect("the deps are mounted");
+            assert_eq!(deps.read_only, Some(true), "{role:?}");
+            let env = spec.env();
+            assert_eq!(env["CARGO_HOME"], "/deps/cargo");
+            assert!(!env.contains_key("NPM_CONFIG_CACHE"));
+            assert!(!env.contains_key("GOCACHE"), "the image's warm cache");
+        }
+        spec.role = Role::Bootstrap;
+        let cache = mount(&spec, CACHE_DIR).expect("the bootstrap has the cache");
         assert_eq!(cache.typ, Some(MountType::VOLUME));
-        assert_eq!(cache.read_only, Some(true));
+        assert_eq!(cache.read_only, Some(false));
+        assert_eq!(
+            mount(&spec, DEPS_DIR).and_then(|m| m.read_only),
+            Some(false)
+        );
         let env = spec.env();
-        assert_eq!(env["CARGO_HOME"], "/cache/cargo");
         assert_eq!(env["CARGO_NET_OFFLINE"], "true");
         assert_eq!(env["GOPROXY"], "off");
+        assert_eq!(env["NPM_CONFIG_CACHE"], "/cache/npm");
+        assert_eq!(env["GOCACHE"], "/tmp/go-build");
         assert!(
             !env.contains_key("SSL_CERT_FILE"),
             "no network, no CA bundle"

@@ -59,8 +59,6 @@ pub struct ToolContext<'a> {
     pub call_id: &'a str,
     /// The timeout of a command that names none (60 s).
     pub default_timeout: Duration,
-    /// The workspace limits a command is stopped at, if any are watched.
-    pub limits: Option<crate::workspace::WorkspaceLimits>,
 }
 
 /// The result of one tool call.

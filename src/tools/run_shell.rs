@@ -9,7 +9,6 @@ use super::{MAX_COMMAND_TIMEOUT, RunShellArgs, ToolContext, ToolError, ToolOutpu
 use crate::sandbox::container::CommandOutcome;
 use crate::sandbox::{CommandRequest, SandboxError};
 use crate::workspace::EntryKind;
-use crate::workspace::limits::Watchdog;
 
 /// Bytes of each stream the model sees, beginning and end (so at most as
 /// many characters): two streams with their notes fit the result's cap.
@@ -29,27 +28,15 @@ pub async fn run_shell(
     }
     .min(MAX_COMMAND_TIMEOUT);
     // The spool files go there; the runtime normally made it already.
-    let _ = std::fs::create_dir_all(ctx.outputs_dir);
-    let mut request = CommandRequest::new(args.command.clone())
+    let _ = crate::state::private_dir(ctx.outputs_dir);
+    // (The container holds the command to the workspace limits.)
+    let request = CommandRequest::new(args.command.clone())
         .cwd(cwd)
         .timeout(timeout)
         .spool_to(ctx.outputs_dir, &crate::ids::file_safe(ctx.call_id, 100));
-    let watchdog = match ctx.limits {
-        Some(limits) => {
-            let watchdog = Watchdog::start(ctx.root.path().to_path_buf(), limits).await;
-            request = request.stop_on(watchdog.stop.clone());
-            Some(watchdog)
-        }
-        None => None,
-    };
-    let outcome = ctx.container.run(request).await;
-    let over = match watchdog {
-        Some(watchdog) => watchdog.finish().await,
-        None => None,
-    };
-    let outcome = outcome?;
+    let outcome = ctx.container.run(request).await?;
     let mut output = render(&outcome, timeout);
-    if let Some(reason) = over.filter(|_| outcome.stopped.is_none()) {
+    if let Some(reason) = &outcome.limit_after {
         // A command quicker than a poll: not stopped, but the model is told.
         let note = format!(
             "note: after this command {reason}; delete what is not needed before going on\n"
@@ -194,6 +181,7 @@ mod tests {
             stderr: stream(stderr, "0001-c.stderr"),
             stopped: None,
             container_replaced: None,
+            limit_after: None,
         }
     }
 

@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::ReceiptKey;
 use super::event_log::{EventLog, sha256_hex};
 use super::manifest::Manifest;
 use super::receipt::Receipt;
@@ -122,9 +123,11 @@ impl ArtifactDir {
     }
 
     /// Writes `manifest.json` once (read-only afterwards); refuses to replace it.
-    pub fn write_manifest(&self, manifest: &Manifest) -> Result<(), TraceError> {
+    /// Writes `manifest.json` once (0400), redacted and then signed with
+    /// `key`, so what is signed is what is on disk.
+    pub fn write_manifest(&self, manifest: &Manifest, key: &ReceiptKey) -> Result<(), TraceError> {
         let path = self.root.join(MANIFEST_FILE);
-        let text = self.redacted_json("the manifest", manifest)?;
+        let text = self.signed_manifest(manifest, key)?;
         let mut file = OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -144,6 +147,46 @@ impl ArtifactDir {
         file.write_all(text.as_bytes())
             .and_then(|()| file.sync_all())
             .map_err(TraceError::io("write the manifest", &path))
+    }
+
+    /// Replaces `manifest.json` with `manifest` signed anew: only for what a
+    /// person asked to change (`resume --new-checks`).
+    pub(crate) fn replace_manifest(
+        &self,
+        manifest: &Manifest,
+        key: &ReceiptKey,
+    ) -> Result<(), TraceError> {
+        let path = self.root.join(MANIFEST_FILE);
+        let text = self.signed_manifest(manifest, key)?;
+        let tmp = self.root.join(format!("{MANIFEST_FILE}.tmp"));
+        let _ = std::fs::remove_file(&tmp);
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&tmp)
+            .and_then(|mut file| {
+                file.write_all(text.as_bytes())
+                    .and_then(|()| file.sync_all())
+            })
+            .map_err(TraceError::io("write the manifest", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(TraceError::io("replace the manifest", &path))
+    }
+
+    /// The manifest as written: redacted, then signed.
+    fn signed_manifest(&self, manifest: &Manifest, key: &ReceiptKey) -> Result<String, TraceError> {
+        let text = self.redacted_json("the manifest", manifest)?;
+        let redacted: Manifest =
+            serde_json::from_str(&text).map_err(|source| TraceError::Parse {
+                what: "redacted manifest",
+                path: self.root.join(MANIFEST_FILE),
+                source,
+            })?;
+        let signed = redacted.sign(key)?;
+        let mut text =
+            serde_json::to_string_pretty(&signed).map_err(TraceError::serialize("the manifest"))?;
+        text.push('\n');
+        Ok(text)
     }
 
     pub fn read_manifest(&self) -> Result<Manifest, TraceError> {

@@ -72,6 +72,21 @@ pub enum TraceError {
     ReceiptTampered,
 
     #[error(
+        "the run's manifest ({path}) does not match its signature: its inputs (task, checks, limits, network, model) were changed after the run started, or it was signed with another key; the run cannot be resumed or applied"
+    )]
+    ManifestTampered { path: PathBuf },
+
+    #[error(
+        "the run's manifest ({path}) is not signed: it was written by an older minicoder, whose runs cannot be resumed or applied by this one"
+    )]
+    ManifestUnsigned { path: PathBuf },
+
+    #[error(
+        "the receipt key `{path}` is missing: what it signed (receipts, manifests, journals) can no longer be checked. If the state directory was moved or cleaned, put the key back; nothing signed before can be trusted without it"
+    )]
+    KeyMissing { path: PathBuf },
+
+    #[error(
         "the receipt has version {found}, this minicoder reads version {expected}; use a matching minicoder"
     )]
     ReceiptVersion { found: u32, expected: u32 },

@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::path::Path;
+
+use super::{ReceiptKey, TraceError};
 use crate::model::types::ModelId;
 use crate::workspace::LeftOut;
 
@@ -16,6 +19,11 @@ pub struct Manifest {
     pub task: String,
     pub baseline_commit: String,
     pub baseline_fingerprint: String,
+    /// The source repository's HEAD commit when the run started (`None`
+    /// for a repository without commits): `apply` writes only into a
+    /// repository that holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_head: Option<String>,
     /// The frozen verification checks, in order.
     pub checks: Vec<ManifestCheck>,
     /// Whether the checks came from `--check` flags rather than the
@@ -35,9 +43,41 @@ pub struct Manifest {
     /// found later, in subdirectories, are `instructions.loaded` events).
     #[serde(default)]
     pub instructions: Vec<ManifestInstruction>,
+    /// The repository's own configuration and how far the run honoured it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<crate::protocol::ProjectTrust>,
     /// RFC 3339 UTC.
     pub created: String,
     pub minicoder_version: String,
+    /// Lowercase hex HMAC-SHA256 (the receipt key) over the canonical JSON
+    /// of every other field: `resume` and `apply` refuse a manifest whose
+    /// inputs were changed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hmac: String,
+}
+
+impl Manifest {
+    /// Signs the manifest as it is (what is signed must be written as is).
+    pub fn sign(mut self, key: &ReceiptKey) -> Result<Self, TraceError> {
+        self.hmac.clear();
+        self.hmac = super::signing::sign(key, &self)?;
+        Ok(self)
+    }
+
+    /// Checks the signature of a manifest read from `path`.
+    pub fn verify(&self, key: &ReceiptKey, path: &Path) -> Result<(), TraceError> {
+        if self.hmac.is_empty() {
+            return Err(TraceError::ManifestUnsigned {
+                path: path.to_path_buf(),
+            });
+        }
+        if !super::signing::verify(key, self, &self.hmac) {
+            return Err(TraceError::ManifestTampered {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,4 +108,10 @@ pub struct ManifestLimits {
     pub network: bool,
     /// `each`, `final` or `never`.
     pub approval: String,
+    /// The run may change the repository's own configuration.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_config_edits: bool,
+    /// The workspace limits every command, bootstrap and check was held to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<crate::workspace::WorkspaceLimits>,
 }

@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod receipt;
 pub(crate) mod receipt_key;
 pub(crate) mod redact;
+pub(crate) mod signing;
 
 pub use artifacts::{ArtifactDir, StoredFile};
 pub use error::TraceError;

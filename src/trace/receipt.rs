@@ -4,9 +4,7 @@
 
 use std::path::Path;
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use super::TraceError;
 use super::event_log::{digest, sha256_hex};
@@ -32,6 +30,10 @@ pub struct Receipt {
     pub verification: ReceiptVerification,
     /// SHA-256 of `events.jsonl` when the receipt was signed.
     pub events_sha256: String,
+    /// The agent's completion summary (redacted): what a commit message may
+    /// quote, since `report.json` is not signed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub summary: String,
     /// RFC 3339 UTC.
     pub created: String,
     /// Lowercase hex HMAC-SHA256 over the canonical JSON of the other fields.
@@ -94,17 +96,15 @@ impl Receipt {
             hmac: String::new(),
             ..claims
         };
-        let mac = receipt.mac(key)?;
-        receipt.hmac = hex::encode(mac.finalize().into_bytes());
+        receipt.hmac = super::signing::sign(key, &receipt)?;
         Ok(receipt)
     }
 
     /// Checks the HMAC (in constant time) and the version.
     pub fn verify(&self, key: &ReceiptKey) -> Result<(), TraceError> {
-        let claimed = hex::decode(&self.hmac).map_err(|_| TraceError::ReceiptTampered)?;
-        self.mac(key)?
-            .verify_slice(&claimed)
-            .map_err(|_| TraceError::ReceiptTampered)?;
+        if !super::signing::verify(key, self, &self.hmac) {
+            return Err(TraceError::ReceiptTampered);
+        }
         if self.version != RECEIPT_VERSION {
             return Err(TraceError::ReceiptVersion {
                 found: self.version,
@@ -152,69 +152,10 @@ impl Receipt {
     }
 
     /// The canonical JSON of every field but `hmac`: keys sorted, no spaces.
+    #[cfg(test)]
     pub(crate) fn signed_text(&self) -> Result<String, TraceError> {
-        let mut value = serde_json::to_value(self).map_err(TraceError::serialize("the receipt"))?;
-        if let Some(object) = value.as_object_mut() {
-            object.remove("hmac");
-        }
-        let mut out = String::new();
-        write_canonical(&value, &mut out);
-        Ok(out)
+        super::signing::signed_text(self)
     }
-
-    fn mac(&self, key: &ReceiptKey) -> Result<Hmac<Sha256>, TraceError> {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes()).map_err(|_| {
-            TraceError::KeyInvalid {
-                path: Default::default(),
-                reason: "HMAC refused the key length".to_string(),
-            }
-        })?;
-        mac.update(self.signed_text()?.as_bytes());
-        Ok(mac)
-    }
-}
-
-/// JSON with object keys in byte order and no insignificant whitespace, so
-/// the same receipt always yields the same bytes.
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
-    use serde_json::Value;
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => push_json_string(s, out),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, key) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                push_json_string(key, out);
-                out.push(':');
-                if let Some(item) = map.get(key) {
-                    write_canonical(item, out);
-                }
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn push_json_string(s: &str, out: &mut String) {
-    // Serializing a &str cannot fail.
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
 
 #[cfg(test)]

@@ -39,12 +39,33 @@ impl ReceiptKey {
         state.root().join(RECEIPT_KEY_FILE)
     }
 
-    /// The state directory's key, created if missing.
-    pub fn load_or_create(state: &StateDir) -> Result<Self, TraceError> {
+    /// The state directory's key, created if missing; whether it was made
+    /// now. Only a new run makes a key: everything that checks what was
+    /// signed uses [`ReceiptKey::load_existing`].
+    pub fn load_or_create(state: &StateDir) -> Result<(Self, bool), TraceError> {
         state
             .ensure()
             .map_err(TraceError::io("create the state directory", state.root()))?;
-        Self::load_or_create_at(Self::path_in(state))
+        let path = Self::path_in(state);
+        match Self::load(&path) {
+            Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Self::create_at(&path).map(|key| (key, true))
+            }
+            other => other.map(|key| (key, false)),
+        }
+    }
+
+    /// The state directory's key, which must exist: a missing key is never
+    /// made again here, since what it signed could then never verify and a
+    /// new key would hide that.
+    pub fn load_existing(state: &StateDir) -> Result<Self, TraceError> {
+        let path = Self::path_in(state);
+        match Self::load(&path) {
+            Err(TraceError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Err(TraceError::KeyMissing { path })
+            }
+            other => other,
+        }
     }
 
     /// The key at `path`, created (0600, 32 bytes from /dev/urandom) if

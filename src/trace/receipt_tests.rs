@@ -155,12 +155,12 @@ mod key_file {
     fn a_missing_key_is_created_private_and_reused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let state = StateDir::new(dir.path().join("state"));
-        let first = ReceiptKey::load_or_create(&state).expect("create");
+        let first = ReceiptKey::load_or_create(&state).expect("create").0;
         let path = ReceiptKey::path_in(&state);
         let meta = std::fs::metadata(&path).expect("stat");
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert_eq!(meta.len(), RECEIPT_KEY_LEN as u64);
-        let second = ReceiptKey::load_or_create(&state).expect("load");
+        let second = ReceiptKey::load_or_create(&state).expect("load").0;
         assert_eq!(first, second);
         let leftovers: Vec<_> = std::fs::read_dir(state.root())
             .expect("read_dir")

@@ -69,6 +69,15 @@ impl Default for Redactor {
     }
 }
 
+/// What may be shown or printed of `text`: redacted with the process's
+/// redactor (fixed patterns and the secret values of the environment it
+/// started with), so a provider's error that echoes the key never reaches
+/// a terminal, a log line or a JSON result.
+pub fn shown(text: &str) -> Cow<'_, str> {
+    static PROCESS: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    PROCESS.get_or_init(Redactor::from_env).redact(text)
+}
+
 impl Redactor {
     /// Fixed patterns plus the secret values of this process's environment.
     pub fn from_env() -> Self {

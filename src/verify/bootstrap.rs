@@ -1,7 +1,12 @@
 //! The bootstrap phase: the configured `bootstrap` commands run
-//! in order, in one container of their own, before the agent starts. They get
-//! the network unless `MINICODER_BOOTSTRAP_NETWORK=false`, and never any host
-//! credential (the container environment is fixed). The first failure stops it.
+//! in order, in one container of their own, before the agent starts (only
+//! when the person trusts the repository's configuration). They get the
+//! network only when it is trusted for it (and not switched off with
+//! `MINICODER_BOOTSTRAP_NETWORK=false`), never any host credential (the
+//! container environment is fixed), and are held to the workspace limits.
+//! The first failure stops it. Around the commands the project's download
+//! cache is seeded into the run's dependency directory and stored back,
+//! downloads only (see [`crate::sandbox::caches`]).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -11,7 +16,7 @@ use bollard::Docker;
 use super::VerifyError;
 use super::outcome::{abnormal_end, millis, output_file};
 use crate::sandbox::spec::Role;
-use crate::sandbox::{CommandContainer, CommandRequest, ContainerSpec};
+use crate::sandbox::{CommandContainer, CommandOutcome, CommandRequest, ContainerSpec};
 
 /// The variable that turns the bootstrap network off.
 pub const BOOTSTRAP_NETWORK_ENV: &str = "MINICODER_BOOTSTRAP_NETWORK";
@@ -42,8 +47,12 @@ pub struct BootstrapSettings {
     pub outputs_dir: PathBuf,
     /// Per command.
     pub timeout: Duration,
-    /// The project's dependency-cache volume: the bootstrap writes it.
-    pub cache_volume: Option<String>,
+    /// The project's download cache volume: only the bootstrap mounts it.
+    pub downloads: Option<String>,
+    /// The run's dependency directory (`/deps`), written by the bootstrap.
+    pub deps: Option<PathBuf>,
+    /// The workspace limits the bootstrap is held to.
+    pub limits: Option<crate::workspace::WorkspaceLimits>,
 }
 
 /// One bootstrap command as it ran.
@@ -85,7 +94,7 @@ pub async fn run_bootstrap(
     if commands.is_empty() {
         return Ok(result);
     }
-    std::fs::create_dir_all(&settings.outputs_dir).map_err(|source| VerifyError::Outputs {
+    crate::state::private_dir(&settings.outputs_dir).map_err(|source| VerifyError::Outputs {
         path: settings.outputs_dir.clone(),
         source,
     })?;
@@ -96,25 +105,56 @@ pub async fn run_bootstrap(
     );
     spec.role = Role::Bootstrap;
     spec.network = settings.network;
-    spec.cache = settings
-        .cache_volume
-        .clone()
-        .map(|volume| crate::sandbox::spec::CacheMount {
-            volume,
-            writable: true,
-        });
-    let mut container = CommandContainer::start(docker, spec).await?;
+    spec.downloads = settings.downloads.clone();
+    spec.deps = settings.deps.clone();
+    spec.workspace_limits = settings.limits;
+    let mut container = CommandContainer::start(docker.clone(), spec).await?;
+    let caching = settings.downloads.is_some() && settings.deps.is_some();
+    if caching {
+        let seeded = container
+            .run(CommandRequest::new(crate::sandbox::caches::SEED_SCRIPT).timeout(settings.timeout))
+            .await;
+        if !seeded.as_ref().is_ok_and(CommandOutcome::success) {
+            tracing::warn!("seeding the dependency directory from the download cache failed");
+        }
+    }
+    let stored = run_commands(&mut container, settings, commands, &mut result).await;
+    if let Err(e) = stored {
+        container.shutdown().await;
+        return Err(e);
+    }
+    if let (true, Some(volume)) = (caching, &settings.downloads) {
+        let kept = container
+            .run(
+                CommandRequest::new(crate::sandbox::caches::STORE_SCRIPT).timeout(settings.timeout),
+            )
+            .await;
+        if !kept.as_ref().is_ok_and(CommandOutcome::success) {
+            // What is left in the cache cannot be vouched for: it goes.
+            tracing::warn!("the download cache could not be stored back and cleaned; removing it");
+            container.shutdown().await;
+            let _ = crate::sandbox::caches::remove_volume(&docker, volume).await;
+            result.duration_ms = millis(started.elapsed());
+            return Ok(result);
+        }
+    }
+    container.shutdown().await;
+    result.duration_ms = millis(started.elapsed());
+    Ok(result)
+}
+
+/// Runs the commands in order, stopping at the first failure.
+async fn run_commands(
+    container: &mut CommandContainer,
+    settings: &BootstrapSettings,
+    commands: &[String],
+    result: &mut BootstrapResult,
+) -> Result<(), VerifyError> {
     for (i, command) in commands.iter().enumerate() {
         let request = CommandRequest::new(command)
             .timeout(settings.timeout)
             .spool_to(&settings.outputs_dir, &format!("bootstrap-{}", i + 1));
-        let outcome = match container.run(request).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                container.shutdown().await;
-                return Err(e.into());
-            }
-        };
+        let outcome = container.run(request).await?;
         result.outputs.push(BootstrapOutput {
             command: command.clone(),
             exit_code: outcome.exit_code,
@@ -134,7 +174,5 @@ pub async fn run_bootstrap(
             break;
         }
     }
-    container.shutdown().await;
-    result.duration_ms = millis(started.elapsed());
-    Ok(result)
+    Ok(())
 }

@@ -68,11 +68,13 @@ pub struct ProjectConfig {
 }
 
 impl ProjectConfig {
-    /// What the project asks of its sandbox image.
+    /// What the project asks of its sandbox image (no recipe: whether one
+    /// is built is [`super::Honoured::image_request`]'s to say).
     pub(crate) fn image_request(&self) -> crate::sandbox::derived::ImageRequest {
         crate::sandbox::derived::ImageRequest {
             image: self.image.clone(),
             packages: self.packages.clone(),
+            ..Default::default()
         }
     }
 }
@@ -100,15 +102,14 @@ struct NamedCheck {
     command: String,
 }
 
-/// Reads `<repo>/.minicoder.json`; `None` when there is none.
+/// Reads `<repo>/.minicoder.json` as it is (bounded, never through a
+/// link); `None` when there is none. What of it a run may honour is
+/// [`super::project::load_project`]'s to say.
 pub fn load_config(repo: &Path) -> Result<Option<ProjectConfig>, VerifyError> {
     let path = repo.join(CONFIG_FILE);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(VerifyError::ConfigRead { path, source }),
-    };
-    parse_config(&path, &text).map(Some)
+    super::project::read_config_text(&path)?
+        .map(|text| parse_config(&path, &text))
+        .transpose()
 }
 
 /// Parses and validates the text of a configuration file read from `path`.

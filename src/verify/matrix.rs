@@ -22,7 +22,7 @@ use super::first_error::first_error;
 use super::outcome::{abnormal_end, millis, output_file};
 use super::zero_tests::{PYTEST_NO_TESTS_EXIT, PYTEST_ZERO, zero_tests};
 use crate::protocol::CheckReport;
-use crate::sandbox::spec::{CacheMount, Role};
+use crate::sandbox::spec::Role;
 use crate::sandbox::{
     CommandContainer, CommandOutcome, CommandRequest, ContainerSpec, SandboxError,
 };
@@ -50,8 +50,12 @@ pub struct VerifierSettings {
     pub allow_zero_tests: bool,
     pub check_timeout: Duration,
     pub excludes: ExcludeSet,
-    /// The project's dependency-cache volume, mounted read-only.
-    pub cache_volume: Option<String>,
+    /// The run's dependency directory (what its bootstrap installed outside
+    /// the workspace), mounted read-only. Never the download cache.
+    pub deps: Option<PathBuf>,
+    /// The workspace limits every check is held to, as commands are: a
+    /// check that writes past them is stopped, and fails.
+    pub limits: Option<crate::workspace::WorkspaceLimits>,
 }
 
 impl VerifierSettings {
@@ -75,7 +79,8 @@ impl VerifierSettings {
             allow_zero_tests: false,
             check_timeout: DEFAULT_CHECK_TIMEOUT,
             excludes: ExcludeSet::default(),
-            cache_volume: None,
+            deps: None,
+            limits: None,
         }
     }
 }
@@ -121,6 +126,12 @@ impl Verifier {
         &self.settings.checks
     }
 
+    /// Holds the checks from now on to `limits` (known once the workspace
+    /// is made).
+    pub fn set_limits(&mut self, limits: crate::workspace::WorkspaceLimits) {
+        self.settings.limits = Some(limits);
+    }
+
     /// Starts a spare container in the background so the next check does not
     /// wait for one. Does nothing if a spare is already there or starting.
     pub async fn prewarm(&mut self) {
@@ -141,7 +152,7 @@ impl Verifier {
         }
         let started = Instant::now();
         let outputs_dir = self.settings.outputs_dir.clone();
-        std::fs::create_dir_all(&outputs_dir).map_err(|source| VerifyError::Outputs {
+        crate::state::private_dir(&outputs_dir).map_err(|source| VerifyError::Outputs {
             path: outputs_dir.clone(),
             source,
         })?;
@@ -192,6 +203,8 @@ impl Verifier {
         more: bool,
     ) -> Result<CommandOutcome, VerifyError> {
         let mut container = self.take_fresh_container().await?;
+        // (A spare may have started before the limits were known.)
+        container.set_limits(self.settings.limits);
         // The next check's container starts while this one runs. After the
         // last check none is started: the caller prewarms when it knows
         // another verification will come, so a passing run ends at once.
@@ -229,7 +242,11 @@ impl Verifier {
             || (self.settings.allow_zero_tests
                 && zero == Some(PYTEST_ZERO)
                 && outcome.exit_code == Some(PYTEST_NO_TESTS_EXIT));
-        let failure = if !changed.is_empty() {
+        // A limit first: what the check wrote past it is why it changed
+        // the workspace.
+        let failure = if let Some(limit) = outcome.limit_crossed() {
+            Some(format!("stopped at a workspace limit: {limit}"))
+        } else if !changed.is_empty() {
             Some(describe_changes(changed))
         } else if let Some(abnormal) = abnormal_end(outcome, timeout) {
             Some(abnormal)
@@ -265,10 +282,8 @@ impl Verifier {
         );
         spec.role = Role::Verify;
         spec.network = false;
-        spec.cache = self.settings.cache_volume.clone().map(|volume| CacheMount {
-            volume,
-            writable: false,
-        });
+        spec.deps = self.settings.deps.clone();
+        spec.workspace_limits = self.settings.limits;
         spec
     }
 

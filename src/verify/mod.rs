@@ -1,6 +1,9 @@
 //! The verifier and the bootstrap phase.
 //!
 //! - [`config`]: the source repository's `.minicoder.json` and `--check` overrides.
+//! - [`project`]: that configuration and `.minicoder/` as a whole: read safely,
+//!   hashed, honoured as far as the person trusts it.
+//! - [`trust`]: the repositories the person trusts, at which hash.
 //! - [`detect`]: checks inferred from the project files when none are configured.
 //! - [`zero_tests`]: recognising a test run that ran no test.
 //! - [`matrix`]: [`Verifier`], which runs every check in a fresh container and
@@ -19,7 +22,9 @@ pub mod matrix;
 mod names;
 mod outcome;
 pub(crate) mod preflight;
+pub mod project;
 mod shell_words;
+pub mod trust;
 pub mod zero_tests;
 
 pub use bootstrap::{
@@ -35,4 +40,6 @@ pub use matrix::{
     DEFAULT_CHECK_TIMEOUT, VerificationResult, Verifier, VerifierSettings, environment_error,
 };
 pub use names::valid_check_name;
+pub use project::{Honoured, ProjectFiles, Trust, load_project};
+pub use trust::{TrustEntry, TrustStore};
 pub use zero_tests::zero_tests;

@@ -30,8 +30,15 @@ pub(crate) fn timed_out_after(timeout: Duration) -> String {
     }
 }
 
-/// Why the command ended abnormally (timeout or signal), if it did.
+/// Why the command ended abnormally (a workspace limit, a timeout or a
+/// signal), if it did.
 pub(crate) fn abnormal_end(outcome: &CommandOutcome, timeout: Duration) -> Option<String> {
+    if let Some(stopped) = &outcome.stopped {
+        return Some(format!("was stopped: {stopped}"));
+    }
+    if let Some(crossed) = &outcome.limit_after {
+        return Some(format!("crossed a workspace limit: {crossed}"));
+    }
     if outcome.timed_out {
         return Some(timed_out_after(timeout));
     }

@@ -209,7 +209,7 @@ impl FoundNeeds {
         let tmp = self
             .path
             .with_extension(format!("tmp-{}", std::process::id()));
-        let written = std::fs::create_dir_all(dir)
+        let written = crate::state::private_dir(dir)
             .and_then(|()| std::fs::write(&tmp, text))
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         if written.is_err() {

@@ -106,7 +106,7 @@ impl CheckpointStore {
             Repository::open_bare(store_dir)
                 .map_err(WorkspaceError::git("opening the checkpoint store"))?
         } else {
-            std::fs::create_dir_all(store_dir).map_err(|e| WorkspaceError::io(store_dir, e))?;
+            crate::state::private_dir(store_dir).map_err(|e| WorkspaceError::io(store_dir, e))?;
             Repository::init_bare(store_dir)
                 .map_err(WorkspaceError::git("creating the checkpoint store"))?
         };
@@ -753,7 +753,7 @@ fn export_tree(
     Ok(true)
 }
 
-fn write_entry(
+pub(super) fn write_entry(
     repo: &Repository,
     root: &WorkspaceRoot,
     path: &Path,

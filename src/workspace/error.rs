@@ -89,6 +89,11 @@ impl WorkspaceError {
         }
     }
 
+    /// Whether this is the I/O error of a path that does not exist.
+    pub(crate) fn is_not_found(&self) -> bool {
+        matches!(self, Self::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    }
+
     pub(crate) fn git(context: impl Into<String>) -> impl FnOnce(git2::Error) -> Self {
         let context = context.into();
         move |source| Self::Git { context, source }

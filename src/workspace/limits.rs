@@ -69,6 +69,11 @@ pub struct LimitOverrides {
     /// intermediate checkpoints are pruned, oldest first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_bytes: Option<u64>,
+    /// The overrides come from a configuration nobody vouched for: each
+    /// one counts only where it is stricter than the default (a smaller
+    /// maximum, a higher floor), never where it loosens it.
+    #[serde(skip)]
+    pub tighten_only: bool,
 }
 
 /// The limits of one run's workspace.
@@ -95,17 +100,70 @@ impl Default for WorkspaceLimits {
 impl WorkspaceLimits {
     /// The limits for a workspace copied from `source_bytes` of source.
     pub fn new(source_bytes: u64, overrides: &LimitOverrides) -> Self {
+        let strict = overrides.tighten_only;
+        // A maximum: the override, or (not vouched for) the smaller of the two.
+        let at_most = |set: Option<u64>, default: u64| match set {
+            Some(v) if strict => v.min(default),
+            Some(v) => v,
+            None => default,
+        };
+        let floor = match overrides.min_free_bytes {
+            Some(v) if strict => v.max(DEFAULT_MIN_FREE_BYTES),
+            Some(v) => v,
+            None => DEFAULT_MIN_FREE_BYTES,
+        };
         Self {
-            max_file_bytes: overrides.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES),
-            max_bytes: overrides
-                .workspace_bytes
-                .unwrap_or_else(|| source_bytes.saturating_mul(4).max(MIN_DEFAULT_MAX_BYTES)),
-            max_files: overrides.workspace_files.unwrap_or(DEFAULT_MAX_FILES),
-            min_free_bytes: overrides.min_free_bytes.unwrap_or(DEFAULT_MIN_FREE_BYTES),
-            max_checkpoint_bytes: overrides
-                .checkpoint_bytes
-                .unwrap_or_else(|| source_bytes.max(MIN_DEFAULT_CHECKPOINT_BYTES)),
+            max_file_bytes: at_most(overrides.max_file_bytes, DEFAULT_MAX_FILE_BYTES),
+            max_bytes: at_most(
+                overrides.workspace_bytes,
+                source_bytes.saturating_mul(4).max(MIN_DEFAULT_MAX_BYTES),
+            ),
+            max_files: at_most(overrides.workspace_files, DEFAULT_MAX_FILES),
+            min_free_bytes: floor,
+            max_checkpoint_bytes: at_most(
+                overrides.checkpoint_bytes,
+                source_bytes.max(MIN_DEFAULT_CHECKPOINT_BYTES),
+            ),
         }
+    }
+
+    /// The overrides of `overrides` that may loosen a default, as
+    /// `name = value` (what an untrusted configuration cannot have).
+    pub(crate) fn loosening(overrides: &LimitOverrides) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut above = |name: &str, value: Option<u64>, default: u64| {
+            if let Some(v) = value.filter(|v| *v > default) {
+                out.push(format!("{name} = {}", human_bytes_or_count(name, v)));
+            }
+        };
+        above(
+            "max_file_bytes",
+            overrides.max_file_bytes,
+            DEFAULT_MAX_FILE_BYTES,
+        );
+        // These two default to at least these, more for a large source.
+        above(
+            "workspace_bytes",
+            overrides.workspace_bytes,
+            MIN_DEFAULT_MAX_BYTES,
+        );
+        above(
+            "workspace_files",
+            overrides.workspace_files,
+            DEFAULT_MAX_FILES,
+        );
+        above(
+            "checkpoint_bytes",
+            overrides.checkpoint_bytes,
+            MIN_DEFAULT_CHECKPOINT_BYTES,
+        );
+        if let Some(v) = overrides
+            .min_free_bytes
+            .filter(|v| *v < DEFAULT_MIN_FREE_BYTES)
+        {
+            out.push(format!("min_free_bytes = {}", human_bytes(v)));
+        }
+        out
     }
 
     /// The first limit `now` crosses, as a sentence for the model, given
@@ -148,6 +206,14 @@ impl WorkspaceLimits {
             ));
         }
         None
+    }
+}
+
+fn human_bytes_or_count(name: &str, value: u64) -> String {
+    if name.ends_with("_files") {
+        value.to_string()
+    } else {
+        human_bytes(value)
     }
 }
 
@@ -231,54 +297,91 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
     Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
-/// Watches the workspace while one command runs (see
-/// the module documentation for why a watchdog and not a size-limited
-/// filesystem): the first poll over a limit puts the reason in `stop`.
+/// Measures every root in `roots` as one: their entries and bytes added up,
+/// the free space of the first one's filesystem.
+fn measure_all(roots: &[std::path::PathBuf], give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
+    let mut total = Usage::default();
+    for (i, root) in roots.iter().enumerate() {
+        let (bytes, files) = (total.bytes, total.files);
+        let mut stop = false;
+        let usage = measure(root, &mut |partial| {
+            let so_far = Usage {
+                bytes: bytes.saturating_add(partial.bytes),
+                files: files.saturating_add(partial.files),
+                free_bytes: if i == 0 {
+                    partial.free_bytes
+                } else {
+                    total.free_bytes
+                },
+            };
+            stop = give_up(&so_far);
+            stop
+        });
+        total.bytes = total.bytes.saturating_add(usage.bytes);
+        total.files = total.files.saturating_add(usage.files);
+        if i == 0 {
+            total.free_bytes = usage.free_bytes;
+        }
+        if stop {
+            break;
+        }
+    }
+    total
+}
+
+/// Watches the workspace (and any other directory the container writes on
+/// the host, counted with it) while one command runs (see the module
+/// documentation for why a watchdog and not a size-limited filesystem):
+/// the first poll over a limit puts the reason in `stop`.
 pub(crate) struct Watchdog {
     /// Holds the reason once a limit is crossed.
     pub stop: tokio::sync::watch::Receiver<Option<String>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
-    workspace: std::path::PathBuf,
+    roots: Vec<std::path::PathBuf>,
     limits: WorkspaceLimits,
     start: Usage,
 }
 
 /// The pause between two polls when a walk is quick; a slow walk is
 /// followed by a pause as long as itself, so the watchdog takes at most
-/// about half a core.
+/// about half a core. [`Watchdog::finish`] cuts the pause short.
 const POLL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Watchdog {
-    /// Measures the workspace as the command finds it, then polls it.
-    pub async fn start(workspace: std::path::PathBuf, limits: WorkspaceLimits) -> Self {
+    /// Measures the roots as the command finds them, then polls them.
+    pub async fn start(roots: Vec<std::path::PathBuf>, limits: WorkspaceLimits) -> Self {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (tx, stop) = tokio::sync::watch::channel(None);
         let done = std::sync::Arc::new(AtomicBool::new(false));
-        let ws = workspace.clone();
-        let start = tokio::task::spawn_blocking(move || measure(&ws, &mut |_| false))
+        let measured = roots.clone();
+        let start = tokio::task::spawn_blocking(move || measure_all(&measured, &mut |_| false))
             .await
             .unwrap_or_default();
         let flag = done.clone();
-        let (root, watched) = (workspace.clone(), limits);
+        let watched = roots.clone();
         let thread = std::thread::Builder::new()
             .name("workspace-watchdog".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     let began = std::time::Instant::now();
                     let mut crossed = None;
-                    let usage = measure(&workspace, &mut |partial| {
+                    let usage = measure_all(&watched, &mut |partial| {
                         if flag.load(Ordering::Relaxed) {
                             return true;
                         }
                         crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
                         crossed.is_some()
                     });
+                    if flag.load(Ordering::Relaxed) {
+                        return;
+                    }
                     if let Some(reason) = crossed.or_else(|| limits.crossed(&start, &usage)) {
                         let _ = tx.send(Some(reason));
                         return;
                     }
-                    std::thread::sleep(began.elapsed().max(POLL_PAUSE));
+                    // Woken early by `finish`.
+                    std::thread::park_timeout(began.elapsed().max(POLL_PAUSE));
                 }
             })
             .ok();
@@ -286,8 +389,8 @@ impl Watchdog {
             stop,
             done,
             thread,
-            workspace: root,
-            limits: watched,
+            roots,
+            limits,
             start,
         }
     }
@@ -297,14 +400,15 @@ impl Watchdog {
     pub async fn finish(mut self) -> Option<String> {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
         let thread = self.thread.take();
-        let (workspace, limits, start) = (self.workspace.clone(), self.limits, self.start);
+        let (roots, limits, start) = (self.roots.clone(), self.limits, self.start);
         tokio::task::spawn_blocking(move || {
             if let Some(thread) = thread {
-                // It notices within one directory of its walk.
+                // Out of its pause at once; within one directory of a walk.
+                thread.thread().unpark();
                 let _ = thread.join();
             }
             let mut crossed = None;
-            let usage = measure(&workspace, &mut |partial| {
+            let usage = measure_all(&roots, &mut |partial| {
                 crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
                 crossed.is_some()
             });
@@ -338,6 +442,7 @@ mod tests {
                 max_file_bytes: Some(7),
                 min_free_bytes: Some(8),
                 checkpoint_bytes: Some(9),
+                tighten_only: false,
             },
         );
         assert_eq!(
@@ -350,6 +455,51 @@ mod tests {
             ),
             (5, 6, 7, 8, 9)
         );
+    }
+
+    #[test]
+    fn overrides_nobody_vouched_for_only_tighten() {
+        let strict = |o: LimitOverrides| {
+            WorkspaceLimits::new(
+                10 << 20,
+                &LimitOverrides {
+                    tighten_only: true,
+                    ..o
+                },
+            )
+        };
+        let defaults = WorkspaceLimits::new(10 << 20, &LimitOverrides::default());
+        let looser = LimitOverrides {
+            max_file_bytes: Some(u64::MAX),
+            workspace_bytes: Some(u64::MAX),
+            workspace_files: Some(u64::MAX),
+            min_free_bytes: Some(1),
+            checkpoint_bytes: Some(u64::MAX),
+            tighten_only: false,
+        };
+        assert_eq!(strict(looser), defaults, "nothing loosens");
+        assert_eq!(WorkspaceLimits::loosening(&looser).len(), 5);
+        let tighter = LimitOverrides {
+            max_file_bytes: Some(1 << 20),
+            workspace_bytes: Some(64 << 20),
+            workspace_files: Some(500),
+            min_free_bytes: Some(4 << 30),
+            checkpoint_bytes: Some(8 << 20),
+            tighten_only: false,
+        };
+        let t = strict(tighter);
+        assert_eq!(
+            (
+                t.max_file_bytes,
+                t.max_bytes,
+                t.max_files,
+                t.min_free_bytes,
+                t.max_checkpoint_bytes
+            ),
+            (1 << 20, 64 << 20, 500, 4 << 30, 8 << 20),
+            "what tightens holds"
+        );
+        assert!(WorkspaceLimits::loosening(&tighter).is_empty());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod journal;
 pub mod limits;
 mod pack;
 pub(crate) mod prepared;
+pub(crate) mod protected;
 mod rebuild;
 mod secrets;
 mod source_state;

@@ -171,7 +171,7 @@ struct Lock {
 
 impl Lock {
     fn open(dir: &Path) -> Result<std::fs::File, WorkspaceError> {
-        std::fs::create_dir_all(dir).map_err(|e| WorkspaceError::io(dir, e))?;
+        crate::state::private_dir(dir).map_err(|e| WorkspaceError::io(dir, e))?;
         let path = dir.join("lock");
         std::fs::OpenOptions::new()
             .create(true)
@@ -539,7 +539,7 @@ fn refresh_and_move(
     }
     let seed = taking.join("store");
     if let Some(parent) = store_dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| failed(WorkspaceError::io(parent, e)))?;
+        crate::state::private_dir(parent).map_err(|e| failed(WorkspaceError::io(parent, e)))?;
     }
     std::fs::rename(&seed, store_dir).map_err(|e| failed(WorkspaceError::io(store_dir, e)))?;
     let workspace = PrivateWorkspace::from_prepared(

@@ -53,38 +53,47 @@ pub fn make_run_with_checks(
     let export = store.export_patch(baseline.id).unwrap();
 
     let artifacts = ArtifactDir::create(state.runs_dir().join(id), repo_dir).unwrap();
+    let key = ReceiptKey::load_or_create(state).unwrap().0;
     let repo = repo_dir.canonicalize().unwrap().display().to_string();
     artifacts
-        .write_manifest(&Manifest {
-            run_id: id.into(),
-            repo: repo.clone(),
-            task: "Fix the greeting".into(),
-            baseline_commit: ws.baseline().to_string(),
-            baseline_fingerprint: baseline.fingerprint.to_string(),
-            checks: checks
-                .iter()
-                .map(|(name, command)| minicoder::trace::ManifestCheck {
-                    name: (*name).into(),
-                    command: (*command).into(),
-                })
-                .collect(),
-            checks_from_flags: false,
-            bootstrap: Vec::new(),
-            model_chain: Vec::new(),
-            limits: ManifestLimits {
-                max_turns: 1,
-                timeout_ms: 1,
-                command_timeout_ms: 60_000,
-                model_timeout_ms: 1,
-                max_tokens: 1,
-                network: false,
-                approval: "never".into(),
+        .write_manifest(
+            &Manifest {
+                run_id: id.into(),
+                repo: repo.clone(),
+                task: "Fix the greeting".into(),
+                baseline_commit: ws.baseline().to_string(),
+                baseline_fingerprint: baseline.fingerprint.to_string(),
+                checks: checks
+                    .iter()
+                    .map(|(name, command)| minicoder::trace::ManifestCheck {
+                        name: (*name).into(),
+                        command: (*command).into(),
+                    })
+                    .collect(),
+                checks_from_flags: false,
+                bootstrap: Vec::new(),
+                model_chain: Vec::new(),
+                limits: ManifestLimits {
+                    max_turns: 1,
+                    timeout_ms: 1,
+                    command_timeout_ms: 60_000,
+                    model_timeout_ms: 1,
+                    max_tokens: 1,
+                    network: false,
+                    approval: "never".into(),
+                    allow_config_edits: false,
+                    workspace: None,
+                },
+                left_out: Vec::new(),
+                instructions: Vec::new(),
+                project: None,
+                source_head: None,
+                hmac: String::new(),
+                created: "2026-12-01T00:00:00Z".into(),
+                minicoder_version: "test".into(),
             },
-            left_out: Vec::new(),
-            instructions: Vec::new(),
-            created: "2026-12-01T00:00:00Z".into(),
-            minicoder_version: "test".into(),
-        })
+            &key,
+        )
         .unwrap();
     let mut events = artifacts.create_event_log().unwrap();
     for event in [
@@ -141,7 +150,6 @@ pub fn make_run_with_checks(
             durations: PhaseDurations::default(),
         })
         .unwrap();
-    let key = ReceiptKey::load_or_create(state).unwrap();
     let receipt = Receipt::sign(
         &key,
         Receipt {
@@ -151,10 +159,19 @@ pub fn make_run_with_checks(
             baseline_fingerprint: baseline.fingerprint.to_string(),
             patch_sha256: stored.sha256,
             final_fingerprint: String::new(),
+            // What passed is what the manifest froze.
             verification: ReceiptVerification {
                 passed,
                 fingerprint: String::new(),
-                checks: Vec::new(),
+                checks: checks
+                    .iter()
+                    .map(|(name, command)| minicoder::trace::ReceiptCheck {
+                        name: (*name).into(),
+                        command: (*command).into(),
+                        exit_code: Some(if passed { 0 } else { 1 }),
+                        passed,
+                    })
+                    .collect(),
             },
             events_sha256: minicoder::trace::digest(artifacts.events_path()).unwrap(),
             ..Receipt::default()

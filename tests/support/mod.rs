@@ -5,6 +5,7 @@ pub mod fake_run;
 pub mod mock_openai;
 pub mod model_harness;
 pub mod project_run;
+pub mod repo_run;
 pub mod run_events;
 pub mod run_harness;
 pub mod tmux;
@@ -14,6 +15,26 @@ use std::process::Command;
 
 use bollard::Docker;
 use minicoder::sandbox::{self, ContainerSpec};
+
+/// `git status --porcelain` of `dir` (empty when nothing changed).
+pub fn git_status(dir: &Path) -> String {
+    let out = Command::new("git")
+        .args(["status", "--porcelain"])
+        .current_dir(dir)
+        .output()
+        .expect("git status");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A state directory for a test: private (0700), as minicoder requires of
+/// one that already exists.
+pub fn state_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .expect("a private tempdir")
+}
 
 /// Connects to Docker and makes sure the sandbox image exists.
 ///

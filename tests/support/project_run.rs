@@ -87,7 +87,7 @@ impl Project {
         super::git_commit_all(source.path());
         Self {
             source,
-            state: tempfile::tempdir().expect("tempdir"),
+            state: super::state_dir(),
             mock: MockOpenAi::start().await,
         }
     }
@@ -96,8 +96,15 @@ impl Project {
         self.source.path()
     }
 
-    /// Runs `minicoder run --non-interactive` to its end.
+    /// Runs `minicoder run --non-interactive` to its end, the project's
+    /// configuration trusted (with network for its bootstrap).
     pub async fn run(&self, label: &str, env: &[(&str, &str)]) -> Finished {
+        self.run_with(label, env, &["--trust-project=network"])
+            .await
+    }
+
+    /// [`Project::run`] with `args` instead of the trust flag.
+    pub async fn run_with(&self, label: &str, env: &[(&str, &str)], args: &[&str]) -> Finished {
         let artifacts = self.state.path().join(format!("artifacts-{label}"));
         let mut cmd = tokio::process::Command::new(super::bin());
         cmd.arg("run")
@@ -105,6 +112,7 @@ impl Project {
             .arg("Make the failing test pass")
             .args(["--non-interactive", "--model", "openai", "--artifact-dir"])
             .arg(&artifacts)
+            .args(args)
             .env("MINICODER_STATE_DIR", self.state.path())
             .env("OPENAI_BASE_URL", self.mock.base_url())
             .env("OPENAI_API_KEY", API_KEY)

@@ -36,7 +36,7 @@ impl RunHarness {
     /// Docker must be there (or the test is skipped as `docker_or_skip` says).
     pub async fn new(source: tempfile::TempDir) -> Option<Self> {
         super::docker_or_skip().await?;
-        let state = tempfile::tempdir().expect("tempdir");
+        let state = super::state_dir();
         let artifacts = state.path().join("artifacts");
         let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
         Some(Self {
