@@ -113,8 +113,12 @@ impl Harness {
     }
 
     fn report(&self, outcome: Outcome) -> Box<RunReport> {
+        self.report_of(outcome, ev::DIFF)
+    }
+
+    fn report_of(&self, outcome: Outcome, diff: &str) -> Box<RunReport> {
         let patch = self.dir.path().join("final.patch");
-        std::fs::write(&patch, ev::DIFF).expect("patch");
+        std::fs::write(&patch, diff).expect("patch");
         Box::new(RunReport {
             run_id: "20261130-051500-3f9a1c2e".into(),
             outcome,
@@ -396,6 +400,44 @@ fn the_verified_patch_is_reviewed_per_hunk() {
         h.app.update(AppEvent::RunEnded(Ok(report)));
         h.keys(&["]", "space"]);
     });
+}
+
+/// A patch that changes `.minicoder.json` changes what the next run of the
+/// repository honours: its entry and the review's status line say so.
+#[test]
+fn a_patch_that_changes_the_repository_config_is_flagged_in_the_review() {
+    const CONFIG: &str = "diff --git a/.minicoder.json b/.minicoder.json
+index 1111111..3333333 100644
+--- a/.minicoder.json
++++ b/.minicoder.json
+@@ -1,3 +1,3 @@
+ {
+-  \"checks\": [{\"name\": \"tests\", \"command\": \"python3 -m pytest -q\"}]
++  \"checks\": [{\"name\": \"tests\", \"command\": \"true\"}]
+ }
+";
+    let diff = format!("{CONFIG}{}", ev::DIFF);
+    both_sizes("review_config", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.feed(ev::ending(Outcome::Success));
+        let report = h.report_of(Outcome::Success, &diff);
+        h.app.update(AppEvent::RunEnded(Ok(report)));
+    });
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    mid_run(&mut h);
+    h.feed(ev::ending(Outcome::Success));
+    let report = h.report_of(Outcome::Success, &diff);
+    h.app.update(AppEvent::RunEnded(Ok(report)));
+    let screen = h.screen();
+    assert!(
+        screen.contains(
+            "Review the verified patch: config! it changes the repository's minicoder configuration"
+        ),
+        "{screen}"
+    );
+    // The one entry that touches the configuration is marked; no other is.
+    assert_eq!(screen.matches("M config! ").count(), 1, "{screen}");
+    assert!(screen.contains("M pagination.py"), "{screen}");
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl RunStore {
     }
 
     fn key(&self) -> Result<ReceiptKey, String> {
-        ReceiptKey::load_or_create(&self.state).map_err(|e| format!("the receipt key: {e}"))
+        ReceiptKey::load_existing(&self.state).map_err(|e| format!("the receipt key: {e}"))
     }
 
     /// Applies as asked: the whole verified patch, or a subset verified again first.

@@ -230,6 +230,13 @@ impl RunView {
                     phase, *done, *total, *bytes,
                 ));
             }
+            RunEvent::ProjectConfig {
+                trusted, ignored, ..
+            } => {
+                if let Some(notice) = crate::protocol::project_notice(*trusted, ignored) {
+                    self.note(NoteKind::Warning, clean(&notice));
+                }
+            }
             RunEvent::BootstrapStarted { commands, network } => {
                 self.sandbox = SandboxState::Bootstrapping;
                 let net = if *network { "with" } else { "without" };

@@ -5,9 +5,10 @@
 /// Tabs become four spaces, `\r` is dropped, ANSI escape sequences are removed,
 /// other control characters (and bidirectional overrides) become `�`; newlines
 /// are kept. The rules are those of [`crate::terminal_text`], shared with every
-/// line printed outside the session.
+/// line printed outside the session. Secrets are redacted first, as on
+/// every other output.
 pub fn clean(text: &str) -> String {
-    crate::terminal_text::clean_for_screen(text)
+    crate::terminal_text::clean_for_screen(&crate::trace::redact::shown(text))
 }
 
 #[cfg(test)]

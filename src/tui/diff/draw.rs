@@ -251,6 +251,9 @@ pub(super) fn file_entry(
     let mut letter = [0u8; 4];
     pen.put(file.status.letter().encode_utf8(&mut letter), status_style);
     pen.put(" ", status_style);
+    if file.touches_config() {
+        pen.put("config! ", theme.get(Meaning::CheckFail));
+    }
     let added = SignedCount::new(b'+', file.added);
     let removed = SignedCount::new(b'-', file.removed);
     let counts_width = if file.binary {

@@ -51,6 +51,16 @@ pub struct FileDiff {
 }
 
 impl FileDiff {
+    /// Whether the change touches the repository's own minicoder
+    /// configuration (`.minicoder.json`, `.minicoder/`), on either side of a
+    /// rename: such a patch changes what the next run honours.
+    pub fn touches_config(&self) -> bool {
+        let protected = |p: &str| crate::workspace::protected::is_protected(p.as_bytes());
+        protected(&self.path) || self.old_path.as_deref().is_some_and(protected)
+    }
+}
+
+impl FileDiff {
     /// Whether the file can only be taken or left as a whole in a review: additions,
     /// deletions, binary files and changes without hunks (modes, pure renames).
     pub(crate) fn is_whole_unit(&self) -> bool {

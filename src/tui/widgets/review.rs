@@ -28,8 +28,18 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     let key = theme.get(Meaning::HelpKey);
     let text = theme.get(Meaning::Text);
     let (chosen, total) = review.selection.chosen();
-    let first = Line::from(vec![
-        Span::styled(" Review the verified patch: ", theme.get(Meaning::Title)),
+    let mut first = Line::from(vec![Span::styled(
+        " Review the verified patch: ",
+        theme.get(Meaning::Title),
+    )]);
+    if review.model.files.iter().any(|f| f.touches_config()) {
+        first.spans.push(Span::styled(
+            "config! it changes the repository's minicoder configuration",
+            theme.get(Meaning::CheckFail),
+        ));
+        first.spans.push(Span::styled(" · ", text));
+    }
+    first.spans.extend([
         Span::styled(format!("{chosen} of {total} hunks chosen"), text),
         Span::styled(" · ", text),
         Span::styled(
