@@ -194,10 +194,9 @@ impl ContainerSpec {
             set("GOMODCACHE", "/deps/go/mod");
         }
         if self.role == Role::Bootstrap {
-            // What the bootstrap builds is thrown away with its container:
-            // the image's warm Go build cache is read-only, and build output
-            // is never kept for another container.
-            set("GOCACHE", "/tmp/go-build");
+            // (What it compiles stays in its container's /tmp: the image's
+            // `go` wrapper gives every container a writable build cache over
+            // the warm one, and no build output is kept for another.)
             // Removable by the host and the next bootstrap.
             set("GOFLAGS", "-modcacherw");
             if self.downloads.is_some() {
@@ -423,7 +422,7 @@ mod tests {
         assert_eq!(env["CARGO_NET_OFFLINE"], "true");
         assert_eq!(env["GOPROXY"], "off");
         assert_eq!(env["NPM_CONFIG_CACHE"], "/cache/npm");
-        assert_eq!(env["GOCACHE"], "/tmp/go-build");
+        assert!(!env.contains_key("GOCACHE"), "the wrapper's writable cache");
         assert!(
             !env.contains_key("SSL_CERT_FILE"),
             "no network, no CA bundle"
