@@ -116,10 +116,15 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
         RunEvent::BootstrapFinished {
             passed,
             duration_ms,
-            ..
+            failure,
         } => {
+            let why = failure
+                .as_deref()
+                .filter(|_| !*passed)
+                .map(|f| format!(": {f}"))
+                .unwrap_or_default();
             format!(
-                "bootstrap {} in {duration_ms} ms",
+                "bootstrap {} in {duration_ms} ms{why}",
                 if *passed { "passed" } else { "FAILED" }
             )
         }

@@ -366,7 +366,10 @@ async fn bootstrap_stops_at_the_first_failure() {
     assert_eq!(result.outputs[1].exit_code, Some(7));
     assert_eq!(
         result.failure.as_deref(),
-        Some("bootstrap command 2 `echo broken >&2; exit 7` exited with code 7")
+        Some(
+            "bootstrap command 2 `echo broken >&2; exit 7` exited with code 7: broken (all of it in outputs/bootstrap-2.stderr)"
+        ),
+        "why, and where the rest is"
     );
     assert!(!fx.workspace.path().join("never.txt").exists());
     assert_no_containers_left(&docker, &settings.run_id).await;

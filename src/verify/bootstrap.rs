@@ -170,7 +170,21 @@ async fn run_commands(
                 }
             });
             result.passed = false;
-            result.failure = Some(format!("bootstrap command {} `{command}` {how}", i + 1));
+            // Why, where a person sees it: the telling line of its output
+            // and the file that holds all of it.
+            let why = crate::verify::first_error::first_error(
+                &outcome.stderr.text(),
+                &outcome.stdout.text(),
+            )
+            .map(|line| format!(": {line}"))
+            .unwrap_or_default();
+            let file = output_file(&outcome, &settings.outputs_dir)
+                .map(|f| format!(" (all of it in {f})"))
+                .unwrap_or_default();
+            result.failure = Some(format!(
+                "bootstrap command {} `{command}` {how}{why}{file}",
+                i + 1
+            ));
             break;
         }
     }

@@ -48,7 +48,27 @@ const FAILURE_MARKS: [&str; 8] = [
     "not found",
 ];
 
-/// The line to show for a failing check with these streams, if any. A
+/// How test runners and compilers start their own error lines: pytest's
+/// `E   …`, rustc's `error[E…]` and `error:`, Go's `--- FAIL:`, unittest's
+/// `FAIL:`/`ERROR:`, Node's and mocha's `Error:`, TAP's `not ok`. Such a
+/// line beats any other that merely mentions an error (a quoted source line
+/// with `raise TypeError(…)`).
+const RUNNER_MARKS: [&str; 10] = [
+    "E   ",
+    "error[",
+    "error:",
+    "--- FAIL:",
+    "FAIL:",
+    "ERROR:",
+    "Error:",
+    "not ok ",
+    "FAILED ",
+    "fatal error:",
+];
+
+/// The line to show for a failing check with these streams, if any: a
+/// runner's own error line first ([`RUNNER_MARKS`]), else the first line
+/// that mentions a failure. A
 /// stream longer than the scan window is looked at by its beginning and,
 /// when that holds no failure line, by its end (where test runners print
 /// their summary).
@@ -61,6 +81,18 @@ pub fn first_error(stderr: &str, stdout: &str) -> Option<String> {
             && t.chars().any(char::is_alphanumeric)
     };
     let failure = |line: &&str| FAILURE_MARKS.iter().any(|m| line.contains(m));
+    let runner = |line: &&str| {
+        let t = line.trim_start_matches(' ');
+        RUNNER_MARKS.iter().any(|m| t.starts_with(m))
+            || line.contains(": error:")
+            || line.starts_with("E ") && line.len() > 2
+    };
+    let runner_line = [head(stderr), head(stdout), tail(stderr), tail(stdout)]
+        .into_iter()
+        .find_map(|text| text.lines().filter(meaningful).take(5000).find(runner));
+    if let Some(line) = runner_line {
+        return Some(clean(line.trim()).trim().to_string());
+    }
     let stderr_head: Vec<&str> = head(stderr).lines().filter(meaningful).take(200).collect();
     // An error line wins over whatever noise precedes it.
     let line = stderr_head
@@ -181,6 +213,31 @@ mod tests {
         assert_eq!(
             first_error(&stderr, "").as_deref(),
             Some("error: linking failed")
+        );
+    }
+
+    #[test]
+    fn a_runners_own_error_line_beats_a_source_line_that_mentions_an_error() {
+        let stdout = "F\n=================================== FAILURES ===\n    def slugify(text):\n>       raise TypeError(\"text must be str\")\nE   ModuleNotFoundError: No module named 'text_unidecode'\n\nslugify.py:4: ModuleNotFoundError\nFAILED test_slugify.py::test_a\n";
+        assert_eq!(
+            first_error("", stdout).as_deref(),
+            Some("E   ModuleNotFoundError: No module named 'text_unidecode'")
+        );
+        let go = "=== RUN   TestClamp\n    clamp_test.go:13: Clamp(42, 0, 10) = 0, want 10\n--- FAIL: TestClamp (0.00s)\nFAIL\n";
+        assert_eq!(
+            first_error("", go).as_deref(),
+            Some("--- FAIL: TestClamp (0.00s)")
+        );
+        let cc = "cc -O1 -c clamp.c\nclamp.c:7:16: error: expected ';' before 'return'\nmake: *** [Makefile:12: clamp.o] Error 1\n";
+        assert_eq!(
+            first_error(cc, "").as_deref(),
+            Some("clamp.c:7:16: error: expected ';' before 'return'")
+        );
+        let rust =
+            "   Compiling digits v0.1.0\nerror[E0425]: cannot find value `x` in this scope\n";
+        assert_eq!(
+            first_error(rust, "").as_deref(),
+            Some("error[E0425]: cannot find value `x` in this scope")
         );
     }
 
