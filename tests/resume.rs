@@ -311,3 +311,58 @@ async fn a_cancelled_run_resumes_and_changed_checks_are_refused() {
     minicoder::trace::verify_chain(dir.join("events.jsonl")).expect("one chain");
     assert_verifies(&h, &id).await;
 }
+
+/// What the bootstrap installed outside the checkpoints (a venv) comes back
+/// on resume: a run whose checks need it is killed mid-command and resumed
+/// to a verified success, its bootstrap run once more and its baseline kept.
+#[tokio::test]
+async fn a_killed_run_with_a_bootstrap_gets_its_environment_back_on_resume() {
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    support::write(
+        &h.source.path().join(".minicoder.json"),
+        br#"{"bootstrap": ["python3 -m venv --system-site-packages --without-pip .venv"],
+            "verification": [{"name": "tests", "command": ".venv/bin/python -m pytest -q -p no:cacheprovider"}]}"#,
+    );
+    support::git_commit_all(h.source.path());
+    h.mock.push(plan_and_shell(
+        "test -x .venv/bin/python && echo venv; sleep 300",
+    ));
+    let source = h.source.path().display().to_string();
+    let mut child = h
+        .command(&[
+            "run",
+            &source,
+            "Fix the pagination bug",
+            "--non-interactive",
+            "--model",
+            "openai",
+            "--trust-project",
+        ])
+        .spawn()
+        .expect("spawn");
+    let dir = h.wait_for("\"tool.started\"").await;
+    let id = run_id(&dir);
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    child.start_kill().expect("kill -9");
+    child.wait().await.expect("reap");
+
+    h.mock.push_all(fix_and_complete());
+    let (code, result, stderr) = h
+        .finish(&["resume", &id, "--non-interactive", "--trust-project"])
+        .await;
+    assert_eq!(code, 0, "resume failed: {result}\n{stderr}");
+    assert_eq!(result["outcome"], "success", "{result}\n{stderr}");
+    let log = events(&dir);
+    assert_eq!(count(&log, "bootstrap.started"), 2, "once per process");
+    let rebaselined = log
+        .iter()
+        .filter(|e| e["type"] == "checkpoint.created" && e["reason"] == "baseline after bootstrap")
+        .count();
+    assert_eq!(rebaselined, 1, "the resumed run keeps its baseline");
+    let patch = std::fs::read_to_string(dir.join("final.patch")).expect("patch");
+    assert!(!patch.contains(".venv"), "{patch}");
+    assert!(patch.contains("-(-total_items // page_size)"), "{patch}");
+    assert_verifies(&h, &id).await;
+}

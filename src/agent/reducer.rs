@@ -83,6 +83,11 @@ pub struct Agent {
     /// The summary of the latest completion request, bounded.
     #[serde(default)]
     completion_summary: Option<String>,
+    /// A resumed run is running its bootstrap again: what it installed
+    /// outside the checkpoints (a venv, `node_modules`, the dependency
+    /// folder) went with the old workspace.
+    #[serde(default)]
+    rebootstrapping: bool,
 }
 
 impl Agent {
@@ -117,6 +122,7 @@ impl Agent {
             approve_all: false,
             approvals_asked: 0,
             completion_summary: None,
+            rebootstrapping: false,
         }
     }
 
@@ -285,11 +291,19 @@ impl Agent {
                     duration_ms,
                     failure: failure.clone(),
                 }));
-                if passed {
+                let again = std::mem::take(&mut self.rebootstrapping);
+                if passed && again {
+                    self.go_on_resumed(fx);
+                } else if passed {
                     fx.push(Effect::Rebaseline);
                 } else {
                     let why = failure.unwrap_or_default();
-                    self.finish(Outcome::Failure, format!("bootstrap failed: {why}"), fx);
+                    let when = if again { " (again, on resume)" } else { "" };
+                    self.finish(
+                        Outcome::Failure,
+                        format!("bootstrap failed{when}: {why}"),
+                        fx,
+                    );
                 }
             }
             (Phase::Bootstrapping, Input::Rebaselined { checkpoint }) => {
@@ -375,6 +389,24 @@ impl Agent {
             self.run_state.follow_up(&text);
             self.follow_ups.push(text);
         }
+        if !self.config.bootstrap.is_empty() {
+            // The rebuilt workspace has the run's files, not what the
+            // bootstrap installed: it runs again first (and its writes are
+            // not taken as a new baseline — the run's baseline stays).
+            self.phase = Phase::Bootstrapping;
+            self.rebootstrapping = true;
+            fx.push(Effect::Emit(RunEvent::BootstrapStarted {
+                commands: self.config.bootstrap.clone(),
+                network: self.config.bootstrap_network,
+            }));
+            return fx.push(Effect::Bootstrap);
+        }
+        self.go_on_resumed(fx);
+    }
+
+    /// A resumed run goes on: the baseline verification again if its
+    /// verdict was lost with the process, then the next turn.
+    fn go_on_resumed(&mut self, fx: &mut Vec<Effect>) {
         self.phase = Phase::AwaitingModel;
         if matches!(self.baseline, Baseline::NotStarted | Baseline::Running) {
             // Its verdict was lost with the process: it runs again.

@@ -160,3 +160,63 @@ fn a_finished_run_takes_a_follow_up_and_needs_a_new_verification() {
         })
     ));
 }
+
+#[test]
+fn a_resumed_run_with_a_bootstrap_runs_it_again_before_the_next_turn_and_keeps_its_baseline() {
+    let cfg = AgentConfig {
+        bootstrap: vec!["python3 -m venv .venv".into()],
+        ..config()
+    };
+    let mut a = Agent::new(cfg);
+    start(&mut a);
+    a.handle(Input::BootstrapFinished {
+        passed: true,
+        failure: None,
+        duration_ms: 5,
+    });
+    a.handle(Input::Rebaselined {
+        checkpoint: "after-bootstrap".into(),
+    });
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        fingerprint: "fp".into(),
+        feedback: String::new(),
+        checks: Vec::new(),
+    });
+    let saved = serde_json::to_string(&a).expect("save");
+
+    let mut a: Agent = serde_json::from_str(&saved).expect("load");
+    let fx = resumed(&mut a, None);
+    assert!(matches!(
+        fx.as_slice(),
+        [
+            Effect::Emit(RunEvent::BootstrapStarted { .. }),
+            Effect::Bootstrap
+        ]
+    ));
+    let fx = a.handle(Input::BootstrapFinished {
+        passed: true,
+        failure: None,
+        duration_ms: 5,
+    });
+    assert!(!has(&fx, |e| matches!(e, Effect::Rebaseline)), "{fx:?}");
+    assert!(calls_model(&fx), "{fx:?}");
+    assert!(!has(&fx, |e| matches!(e, Effect::VerifyBaseline { .. })));
+
+    // Failing again ends the run, saying when.
+    let mut a: Agent = serde_json::from_str(&saved).expect("load");
+    resumed(&mut a, None);
+    let fx = a.handle(Input::BootstrapFinished {
+        passed: false,
+        failure: Some("exit 1".into()),
+        duration_ms: 5,
+    });
+    assert_eq!(
+        fx.last(),
+        Some(&Effect::Finish {
+            outcome: Outcome::Failure,
+            reason: "bootstrap failed (again, on resume): exit 1".into()
+        })
+    );
+}
