@@ -341,7 +341,7 @@ pub fn main() -> ExitCode {
         Some(Command::Resume(args)) => !args.non_interactive,
         _ => false,
     };
-    init_tracing(session);
+    init_tracing(session, !matches!(cli.command, Some(Command::Doctor)));
     // The state directory is private before anything is written under it,
     // and one that others could read is refused (`doctor` reports it).
     if !matches!(cli.command, Some(Command::Doctor)) {
@@ -473,9 +473,12 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, except while the full-screen session owns the terminal:
-/// then to `logs/minicoder.log` under the state directory.
-fn init_tracing(session: bool) {
+/// Logs go to `logs/minicoder.log` under the state directory: a command's
+/// output is what it prints, never log records. With `MINICODER_LOG` (or
+/// `MINICODER_LOG_STDERR`) set, a command other than the full-screen session
+/// logs to stderr instead; nothing ever draws over the session's screen.
+/// `doctor`, which writes nothing into the state directory, logs only so.
+fn init_tracing(session: bool, may_write_state: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MINICODER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     // Log records quote paths, errors and output: escaped like every other
@@ -483,17 +486,22 @@ fn init_tracing(session: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(false);
-    let _ = match (session, session_log_file()) {
-        (true, Some(file)) => builder
-            .with_writer(std::sync::Mutex::new(RedactingWriter(file)))
-            .try_init(),
-        // Nothing may draw over the session's screen.
-        (true, None) => builder.with_writer(std::io::sink).try_init(),
-        (false, _) => builder
+    let stderr_asked = ["MINICODER_LOG", "MINICODER_LOG_STDERR"]
+        .iter()
+        .any(|name| std::env::var_os(name).is_some());
+    if !session && stderr_asked {
+        let _ = builder
             .with_writer(|| {
                 crate::terminal_text::EscapingWriter(RedactingWriter(std::io::stderr()))
             })
+            .try_init();
+        return;
+    }
+    let _ = match may_write_state.then(log_file).flatten() {
+        Some(file) => builder
+            .with_writer(std::sync::Mutex::new(RedactingWriter(file)))
             .try_init(),
+        None => builder.with_writer(std::io::sink).try_init(),
     };
 }
 
@@ -513,11 +521,8 @@ impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
     }
 }
 
-/// The session's log file, opened for appending; `None` if it cannot be.
-fn session_log_file() -> Option<std::fs::File> {
-    if std::env::var_os("MINICODER_LOG_STDERR").is_some() {
-        return None;
-    }
+/// The log file, opened for appending; `None` if it cannot be.
+fn log_file() -> Option<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let state = crate::state::StateDir::from_env().ok()?;
     // The root first, private (or refused: the command then says why).
