@@ -153,11 +153,26 @@ impl Fixture {
             },
             RunEvent::VerificationStarted {
                 attempt: 1,
-                reason: VerificationReason::Completion,
+                reason: VerificationReason::Baseline,
                 checks: vec!["tests".into()],
             },
             RunEvent::VerificationCheck {
                 attempt: 1,
+                check: CheckReport {
+                    exit_code: Some(1),
+                    passed: false,
+                    first_error: Some("E   assert 2 == 3".into()),
+                    output_file: Some("outputs/baseline-1-tests.txt".into()),
+                    ..check.clone()
+                },
+            },
+            RunEvent::VerificationStarted {
+                attempt: 2,
+                reason: VerificationReason::Completion,
+                checks: vec!["tests".into()],
+            },
+            RunEvent::VerificationCheck {
+                attempt: 2,
                 check: check.clone(),
             },
         ];
@@ -367,7 +382,7 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
         "make the tests pass",
         "[x] round the page count up",
         "page_count rounds up now; the partial page counts",
-        "pass   tests  exit 0  812ms  `python3 -m pytest -q`",
+        "verification (baseline, before any change):\n  FAIL   tests  exit 1  812ms  `python3 -m pytest -q`: E   assert 2 == 3\n         output: outputs/baseline-1-tests.txt\nverification (completion):\n  pass   tests  exit 0  812ms  `python3 -m pytest -q`\n",
         "patch: 1 file, +2 -1",
         "pagination.py  +2 -1",
         "next: minicoder show 20261130-100000-bbbbbb",
@@ -393,9 +408,9 @@ fn show_prints_report_task_plan_summary_matrix_and_patch_stat() {
         .filter(|l| l.starts_with("{\"seq\""))
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(events.len(), 5, "{text}");
+    assert_eq!(events.len(), 7, "{text}");
     assert_eq!(events[0]["type"], "run.started");
-    assert_eq!(events[4]["type"], "run.finished");
+    assert_eq!(events[6]["type"], "run.finished");
 
     let out = f.minicoder(&["show", "20261130-100000-bbbbbb", "--json"]);
     let value: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -894,6 +894,39 @@ fn a_failing_check_says_why_under_the_matrix() {
     );
 }
 
+/// A check that exits 0 but rebuilt files the repository tracks failed for
+/// that alone: the matrix says so, with nothing from its output to show.
+#[test]
+fn a_check_that_changed_the_workspace_says_so_under_the_matrix() {
+    let scenario = |h: &mut Harness| {
+        h.start();
+        h.feed(ev::opening());
+        let mut changed = ev::check("make-test", false, 265);
+        changed.exit_code = Some(0);
+        changed.first_error = None;
+        changed.failure = Some("the check changed the workspace: libstrbuf.a, strbuf.o".into());
+        h.feed(vec![
+            RunEvent::VerificationStarted {
+                attempt: 2,
+                reason: minicoder::protocol::VerificationReason::Completion,
+                checks: vec!["make-test".into()],
+            },
+            RunEvent::VerificationCheck {
+                attempt: 2,
+                check: changed,
+            },
+        ]);
+    };
+    both_sizes("matrix_changed", ApprovalMode::Final, scenario);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    scenario(&mut h);
+    let screen = h.screen();
+    assert!(
+        screen.contains("✗ make-test: the check changed the workspace: libstrbuf.a"),
+        "{screen}"
+    );
+}
+
 #[test]
 fn the_file_list_takes_the_room_a_wide_terminal_has() {
     let mut h = Harness::new(200, 50, ApprovalMode::Final);

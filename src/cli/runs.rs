@@ -256,6 +256,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
             "report": run.report,
             "plan": details.plan,
             "checks": details.checks,
+            "baseline_checks": details.baseline,
             "patch_stat": details.stat,
             "patch": flags.diff.then_some(&details.patch),
             "subset": super::show_subset::subset_json(&run, &state),
@@ -301,6 +302,8 @@ struct Details {
     plan: Vec<PlanItem>,
     /// The latest verification matrix: the report's, else the events'.
     checks: Vec<CheckReport>,
+    /// The baseline's matrix (its last attempt), from the events.
+    baseline: Vec<CheckReport>,
     patch: Option<String>,
     stat: Vec<FileStat>,
 }
@@ -313,10 +316,12 @@ impl Details {
             .and_then(|v| v.get("plan").cloned())
             .and_then(|p| serde_json::from_value::<Vec<PlanItem>>(p).ok())
             .unwrap_or_default();
+        let events = run.dir.join(EVENTS_FILE);
         let checks = match &run.report {
             Some(report) => report.verification.checks.clone(),
-            None => latest_checks(&run.dir.join(EVENTS_FILE)),
+            None => latest_checks(&events),
         };
+        let baseline = baseline_checks(&events);
         let patch = std::fs::read(run.dir.join(FINAL_PATCH_FILE))
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -324,6 +329,7 @@ impl Details {
         Self {
             plan,
             checks,
+            baseline,
             patch,
             stat,
         }
@@ -344,6 +350,57 @@ pub(crate) fn latest_checks(events: &Path) -> Vec<CheckReport> {
         }
     }
     checks
+}
+
+/// The checks of the last baseline verification in the event log.
+fn baseline_checks(events: &Path) -> Vec<CheckReport> {
+    let Ok(text) = std::fs::read_to_string(events) else {
+        return Vec::new();
+    };
+    let mut baseline_attempt = None;
+    let mut checks = Vec::new();
+    for line in text.lines() {
+        match serde_json::from_str::<RunEvent>(line) {
+            Ok(RunEvent::VerificationStarted {
+                attempt,
+                reason: crate::protocol::VerificationReason::Baseline,
+                ..
+            }) => {
+                baseline_attempt = Some(attempt);
+                checks.clear();
+            }
+            Ok(RunEvent::VerificationCheck { attempt, check })
+                if Some(attempt) == baseline_attempt =>
+            {
+                checks.push(check)
+            }
+            _ => {}
+        }
+    }
+    checks
+}
+
+/// One `show` line per check, with why it failed.
+fn print_checks(checks: &[CheckReport]) {
+    for c in checks {
+        out!(
+            "  {:<6} {}  exit {}  {}  `{}`{}",
+            if c.passed { "pass" } else { "FAIL" },
+            c.name,
+            c.exit_code.map_or("-".into(), |e| e.to_string()),
+            duration(c.duration_ms),
+            c.command,
+            [c.first_error.as_ref(), c.failure.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter(|_| !c.passed)
+                .map(|w| format!(": {w}"))
+                .collect::<String>()
+        );
+        if let Some(file) = c.output_file.as_ref().filter(|_| !c.passed) {
+            out!("         output: {file}");
+        }
+    }
 }
 
 /// Lines added and removed in one file of a patch.
@@ -450,26 +507,21 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
         }
     }
     out!();
-    out!("verification:");
-    if details.checks.is_empty() {
+    out!("verification (baseline, before any change):");
+    if details.baseline.is_empty() {
         out!("  (no check ran)");
     }
-    for c in &details.checks {
-        out!(
-            "  {:<6} {}  exit {}  {}  `{}`{}",
-            if c.passed { "pass" } else { "FAIL" },
-            c.name,
-            c.exit_code.map_or("-".into(), |e| e.to_string()),
-            duration(c.duration_ms),
-            c.command,
-            c.first_error
-                .as_ref()
-                .or(c.failure.as_ref())
-                .filter(|_| !c.passed)
-                .map(|w| format!(": {w}"))
-                .unwrap_or_default()
-        );
+    print_checks(&details.baseline);
+    out!("verification (completion):");
+    if details.checks.is_empty() {
+        let why = run
+            .report
+            .as_ref()
+            .map(|r| format!(": the run ended first ({})", r.reason))
+            .unwrap_or_default();
+        out!("  (no check ran{why})");
     }
+    print_checks(&details.checks);
     out!();
     let (added, removed) = details
         .stat

@@ -43,9 +43,12 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
             .iter()
             .zip(&latest.cells)
             .find_map(|(name, cell)| match cell {
+                // Its output's telling line, else why it failed beyond its
+                // exit (it changed the workspace, it hit a limit).
                 CellState::Done(report) if !report.passed => report
                     .first_error
                     .as_ref()
+                    .or(report.failure.as_ref())
                     .map(|why| format!(" ✗ {name}: {why} ")),
                 _ => None,
             })
