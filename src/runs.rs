@@ -286,6 +286,34 @@ pub fn list(state: &StateDir) -> Vec<RunRecord> {
     runs
 }
 
+/// Removes the run directories that hold no readable manifest and that no
+/// live process is making — what a run killed before it wrote its manifest
+/// left, or a directory damaged since — and returns them. A run being set
+/// up writes its workspace's owner file before its run directory, so one
+/// whose owner is alive is left alone.
+pub fn collect_unmade(state: &StateDir) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(state.runs_dir()) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.filter_map(Result::ok) {
+        let dir = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || RunRecord::read(&dir).is_ok() {
+            continue;
+        }
+        let id = entry.file_name().to_string_lossy().into_owned();
+        let owner = crate::sandbox::gc::workspace_owner_file(state, &id);
+        if crate::owner::read_owner_file(&owner).is_some_and(|o| o.is_alive()) {
+            continue;
+        }
+        if remove_path(&dir) {
+            let _ = std::fs::remove_file(&owner);
+            removed.push(dir);
+        }
+    }
+    removed
+}
+
 /// The runs of one source repository, newest first.
 pub fn list_for_repo(state: &StateDir, repo: &Path) -> Vec<RunRecord> {
     let repo = canonical(repo);
@@ -404,6 +432,33 @@ mod tests {
         let (_t, state, _, _) = fixture();
         let ids: Vec<String> = list(&state).into_iter().map(|r| r.id).collect();
         assert_eq!(ids, ["run-bbb1", "run-aaa2", "run-aaa1"]);
+    }
+
+    #[test]
+    fn gc_takes_run_directories_without_a_manifest_unless_their_owner_lives() {
+        let (_t, state, _, _) = fixture();
+        let making = state.runs_dir().join("run-making");
+        std::fs::create_dir_all(&making).unwrap();
+        std::fs::create_dir_all(state.workspaces_dir()).unwrap();
+        let alive = crate::sandbox::gc::workspace_owner_file(&state, "run-making");
+        crate::owner::write_owner_file(&alive, &crate::owner::ProcessIdentity::current()).unwrap();
+        let dead_dir = state.runs_dir().join("run-killed");
+        std::fs::create_dir_all(&dead_dir).unwrap();
+        std::fs::write(dead_dir.join(MANIFEST_FILE), "{ half").unwrap();
+        let dead = crate::sandbox::gc::workspace_owner_file(&state, "run-killed");
+        let gone = crate::owner::ProcessIdentity {
+            pid: u32::MAX - 1,
+            start_ticks: 1,
+        };
+        crate::owner::write_owner_file(&dead, &gone).unwrap();
+        let mut removed = collect_unmade(&state);
+        removed.sort();
+        assert_eq!(removed, [state.runs_dir().join("broken"), dead_dir.clone()]);
+        assert!(making.exists(), "a run being set up is left alone");
+        assert!(!dead.exists(), "its owner file goes with it");
+        // The runs with manifests are all still there.
+        assert_eq!(list(&state).len(), 3);
+        assert!(collect_unmade(&state).is_empty());
     }
 
     #[test]

@@ -153,7 +153,17 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
     let repo = tempfile::tempdir().expect("tempdir");
     support::write(&repo.path().join("AGENTS.md"), b"Use tabs.\n");
     support::write(&repo.path().join("pkg/AGENTS.md"), b"Package rules.\n");
+    support::write(&repo.path().join("requirements.txt"), b"requests==2.32.3\n");
     support::git(repo.path(), &["init", "-q"]);
+    support::git(
+        repo.path(),
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            "160000,1111111111111111111111111111111111111111,vendor/lib",
+        ],
+    );
     let state = support::state_dir();
     let out = Command::new(support::bin())
         .arg("doctor")
@@ -171,6 +181,22 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
         stdout.contains("[ OK ] project instructions: pkg/AGENTS.md (15 bytes)"),
         "{stdout}"
     );
+    // What would stand in a run's way: dependencies nothing installs, and
+    // a submodule.
+    assert!(
+        stdout.contains(
+            "[WARN] dependencies: requirements.txt declares dependencies that no bootstrap installs"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(".venv/bin/pip install -r requirements.txt"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("[WARN] submodules: vendor/lib: not checked out"),
+        "{stdout}"
+    );
     let outside = tempfile::tempdir().expect("tempdir");
     let out = Command::new(support::bin())
         .arg("doctor")
@@ -179,7 +205,12 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
         .env("DOCKER_HOST", "unix:///nonexistent.sock")
         .output()
         .expect("run minicoder");
-    assert!(!text(&out).0.contains("project instructions"));
+    let (stdout, _) = text(&out);
+    assert!(!stdout.contains("project instructions"));
+    assert!(
+        stdout.contains("[WARN] project: not inside a Git repository"),
+        "{stdout}"
+    );
 }
 
 #[tokio::test]

@@ -8,7 +8,8 @@
 
 mod support;
 
-use serde_json::json;
+use serde_json::{Value, json};
+use support::mock_openai::MockResponse;
 use support::project_run::{Finished, Project};
 
 /// The checks a run froze, as (name, command).
@@ -122,7 +123,22 @@ async fn go_test_runs_its_test_binary() {
     if support::docker_or_skip().await.is_none() {
         return;
     }
-    let p = Project::new("go", &[]).await;
+    // Beside it, a package on the parts of the standard library that the
+    // image's warm cache once lacked: they build, before and after the edit.
+    let p = Project::new(
+        "go",
+        &[
+            (
+                "sum/sum.go",
+                "package sum\n\nimport (\n\t\"crypto/rand\"\n\t\"math/big\"\n\t\"net/http\"\n)\n\n// Sum adds a and b exactly; Status names an HTTP status.\nfunc Sum(a, b int64) string { return new(big.Int).Add(big.NewInt(a), big.NewInt(b)).String() }\n\nfunc Status() string { return http.StatusText(http.StatusTeapot) }\n\nfunc Nonce() []byte { b := make([]byte, 8); _, _ = rand.Read(b); return b }\n",
+            ),
+            (
+                "sum/sum_test.go",
+                "package sum\n\nimport (\n\t\"testing\"\n\t\"testing/quick\"\n)\n\nfunc TestSum(t *testing.T) {\n\tif Sum(1<<62, 1<<62) != \"9223372036854775808\" || Status() != \"I'm a teapot\" || len(Nonce()) != 8 {\n\t\tt.Fatal(Sum(1<<62, 1<<62), Status())\n\t}\n\tif err := quick.Check(func(a, b int32) bool { return Sum(int64(a), int64(b)) == Sum(int64(b), int64(a)) }, nil); err != nil {\n\t\tt.Fatal(err)\n\t}\n}\n",
+            ),
+        ],
+    )
+    .await;
     // The bug is the second `return lo` (the one for v > hi).
     let text = std::fs::read_to_string(p.path().join("clamp.go")).expect("read");
     let fix = second_line_patch("clamp.go", &text, "\t\treturn lo", "\t\treturn hi");
@@ -132,6 +148,106 @@ async fn go_test_runs_its_test_binary() {
     assert_eq!(checks(&run), vec![pair("go-test", "go test ./...")]);
     assert_probe_failed(&p, "Clamp(42, 0, 10) = 0, want 10");
     assert_eq!(run.result["changed_files"], json!(["clamp.go"]));
+}
+
+/// A C library whose `make test` builds objects, an archive and a test
+/// binary that its `.gitignore` lists: the probe's build and the checks'
+/// builds are not the agent's change — not in `changed_files`, not in the
+/// patch, and the check that rebuilds them has not changed the workspace.
+#[tokio::test]
+async fn build_outputs_the_repository_ignores_are_not_the_agents_change() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let p = Project::new("c", &[]).await;
+    let text = std::fs::read_to_string(p.path().join("clamp.c")).expect("read");
+    let fix = second_line_patch("clamp.c", &text, "        return lo;", "        return hi;");
+    p.script_fix("make test", "clamp.c", &fix);
+    let run = p.run("c", &[]).await;
+    run.assert_success();
+    assert_eq!(checks(&run), vec![pair("make-test", "make test")]);
+    assert_probe_failed(&p, "FAIL: clamp(42, 0, 10) = 0, want 10");
+    assert_eq!(run.result["changed_files"], json!(["clamp.c"]));
+    let patch = run.final_patch();
+    for built in [
+        "clamp.o",
+        "libclamp.a",
+        "b/test_clamp\n",
+        "GIT binary patch",
+    ] {
+        assert!(!patch.contains(built), "{built} in the patch:\n{patch}");
+    }
+    let changes: Vec<Value> = run
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "workspace.changed")
+        .collect();
+    assert!(!changes.is_empty());
+    for change in changes {
+        assert_eq!(change["changed_files"], json!(["clamp.c"]), "{change}");
+    }
+}
+
+/// A Python project whose `requirements.txt` names a package from PyPI and
+/// no bootstrap: untrusted, its baseline fails for want of the package and
+/// the run stops, naming the install (not the agent's task); trusted with
+/// network, the detected install (a venv, `pip install -r`) runs and the
+/// checks run through the venv, to a verified fix.
+#[tokio::test]
+async fn declared_dependencies_are_installed_by_default_once_trusted() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let p = Project::new("python-deps", &[]).await;
+    // The agent starts beside the baseline verification; it is still on
+    // its first command when the baseline's verdict stops the run.
+    p.mock.push(MockResponse::tool_calls(&[
+        (
+            "update_plan",
+            json!({"items": [{"id": "1", "content": "look", "status": "in_progress"}]}),
+        ),
+        ("run_shell", json!({"command": "sleep 3"})),
+    ]));
+    let untrusted = p.run_with("python-deps-untrusted", &[], &[]).await;
+    assert_eq!(
+        untrusted.result["outcome"], "failure",
+        "{}",
+        untrusted.result
+    );
+    let reason = untrusted.result["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("No module named 'text_unidecode'")
+            && reason.contains("fails for want of a dependency")
+            && reason.contains(".venv/bin/pip install -r requirements.txt"),
+        "{reason}"
+    );
+    assert!(
+        untrusted.stderr().contains("installs its dependencies"),
+        "{}",
+        untrusted.stderr()
+    );
+
+    let fix = p.patch(
+        "slug.py",
+        r#"    return "-".join(words)"#,
+        r#"    return "-".join(words).lower()"#,
+    );
+    p.script_fix("python3 -m pytest -q", "slug.py", &fix);
+    let run = p.run("python-deps", &[]).await;
+    run.assert_success();
+    let bootstrap = run
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "bootstrap.started")
+        .expect("the detected install ran");
+    assert!(
+        bootstrap["commands"][0]
+            .as_str()
+            .is_some_and(|c| c.ends_with(".venv/bin/pip install -r requirements.txt")),
+        "{bootstrap}"
+    );
+    assert_probe_failed(&p, "assert 'Creme-Brulee' == 'creme-brulee'");
+    assert_eq!(run.result["changed_files"], json!(["slug.py"]));
 }
 
 /// Like `whole_file_patch`, for the second occurrence of `old`.
@@ -161,8 +277,9 @@ async fn rust_edition_2024_with_a_dev_dependency_then_offline_from_the_cache() {
     let Some(docker) = support::docker_or_skip().await else {
         return;
     };
-    let config = r#"{"bootstrap": ["cargo fetch --locked"]}"#;
-    let p = Project::new("rust", &[(".minicoder.json", config)]).await;
+    // No configuration: its Cargo.lock has the install detected, which the
+    // run's trust (--trust-project=network) lets run.
+    let p = Project::new("rust", &[]).await;
     let fix = p.patch(
         "src/lib.rs",
         "    let mut count = 0;",
@@ -200,6 +317,7 @@ async fn rust_edition_2024_with_a_dev_dependency_then_offline_from_the_cache() {
         .find(|e| e["type"] == "bootstrap.started")
         .expect("a bootstrap ran");
     assert_eq!(bootstrap["network"], false);
+    assert_eq!(bootstrap["commands"], json!(["cargo fetch --locked"]));
     offline.assert_success();
     let removed = minicoder::sandbox::caches::remove_for_repo(&docker, p.path(), p.state.path())
         .await

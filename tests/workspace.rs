@@ -245,7 +245,8 @@ fn refuses_symlinks_leading_outside() {
 }
 
 #[test]
-fn refuses_submodules_and_nested_repositories() {
+fn submodules_are_copied_as_plain_files_and_other_nested_repositories_refused() {
+    // A submodule that is not checked out has nothing in the working tree.
     let (tmp, src) = source_repo();
     let sha = "0123456789abcdef0123456789abcdef01234567";
     git(
@@ -257,12 +258,71 @@ fn refuses_submodules_and_nested_repositories() {
             &format!("160000,{sha},vendor/lib"),
         ],
     );
-    let (err, msg) = refused(&src, &tmp.path().join("ws"));
-    assert!(
-        matches!(err, WorkspaceError::Submodule { .. }) && msg.contains("vendor/lib"),
-        "{msg}"
-    );
+    let ws = PrivateWorkspace::create(&src, &tmp.path().join("ws"), None).expect("create");
+    assert!(!ws.path().join("vendor/lib").exists());
 
+    // A checked-out one: its tracked files and its untracked ones that it
+    // does not ignore, as plain files, and never its `.git`.
+    let (tmp, src) = source_repo();
+    let lib = src.join("vendor/lib");
+    std::fs::create_dir_all(&lib).expect("mkdir");
+    git(&lib, &["init", "-q"]);
+    write(&lib.join("clamp.c"), b"int clamp;\n");
+    write(&lib.join(".gitignore"), b"*.o\n");
+    git(&lib, &["add", "clamp.c", ".gitignore"]);
+    git(
+        &lib,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "lib",
+        ],
+    );
+    write(&lib.join("notes.txt"), b"untracked\n");
+    write(&lib.join("clamp.o"), b"ignored\n");
+    let head = String::from_utf8(
+        Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(&lib)
+            .output()
+            .expect("rev-parse")
+            .stdout,
+    )
+    .expect("utf-8");
+    git(
+        &src,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{},vendor/lib", head.trim()),
+        ],
+    );
+    let ws = PrivateWorkspace::create(&src, &tmp.path().join("ws"), None).expect("create");
+    let copied = ws.path().join("vendor/lib");
+    assert_eq!(
+        std::fs::read(copied.join("clamp.c")).expect("clamp.c"),
+        b"int clamp;\n"
+    );
+    assert!(copied.join("notes.txt").is_file());
+    assert!(
+        !copied.join("clamp.o").exists(),
+        "what it ignores stays out"
+    );
+    assert!(!copied.join(".git").exists(), "its repository stays out");
+    let status = Command::new("git")
+        .args(["ls-files", "vendor/lib"])
+        .current_dir(ws.path())
+        .output()
+        .expect("ls-files");
+    let listed = String::from_utf8_lossy(&status.stdout);
+    assert!(listed.contains("vendor/lib/clamp.c"), "{listed}");
+
+    // An untracked repository that is no submodule is still refused.
     let (tmp, src) = source_repo();
     std::fs::create_dir(src.join("inner")).expect("mkdir");
     git(&src.join("inner"), &["init", "-q"]);

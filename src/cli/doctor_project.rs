@@ -29,7 +29,12 @@ fn current_repo() -> Option<PathBuf> {
 /// Reports the project's checks and whether its image has their programs.
 pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str, String)) {
     let Some(repo) = current_repo() else {
-        return;
+        return record(
+            Level::Warn,
+            "project",
+            "not inside a Git repository: run `minicoder doctor` in one to see what a run there checks"
+                .into(),
+        );
     };
     record(Level::Ok, "project", repo.display().to_string());
     let files = match verify::load_project(&repo) {
@@ -37,6 +42,7 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         Err(e) => return record(Level::Fail, "project config", e.to_string()),
     };
     let honoured = trust_report(&repo, &files, record);
+    shape_report(&repo, &files, record);
     let config = honoured.config.clone();
     let checks = match verify::resolve_checks(&repo, config.as_ref(), &[]) {
         Ok(checks) => checks,
@@ -107,6 +113,57 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         }
         record(level, "check programs", text);
     }
+}
+
+/// What stands in a run's way that no image check finds: dependencies
+/// that nothing installs (checks run without network), and submodules.
+fn shape_report(
+    repo: &Path,
+    files: &verify::project::ProjectFiles,
+    record: &mut dyn FnMut(Level, &str, String),
+) {
+    // The bootstrap the repository asks for, trusted or not: trust is
+    // reported on its own line.
+    let bootstrap = files
+        .config
+        .as_ref()
+        .map(|c| c.bootstrap.clone())
+        .unwrap_or_default();
+    for d in verify::deps::uninstalled(repo, &bootstrap) {
+        record(
+            Level::Warn,
+            "dependencies",
+            format!(
+                "{} declares dependencies that no bootstrap installs, and checks run without network: add \"bootstrap\": [\"{}\"] to .minicoder.json (and `minicoder trust` it)",
+                d.file, d.install
+            ),
+        );
+    }
+    for (path, checked_out) in submodules(repo) {
+        let text = if checked_out {
+            format!(
+                "{path}: copied into a run's workspace as plain files (its .git left out); changes there are applied into its working tree, and `apply --commit` refuses them"
+            )
+        } else {
+            format!(
+                "{path}: not checked out, so a run sees none of it (`git submodule update --init`)"
+            )
+        };
+        record(Level::Warn, "submodules", text);
+    }
+}
+
+/// The repository's submodules (at most 10), and whether each is checked
+/// out.
+fn submodules(repo: &Path) -> Vec<(String, bool)> {
+    crate::workspace::submodules_of(repo)
+        .into_iter()
+        .take(10)
+        .map(|path| {
+            let checked_out = std::fs::symlink_metadata(repo.join(&path).join(".git")).is_ok();
+            (path, checked_out)
+        })
+        .collect()
 }
 
 /// Says how far the repository's configuration is trusted, and returns it

@@ -43,6 +43,7 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
     let cutoff = older_than.map(|age| std::time::SystemTime::now() - age);
     let prepared = crate::workspace::prepared::prune(&state.prepared_dir(), cutoff);
     // Workspaces and stores can be collected without Docker; containers cannot.
+    let unmade = crate::runs::collect_unmade(&state);
     sandbox::gc::collect_workspaces(&state, &mut report);
     let stores = crate::runs::collect_stores(&state);
     let docker = sandbox::connect().await;
@@ -56,6 +57,12 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
     }
     for (id, bytes) in &removed_runs {
         out!("removed run {id} ({} KiB)", bytes.div_ceil(1024));
+    }
+    for dir in &unmade {
+        out!(
+            "removed {} (a run directory without a manifest)",
+            dir.display()
+        );
     }
     for c in &report.containers {
         out!("removed container {c}");
@@ -75,7 +82,12 @@ pub async fn run(caches: bool, older_than: Option<String>) -> anyhow::Result<Exi
             if prepared == 1 { "y" } else { "ies" }
         );
     }
-    if report.is_empty() && stores.is_empty() && removed_runs.is_empty() && prepared == 0 {
+    if report.is_empty()
+        && stores.is_empty()
+        && removed_runs.is_empty()
+        && unmade.is_empty()
+        && prepared == 0
+    {
         out!("nothing to remove");
     }
     match docker {

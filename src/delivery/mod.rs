@@ -157,6 +157,9 @@ pub struct ApplyReport {
     pub commit: Option<String>,
     pub succeeded: bool,
     pub dry_run: bool,
+    /// The repository's submodules: files the patch changes there are
+    /// written into their working trees like any file.
+    pub submodules: Vec<String>,
 }
 
 /// `minicoder apply`.
@@ -227,6 +230,7 @@ fn report_for(
         succeeded: verified.succeeded,
         dry_run: options.dry_run,
         commit: None,
+        submodules: crate::workspace::submodules_of(source.root()),
     }
 }
 
@@ -242,7 +246,32 @@ fn refuse_blocked(
     if !options.merge && !plan.overlaps.is_empty() {
         return Err(DeliveryError::Overlap(report.overlaps.clone()));
     }
+    if options.commit {
+        // A commit of the outer repository cannot hold a submodule's files.
+        let inside: Vec<String> = plan
+            .writes
+            .iter()
+            .filter(|w| {
+                report
+                    .submodules
+                    .iter()
+                    .any(|s| under(&w.path, s.as_bytes()))
+            })
+            .map(|w| quote_path(&w.path).into_owned())
+            .collect();
+        if !inside.is_empty() {
+            return Err(DeliveryError::Unverified(format!(
+                "--commit cannot commit files of a submodule ({}); apply without --commit and commit them in the submodule; nothing was written",
+                inside.join(", ")
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Whether `path` lies below the directory `dir`.
+fn under(path: &[u8], dir: &[u8]) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path[dir.len()] == b'/'
 }
 
 /// Writes `plan` to the source: the journal first, then every file or

@@ -137,12 +137,12 @@ pub(crate) async fn reverify(
 
     progress("copying the source");
     let owner = crate::runtime::workspace_owner();
-    let (base_fingerprint, limits) = {
+    let (base_fingerprint, limits, excludes) = {
         let (repo, dir) = (repo.to_path_buf(), claim.dir.clone());
         tokio::task::spawn_blocking(
-            move || -> Result<(String, WorkspaceLimits), DeliveryError> {
+            move || -> Result<(String, WorkspaceLimits, ExcludeSet), DeliveryError> {
                 let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-                PrivateWorkspace::create_limited(
+                let copy = PrivateWorkspace::create_limited(
                     &repo,
                     &dir,
                     owner,
@@ -153,10 +153,12 @@ pub(crate) async fn reverify(
                 .map_err(failed)?;
                 let copied = crate::workspace::limits::measure(&dir, &mut |_| false);
                 let limits = WorkspaceLimits::new(copied.bytes, &overrides);
-                let mut scanner = Fingerprinter::new(&dir, ExcludeSet::default());
+                let excludes =
+                    crate::workspace::run_excludes(&dir.join(".git"), copy.baseline(), &repo);
+                let mut scanner = Fingerprinter::new(&dir, excludes.clone());
                 scanner.set_max_file_bytes(limits.max_file_bytes);
                 let snapshot = scanner.scan().map_err(failed)?;
-                Ok((snapshot.fingerprint.to_string(), limits))
+                Ok((snapshot.fingerprint.to_string(), limits, excludes))
             },
         )
         .await
@@ -219,6 +221,7 @@ pub(crate) async fn reverify(
     );
     // A run that accepted a test run with no test (pytest's exit 5) did so
     // because it was asked to.
+    settings.excludes = excludes;
     settings.allow_zero_tests = run.report.as_ref().is_some_and(|r| {
         r.verification
             .checks

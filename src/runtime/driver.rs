@@ -316,9 +316,12 @@ async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
                 passed: result.passed,
                 fingerprint: result.fingerprint.to_string(),
             });
-            // A baseline check that cannot even run (exit 126/127) says the
-            // environment is wrong, not the code.
-            if let Some(why) = crate::verify::environment_error(&result.checks) {
+            // A baseline check that cannot even run (exit 126/127), or that
+            // lacks a dependency nothing installed, says the environment is
+            // wrong, not the code.
+            let uninstalled =
+                crate::verify::deps::uninstalled(&run.id.repo, &run.sandbox.bootstrap);
+            if let Some(why) = crate::verify::environment_error(&result.checks, &uninstalled) {
                 return Input::Failed {
                     kind: FailureKind::Environment,
                     reason: why,

@@ -23,8 +23,7 @@ use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
 use crate::workspace::{
-    CheckpointStore, CopyProgress, ExcludeSet, LimitOverrides, PrivateWorkspace, SecretPaths,
-    WorkspaceLimits,
+    CheckpointStore, CopyProgress, LimitOverrides, PrivateWorkspace, SecretPaths, WorkspaceLimits,
 };
 use bollard::Docker;
 
@@ -92,8 +91,12 @@ pub(crate) async fn prepare_with(
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     // A run that cannot start leaves no half-made run directory behind
     // (a resumed run's is its own, and stays).
-    let mut unmade = (resuming.is_none() && options.artifact_dir.is_none())
-        .then(|| Unmade(artifacts.path().to_path_buf()));
+    let mut unmade = (resuming.is_none() && options.artifact_dir.is_none()).then(|| {
+        Unmade(
+            artifacts.path().to_path_buf(),
+            sandbox::gc::workspace_owner_file(&state, &run_id),
+        )
+    });
     let key = receipt_key(&state)?;
     let t = Instant::now();
     progress.phase("image");
@@ -213,6 +216,7 @@ pub(crate) async fn prepare_with(
     // From now on every command and every check is held to the limits.
     container.set_limits(Some(ws.limits));
     verifier.set_limits(ws.limits);
+    verifier.set_excludes(ws.checkpoints.excludes().clone());
     // Pre-flight: a program the checks need and the image lacks stops the
     // run now, before any model turn.
     let t = Instant::now();
@@ -227,6 +231,11 @@ pub(crate) async fn prepare_with(
     phases.preflight_ms = elapsed_ms(t);
 
     let mut counters = RunCounters::default();
+    if resuming.is_none() {
+        // A command that changes nothing the run would deliver (it only
+        // builds what the repository ignores) reports no change.
+        counters.last_fingerprint = ws.baseline_fingerprint.clone();
+    }
     let (bus, agent) = match resuming {
         Some(r) => {
             let log = artifacts.open_event_log()?;
@@ -301,13 +310,14 @@ pub(crate) async fn prepare_with(
     })
 }
 
-/// The artifact directory of a run being set up: removed if the set-up
-/// fails (forgotten once the run starts).
-struct Unmade(PathBuf);
+/// The artifact directory of a run being set up and the owner file written
+/// before it: removed if the set-up fails (forgotten once the run starts).
+struct Unmade(PathBuf, PathBuf);
 
 impl Drop for Unmade {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 
@@ -436,6 +446,15 @@ fn open_dirs(
         .artifact_dir
         .clone()
         .unwrap_or_else(|| state.runs_dir().join(run_id));
+    if options.artifact_dir.is_none() {
+        // Written before the run directory, which has no manifest for a
+        // while: `gc` removes a run directory without one only when this
+        // names a dead process.
+        let owner = sandbox::gc::workspace_owner_file(&state, run_id);
+        crate::state::private_dir(&state.workspaces_dir())
+            .and_then(|()| write_owner_file(&owner, &ProcessIdentity::current()))
+            .map_err(|e| RunError::Invalid(format!("cannot write {}: {e}", owner.display())))?;
+    }
     let artifacts = ArtifactDir::create(&artifact_root, repo)?;
     Ok((state, artifacts))
 }
@@ -577,12 +596,18 @@ async fn copy_workspace(
         let t = Instant::now();
         progress.phase("checkpoint");
         let root = workspace.root()?;
-        let mut checkpoints =
-            CheckpointStore::open(&store, workspace.path(), ExcludeSet::default())?
-                .with_secret_paths(secrets)
-                .with_max_file_bytes(limits.max_file_bytes)
-                .with_checkpoint_budget(limits.max_checkpoint_bytes)
-                .watch();
+        // What commands create that the repository ignores is not the
+        // agent's change: the rules as they are at the baseline.
+        let excludes = crate::workspace::run_excludes(
+            &workspace.path().join(".git"),
+            workspace.baseline(),
+            &repo,
+        );
+        let mut checkpoints = CheckpointStore::open(&store, workspace.path(), excludes)?
+            .with_secret_paths(secrets)
+            .with_max_file_bytes(limits.max_file_bytes)
+            .with_checkpoint_budget(limits.max_checkpoint_bytes)
+            .watch();
         if refreshed.is_none() {
             // The baseline's blobs, packed once by the copy, and the hashes
             // the copy took on the way (nothing ran in the workspace since):
@@ -666,12 +691,13 @@ async fn rebuild_workspace(
     run_id: &str,
     point: &super::resume::ResumePoint,
 ) -> Result<Made, RunError> {
-    let (ws_dir, store, secrets, overrides, point) = (
+    let (ws_dir, store, secrets, overrides, point, source) = (
         ws_dir.to_path_buf(),
         state.checkpoint_store_dir(run_id),
         inputs.secrets.clone(),
         inputs.limits,
         point.clone(),
+        inputs.repo.clone(),
     );
     tokio::task::spawn_blocking(move || -> Result<Made, RunError> {
         let t = Instant::now();
@@ -689,7 +715,8 @@ async fn rebuild_workspace(
             let _ = std::fs::remove_file(cache);
         }
         let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-        let checkpoints = CheckpointStore::open(&store, &ws_dir, ExcludeSet::default())?
+        let excludes = crate::workspace::run_excludes(&store, baseline, &source);
+        let checkpoints = CheckpointStore::open(&store, &ws_dir, excludes)?
             .with_secret_paths(secrets)
             .with_max_file_bytes(max_file_bytes);
         let fallback = checkpoints.tree_of(baseline)?;

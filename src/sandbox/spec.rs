@@ -155,9 +155,11 @@ impl ContainerSpec {
     /// The environment of commands: fixed, nothing from the host.
     pub(crate) fn command_env() -> HashMap<String, String> {
         [
+            // A project's venv (what a Python project's install makes) comes
+            // first: checks run with its packages, as they would activated.
             (
                 "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "/workspace/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             ),
             ("HOME", HOME_DIR),
             ("USER", "sandbox"),

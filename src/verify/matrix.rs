@@ -132,6 +132,13 @@ impl Verifier {
         self.settings.limits = Some(limits);
     }
 
+    /// Leaves out what `excludes` does (the run's ignore rules, known once
+    /// its workspace is made) from every fingerprint from now on.
+    pub fn set_excludes(&mut self, excludes: ExcludeSet) {
+        self.fingerprinter.set_excludes(excludes.clone());
+        self.settings.excludes = excludes;
+    }
+
     /// Starts a spare container in the background so the next check does not
     /// wait for one. Does nothing if a spare is already there or starting.
     pub async fn prewarm(&mut self) {
@@ -351,9 +358,52 @@ fn environment_failure(code: i32, image: &str) -> String {
     )
 }
 
+/// What a check's telling line says when a dependency is not installed:
+/// Python's, cargo's offline, Node's and Go's own words.
+const MISSING_DEPENDENCY: [&str; 9] = [
+    "ModuleNotFoundError: No module named",
+    "no matching package named",
+    "--offline was specified",
+    "failed to download",
+    "Cannot find module",
+    "ERR_MODULE_NOT_FOUND",
+    "cannot find module providing package",
+    "missing go.sum entry",
+    "module lookup disabled",
+];
+
 /// The environment error a verification shows, if any: the reason a run
-/// stops when its baseline cannot even run a check.
-pub fn environment_error(checks: &[CheckReport]) -> Option<String> {
+/// stops when its baseline cannot even run a check — or, when the project
+/// declares dependencies that nothing installed (`uninstalled`, with the
+/// bootstrap that would), fails for want of one. That is not the agent's
+/// task: the reason names what is missing and the `.minicoder.json` lines
+/// that install it.
+pub fn environment_error(
+    checks: &[CheckReport],
+    uninstalled: &[super::deps::Declared],
+) -> Option<String> {
+    if !uninstalled.is_empty()
+        && let Some(check) = checks.iter().find(|c| {
+            !c.passed
+                && c.first_error
+                    .as_deref()
+                    .is_some_and(|l| MISSING_DEPENDENCY.iter().any(|m| l.contains(m)))
+        })
+    {
+        let install: Vec<String> = uninstalled
+            .iter()
+            .map(|d| format!("\"{}\"", d.install))
+            .collect();
+        let files: Vec<&str> = uninstalled.iter().map(|d| d.file.as_str()).collect();
+        return Some(format!(
+            "the baseline check `{}` (`{}`) fails for want of a dependency: {} — {} declares dependencies that nothing installs (checks run without network); add to .minicoder.json: \"bootstrap\": [{}], and trust it with network (`minicoder trust --network`)",
+            check.name,
+            check.command,
+            check.first_error.as_deref().unwrap_or_default(),
+            files.join(", "),
+            install.join(", ")
+        ));
+    }
     let check = checks
         .iter()
         .find(|c| matches!(c.exit_code, Some(126 | 127)) && !c.passed)?;
@@ -383,6 +433,44 @@ fn describe_changes(changed: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn failing(first_error: &str, exit_code: i32) -> CheckReport {
+        CheckReport {
+            name: "tests".into(),
+            command: "python3 -m pytest -q".into(),
+            exit_code: Some(exit_code),
+            passed: false,
+            duration_ms: 1,
+            failure: None,
+            first_error: Some(first_error.into()),
+            output_file: None,
+        }
+    }
+
+    #[test]
+    fn a_missing_dependency_nothing_installs_is_the_environment_not_the_task() {
+        let declared = vec![crate::verify::deps::Declared {
+            file: "pyproject.toml".into(),
+            install: "python3 -m venv .venv && .venv/bin/pip install -e .".into(),
+        }];
+        let missing = [failing(
+            "E   ModuleNotFoundError: No module named 'text_unidecode'",
+            2,
+        )];
+        let why = environment_error(&missing, &declared).expect("an environment error");
+        assert!(why.contains("No module named 'text_unidecode'"), "{why}");
+        assert!(
+            why.contains(r#""bootstrap": ["python3 -m venv .venv && .venv/bin/pip install -e ."]"#),
+            "{why}"
+        );
+        // With an install in place, or none declared, it is the agent's to fix.
+        assert_eq!(environment_error(&missing, &[]), None);
+        // An ordinary failure is never the environment's.
+        let assertion = [failing("E   assert 2 == 3", 1)];
+        assert_eq!(environment_error(&assertion, &declared), None);
+        // A program that is not there still is, whatever is declared.
+        assert!(environment_error(&[failing("sh: 1: jq: not found", 127)], &[]).is_some());
+    }
 
     #[test]
     fn change_descriptions_name_at_most_ten_paths() {

@@ -14,6 +14,7 @@
 pub mod bootstrap;
 pub mod config;
 pub(crate) mod dependencies;
+pub mod deps;
 pub(crate) mod detect;
 mod detect_python;
 mod error;

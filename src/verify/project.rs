@@ -49,9 +49,13 @@ pub struct ProjectFiles {
     /// `.minicoder/`: the digest of its packed content and whether it holds
     /// a recipe.
     pub dir: Option<([u8; 32], bool)>,
-    /// The hash trust is given at: of both, as they are; `None` when the
-    /// repository has neither.
+    /// The hash trust is given at: of both, as they are, and of the
+    /// installs detected; `None` when the repository has none of them.
     pub hash: Option<String>,
+    /// The dependency installs proposed for a repository that declares
+    /// dependencies and has no bootstrap of its own (see
+    /// [`super::deps::uninstalled`]): run as its bootstrap once trusted.
+    pub detected: Vec<super::deps::Declared>,
 }
 
 /// What of a configuration a run honours.
@@ -91,7 +95,12 @@ pub fn load_project(repo: &Path) -> Result<ProjectFiles, VerifyError> {
         .as_deref()
         .map(|text| parse_config(&path, text))
         .transpose()?;
-    let hash = (text.is_some() || dir.is_some()).then(|| {
+    let bootstrap = config
+        .as_ref()
+        .map(|c: &ProjectConfig| c.bootstrap.clone())
+        .unwrap_or_default();
+    let detected = super::deps::uninstalled(repo, &bootstrap);
+    let hash = (text.is_some() || dir.is_some() || !detected.is_empty()).then(|| {
         let mut h = Sha256::new();
         h.update(b"minicoder-project-v1\0");
         match &text {
@@ -109,9 +118,20 @@ pub fn load_project(repo: &Path) -> Result<ProjectFiles, VerifyError> {
             }
             None => h.update(b"no dir\0"),
         }
+        // What would run: a new kind of lockfile asks again.
+        for d in &detected {
+            h.update(b"install\0");
+            h.update((d.install.len() as u64).to_le_bytes());
+            h.update(d.install.as_bytes());
+        }
         hex::encode(h.finalize())
     });
-    Ok(ProjectFiles { config, dir, hash })
+    Ok(ProjectFiles {
+        config,
+        dir,
+        hash,
+        detected,
+    })
 }
 
 /// The text of `.minicoder.json`, `None` when there is none: a regular
@@ -185,6 +205,16 @@ impl ProjectFiles {
                 "builds its own image from {PROJECT_DIR}/Dockerfile (its steps run as root in the build; with network only if trusted for it)"
             ));
         }
+        if !self.detected.is_empty() {
+            needs.push(format!(
+                "installs its dependencies before the agent (with network only if trusted for it): {}",
+                self.detected
+                    .iter()
+                    .map(|d| format!("`{}` (for {})", d.install, d.file))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
         let Some(config) = &self.config else {
             return needs;
         };
@@ -228,8 +258,16 @@ impl ProjectFiles {
     /// The configuration as a run honours it under `trust`.
     pub fn honour(&self, trust: Option<Trust>) -> Honoured {
         if trust.is_some() {
+            // The detected installs are its bootstrap.
+            let config = if self.detected.is_empty() {
+                self.config.clone()
+            } else {
+                let mut config = self.config.clone().unwrap_or_default();
+                config.bootstrap = self.detected.iter().map(|d| d.install.clone()).collect();
+                Some(config)
+            };
             return Honoured {
-                config: self.config.clone(),
+                config,
                 trust,
                 recipe: self.dir.filter(|(_, recipe)| *recipe).map(|(d, _)| d),
                 ignored: Vec::new(),
@@ -356,6 +394,41 @@ mod tests {
         assert_eq!(request.image.as_deref(), Some("evil:1"));
         let networked = files.honour(Some(Trust { network: true })).image_request();
         assert!(networked.recipe_network);
+    }
+
+    #[test]
+    fn detected_installs_need_trust_and_become_the_bootstrap() {
+        let repo = repo_with(&[
+            (
+                "Cargo.toml",
+                "[package]\nname = \"w\"\n[dependencies]\nsame-file = \"1\"\n",
+            ),
+            ("Cargo.lock", "version = 4\n"),
+        ]);
+        let files = load_project(repo.path()).expect("load");
+        assert!(files.hash.is_some(), "there is something to trust");
+        let needs = files.needs_trust();
+        assert_eq!(needs.len(), 1);
+        assert!(
+            needs[0].contains("`cargo fetch --locked` (for Cargo.lock)"),
+            "{needs:?}"
+        );
+        let untrusted = files.honour(None);
+        assert!(untrusted.config.is_none_or(|c| c.bootstrap.is_empty()));
+        assert_eq!(untrusted.ignored, needs);
+        let trusted = files.honour(Some(Trust { network: true }));
+        assert_eq!(
+            trusted.config.expect("config").bootstrap,
+            vec!["cargo fetch --locked".to_string()]
+        );
+        // The repository's own bootstrap wins: nothing is detected then.
+        std::fs::write(
+            repo.path().join(".minicoder.json"),
+            r#"{"bootstrap": ["cargo fetch"]}"#,
+        )
+        .expect("write");
+        let files = load_project(repo.path()).expect("load");
+        assert!(files.detected.is_empty());
     }
 
     #[test]

@@ -191,6 +191,12 @@ impl CheckpointStore {
     }
 
     /// The credential paths of this store's workspace.
+    /// What the store's scans leave out: the tool caches and, for a run,
+    /// the repository's ignore rules. The verifier leaves out the same.
+    pub fn excludes(&self) -> &ExcludeSet {
+        self.scanner.excludes()
+    }
+
     pub fn secret_paths(&self) -> &SecretPaths {
         &self.secrets
     }

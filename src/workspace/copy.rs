@@ -424,11 +424,12 @@ pub(super) fn source_paths(
         .index()
         .map_err(WorkspaceError::git("reading the source index"))?;
     let mut paths = BTreeSet::new();
+    let workdir = repo.workdir().unwrap_or(Path::new(".")).to_path_buf();
     for entry in index.iter() {
         if entry.mode == MODE_GITLINK {
-            return Err(WorkspaceError::Submodule {
-                path: PathBuf::from(OsStr::from_bytes(&entry.path)),
-            });
+            // A checked-out submodule is copied as plain files.
+            submodule_paths(&workdir, &entry.path, 0, &mut paths)?;
+            continue;
         }
         paths.insert(entry.path);
     }
@@ -471,6 +472,96 @@ pub(super) fn source_paths(
     find_special_files(repo, workdir, Path::new(""), secrets, &holding)?;
     drop(holding);
     Ok((paths, state))
+}
+
+/// The submodule paths of the repository at `root` (its index's gitlinks);
+/// none where it cannot be read.
+pub fn submodules_of(root: &Path) -> Vec<String> {
+    let Ok(repo) = open_source(root) else {
+        return Vec::new();
+    };
+    let Ok(index) = repo.index() else {
+        return Vec::new();
+    };
+    index
+        .iter()
+        .filter(|e| e.mode == MODE_GITLINK)
+        .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+        .collect()
+}
+
+/// Submodules within submodules are followed this deep.
+const MAX_SUBMODULE_DEPTH: usize = 4;
+
+/// The files of the submodule at `rel` (relative to `workdir`, the outer
+/// working tree) as the outer repository's paths: its tracked files and
+/// its untracked ones that are not ignored, its own submodules in turn,
+/// never its `.git`. A submodule that is not checked out (an empty
+/// directory) has none.
+fn submodule_paths(
+    workdir: &Path,
+    rel: &[u8],
+    depth: usize,
+    paths: &mut BTreeSet<Vec<u8>>,
+) -> Result<(), WorkspaceError> {
+    let refuse = || WorkspaceError::Submodule {
+        path: PathBuf::from(OsStr::from_bytes(rel)),
+    };
+    if depth >= MAX_SUBMODULE_DEPTH || !verify_path(rel, false) {
+        return Err(refuse());
+    }
+    let dir = workdir.join(OsStr::from_bytes(rel));
+    match std::fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        // Not checked out, or removed: nothing of it is in the working tree.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        _ => return Err(refuse()),
+    }
+    if std::fs::symlink_metadata(dir.join(".git")).is_err() {
+        return Ok(());
+    }
+    let sub = Repository::open_ext(&dir, RepositoryOpenFlags::NO_SEARCH, &[] as &[&OsStr])
+        .map_err(|_| refuse())?;
+    let prefixed = |path: &[u8]| {
+        let mut full = rel.to_vec();
+        full.push(b'/');
+        full.extend_from_slice(path);
+        full
+    };
+    let index = sub
+        .index()
+        .map_err(WorkspaceError::git("reading a submodule's index"))?;
+    for entry in index.iter() {
+        let full = prefixed(&entry.path);
+        if entry.mode == MODE_GITLINK {
+            submodule_paths(workdir, &full, depth + 1, paths)?;
+        } else {
+            paths.insert(full);
+        }
+    }
+    let mut opts = StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false)
+        .include_unmodified(false)
+        .exclude_submodules(true)
+        .update_index(false);
+    let statuses = sub
+        .statuses(Some(&mut opts))
+        .map_err(WorkspaceError::git("listing a submodule's untracked files"))?;
+    for entry in statuses.iter() {
+        if !entry.status().is_wt_new() {
+            continue;
+        }
+        let path = entry.path_bytes();
+        if let Some(nested) = path.strip_suffix(b"/") {
+            return Err(WorkspaceError::Submodule {
+                path: PathBuf::from(OsStr::from_bytes(&prefixed(nested))),
+            });
+        }
+        paths.insert(prefixed(path));
+    }
+    Ok(())
 }
 
 fn find_special_files(

@@ -18,7 +18,7 @@ pub enum WorkspaceError {
     OutsideSymlink { path: PathBuf, target: PathBuf },
 
     #[error(
-        "`{path}` in the source repository is a submodule or nested repository; submodules are not supported, remove it or run on the inner repository"
+        "`{path}` in the source repository is a nested repository that is not one of its submodules (or a submodule deeper than four levels); run on the inner repository, or add it as a submodule"
     )]
     Submodule { path: PathBuf },
 

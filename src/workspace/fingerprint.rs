@@ -44,10 +44,13 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use git2::{ObjectType, Oid};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
+use super::ignored::IgnoreRules;
 use super::stat_cache::{CachedHash, StatCache, StatKey};
 use super::walk::{
     Found, OnDir, ScanCounts, Start, io_error, open_dir_below, open_dir_beneath, stat_key,
@@ -75,10 +78,12 @@ pub(crate) const MODE_EXEC: u32 = 0o100755;
 pub(crate) const MODE_LINK: u32 = 0o120000;
 
 /// Directory names left out of fingerprints and checkpoints. `.git` is always
-/// left out and cannot be included.
+/// left out and cannot be included. With the repository's ignore rules
+/// ([`ExcludeSet::with_ignore_rules`]), what they ignore is left out too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExcludeSet {
     names: BTreeSet<OsString>,
+    rules: Option<Arc<IgnoreRules>>,
 }
 
 impl Default for ExcludeSet {
@@ -95,7 +100,25 @@ impl ExcludeSet {
     {
         Self {
             names: names.into_iter().map(Into::into).collect(),
+            rules: None,
         }
+    }
+
+    /// The same, also leaving out what `rules` ignore.
+    pub fn with_ignore_rules(mut self, rules: Arc<IgnoreRules>) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The repository's ignore rules, if they are honoured.
+    pub fn ignore_rules(&self) -> Option<&Arc<IgnoreRules>> {
+        self.rules.as_ref()
+    }
+
+    /// Whether the entry `rel` (relative, `/`-separated), its directories
+    /// above not left out, is left out by the ignore rules.
+    pub(crate) fn ignores(&self, rel: &[u8], is_dir: bool) -> bool {
+        self.rules.as_ref().is_some_and(|r| r.ignores(rel, is_dir))
     }
 
     /// Only `.git`.
@@ -377,6 +400,12 @@ impl Fingerprinter {
     /// Changes the per-file limit. Cached hashes stay valid: the cache
     /// never holds a file over the limit in force when it was scanned, and
     /// a lower limit is applied to every file the cache vouches for.
+    /// Scans from now on leave out what `excludes` does; the stat cache
+    /// stays valid (it is keyed by path).
+    pub fn set_excludes(&mut self, excludes: ExcludeSet) {
+        self.excludes = excludes;
+    }
+
     pub(crate) fn set_max_file_bytes(&mut self, bytes: u64) {
         self.max_file_bytes = bytes;
     }
@@ -639,7 +668,11 @@ impl Fingerprinter {
                 Err(e) if absent(e) => return Ok(()),
                 Err(e) => return Err(io_error(&self.workspace, rel, e)),
             };
-        match FileType::from_raw_mode(st.st_mode) {
+        let file_type = FileType::from_raw_mode(st.st_mode);
+        if self.excludes.ignores(rel, file_type == FileType::Directory) {
+            return Ok(());
+        }
+        match file_type {
             FileType::RegularFile if verify_component(name, false) => {
                 let key = stat_key(&st);
                 let cached = self

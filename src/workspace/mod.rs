@@ -7,6 +7,7 @@ mod copy;
 mod error;
 mod fingerprint;
 mod git_path;
+mod ignored;
 mod journal;
 pub mod limits;
 mod pack;
@@ -23,13 +24,15 @@ pub(crate) use checkpoint::export_from;
 pub use checkpoint::{Checkpoint, CheckpointStore, MAX_PATCH_BYTES, PatchExport, human_bytes};
 pub use confine::{DirEntryInfo, EntryKind, EntryMetadata, WorkspaceRoot};
 pub(crate) use copy::copied_as_they_are;
-pub use copy::{CopyProgress, PrivateWorkspace};
+pub use copy::{CopyProgress, PrivateWorkspace, submodules_of};
 pub use error::WorkspaceError;
 pub use fingerprint::{
     DEFAULT_EXCLUDES, DEFAULT_MAX_FILE_BYTES, EntryDigest, ExcludeSet, Fingerprint,
     FingerprintEntry, Fingerprinter, Snapshot, digest, fingerprint,
 };
 pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
+pub(crate) use ignored::read_bounded;
+pub use ignored::{IgnoreRules, run_excludes, source_excludes};
 pub use limits::{LimitOverrides, Usage, WorkspaceLimits};
 pub(crate) use rebuild::{RebuildFrom, baseline_commit_raw};
 pub use secrets::{

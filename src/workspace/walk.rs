@@ -364,15 +364,12 @@ impl Shared<'_> {
     ) -> Result<bool, WorkspaceError> {
         let err = |e: rustix::io::Errno| io_error(self.workspace, rel, e);
         match file_type {
-            FileType::Directory => {
-                let skip = self
-                    .excludes
-                    .excludes_dir(OsStr::from_bytes(name.to_bytes()));
-                return Ok(!skip);
-            }
+            FileType::Directory => return Ok(self.enters(name, rel)),
             FileType::RegularFile | FileType::Unknown => {}
             FileType::Symlink => {
-                found.push(self.symlink(dir, name, rel)?);
+                if !self.excludes.ignores(rel, false) {
+                    found.push(self.symlink(dir, name, rel)?);
+                }
                 return Ok(false);
             }
             _ => return Ok(false),
@@ -380,6 +377,7 @@ impl Shared<'_> {
         self.counts.stat();
         let st = rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(err)?;
         match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile if self.excludes.ignores(rel, false) => Ok(false),
             FileType::RegularFile => {
                 let key = stat_key(&st);
                 let cached = self
@@ -395,15 +393,23 @@ impl Shared<'_> {
                 });
                 Ok(false)
             }
-            FileType::Directory => Ok(!self
-                .excludes
-                .excludes_dir(OsStr::from_bytes(name.to_bytes()))),
+            FileType::Directory => Ok(self.enters(name, rel)),
             FileType::Symlink => {
-                found.push(self.symlink(dir, name, rel)?);
+                if !self.excludes.ignores(rel, false) {
+                    found.push(self.symlink(dir, name, rel)?);
+                }
                 Ok(false)
             }
             _ => Ok(false),
         }
+    }
+
+    /// Whether the walk goes into the directory `rel` called `name`.
+    fn enters(&self, name: &CStr, rel: &[u8]) -> bool {
+        !self
+            .excludes
+            .excludes_dir(OsStr::from_bytes(name.to_bytes()))
+            && !self.excludes.ignores(rel, true)
     }
 
     fn symlink(
