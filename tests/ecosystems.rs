@@ -154,6 +154,9 @@ async fn go_test_runs_its_test_binary() {
 /// binary that its `.gitignore` lists: the probe's build and the checks'
 /// builds are not the agent's change — not in `changed_files`, not in the
 /// patch, and the check that rebuilds them has not changed the workspace.
+/// Nor can an ignored output stand in for the build: a test binary planted
+/// with a later timestamp (so `make` would not rebuild it) is removed
+/// before the verification, which fails until the fix is made.
 #[tokio::test]
 async fn build_outputs_the_repository_ignores_are_not_the_agents_change() {
     if support::docker_or_skip().await.is_none() {
@@ -162,9 +165,65 @@ async fn build_outputs_the_repository_ignores_are_not_the_agents_change() {
     let p = Project::new("c", &[]).await;
     let text = std::fs::read_to_string(p.path().join("clamp.c")).expect("read");
     let fix = second_line_patch("clamp.c", &text, "        return lo;", "        return hi;");
-    p.script_fix("make test", "clamp.c", &fix);
+    let plan = |a: &str, b: &str| {
+        json!({"items": [
+            {"id": "1", "content": "see the failure", "status": a},
+            {"id": "2", "content": "fix it", "status": b},
+        ]})
+    };
+    p.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("in_progress", "pending")),
+        ("run_shell", json!({"command": "make test"})),
+    ]));
+    p.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("done", "in_progress")),
+        (
+            "run_shell",
+            json!({"command": "printf '#!/bin/sh\\necho ok: 3 cases\\n' > test_clamp && chmod +x test_clamp && touch -d '2100-01-01' test_clamp && ./test_clamp"}),
+        ),
+        (
+            "edit_file",
+            json!({"path": "notes.o", "patch": "--- /dev/null\n+++ b/notes.o\n@@ -0,0 +1 @@\n+x\n"}),
+        ),
+    ]));
+    p.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("done", "done")),
+        ("request_completion", json!({"summary": "the tests pass"})),
+    ]));
+    p.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("done", "in_progress")),
+        ("edit_file", json!({"path": "clamp.c", "patch": fix})),
+    ]));
+    p.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan("done", "done")),
+        ("request_completion", json!({"summary": "the tests pass"})),
+    ]));
     let run = p.run("c", &[]).await;
     run.assert_success();
+    let verdicts: Vec<(String, bool)> = run
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "verification.finished" && e["reason"] != "baseline")
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["passed"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts.first().map(|v| v.1),
+        Some(false),
+        "the planted binary is not what the check ran: {verdicts:?}"
+    );
+    assert_eq!(verdicts.last().map(|v| v.1), Some(true), "{verdicts:?}");
+    assert!(
+        p.tool_results()
+            .iter()
+            .any(|r| r.contains("`notes.o` is ignored by the repository's ignore rules")),
+        "an edit of an ignored path is refused: {:?}",
+        p.tool_results()
+    );
     assert_eq!(checks(&run), vec![pair("make-test", "make test")]);
     assert_probe_failed(&p, "FAIL: clamp(42, 0, 10) = 0, want 10");
     assert_eq!(run.result["changed_files"], json!(["clamp.c"]));
@@ -218,7 +277,7 @@ async fn declared_dependencies_are_installed_by_default_once_trusted() {
     assert!(
         reason.contains("No module named 'text_unidecode'")
             && reason.contains("fails for want of a dependency")
-            && reason.contains(".venv/bin/pip install -r requirements.txt"),
+            && reason.contains("/deps/venv/bin/pip install -r requirements.txt"),
         "{reason}"
     );
     assert!(
@@ -243,7 +302,7 @@ async fn declared_dependencies_are_installed_by_default_once_trusted() {
     assert!(
         bootstrap["commands"][0]
             .as_str()
-            .is_some_and(|c| c.ends_with(".venv/bin/pip install -r requirements.txt")),
+            .is_some_and(|c| c.ends_with("/deps/venv/bin/pip install -r requirements.txt")),
         "{bootstrap}"
     );
     assert_probe_failed(&p, "assert 'Creme-Brulee' == 'creme-brulee'");

@@ -206,6 +206,9 @@ pub(crate) async fn reverify(
         }
     }
 
+    // What the bootstrap built that the repository ignores stays for the
+    // checks (nothing else has run in the copy yet).
+    let kept = crate::workspace::ignored_entries(&claim.dir, &excludes);
     progress("applying the subset to the copy");
     apply_to_copy(&claim.dir, patch, source_plan, merge, owner)?;
 
@@ -219,9 +222,9 @@ pub(crate) async fn reverify(
         outputs,
         claim.cache.clone(),
     );
+    settings.excludes = excludes;
     // A run that accepted a test run with no test (pytest's exit 5) did so
     // because it was asked to.
-    settings.excludes = excludes;
     settings.allow_zero_tests = run.report.as_ref().is_some_and(|r| {
         r.verification
             .checks
@@ -234,6 +237,7 @@ pub(crate) async fn reverify(
     settings.deps = deps;
     settings.limits = Some(limits);
     let mut verifier = Verifier::new(docker, settings).map_err(failed)?;
+    verifier.keep_ignored(kept);
     let result = {
         let mut observe = |c: &CheckReport| {
             let how = if c.passed {

@@ -382,6 +382,15 @@ async fn bootstrap(run: &mut Run) -> Input {
         Ok(Err(e)) => (false, Some(e.to_string())),
         Err(why) => return run.steering.interrupted(why),
     };
+    if passed {
+        // What it built that the repository ignores stays for the checks;
+        // what commands build later is removed before each verification.
+        let kept = crate::workspace::ignored_entries(
+            run.ws.workspace.path(),
+            run.ws.checkpoints.excludes(),
+        );
+        run.sandbox.verifier.keep_ignored(kept);
+    }
     Input::BootstrapFinished {
         passed,
         failure,

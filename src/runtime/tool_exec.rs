@@ -49,6 +49,20 @@ pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input,
                 ),
             )
         }
+        Ok(ParsedCall::EditFile(args))
+            if p.ws
+                .checkpoints
+                .excludes()
+                .ignores(args.path.trim_start_matches("./").as_bytes(), false) =>
+        {
+            failed(
+                "refused: a path the repository ignores",
+                format!(
+                    "Refused: `{}` is ignored by the repository's ignore rules (.gitignore and the like, as at the start of the run): it would not be part of the patch, and ignored files are removed before every verification. Put the change in a file the repository keeps.",
+                    args.path
+                ),
+            )
+        }
         Ok(ParsedCall::EditFile(args)) => match tools::prepare_edit(&args, &p.ws.root) {
             Ok(prepared) => {
                 let credentials = p.artifacts.redactor().added_credentials(&prepared.patch);

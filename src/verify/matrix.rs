@@ -106,6 +106,7 @@ pub struct Verifier {
     fingerprinter: Fingerprinter,
     spare: Option<ContainerStart>,
     removals: Vec<JoinHandle<()>>,
+    kept_ignored: std::collections::HashSet<Vec<u8>>,
 }
 
 impl Verifier {
@@ -119,6 +120,7 @@ impl Verifier {
             fingerprinter,
             spare: None,
             removals: Vec::new(),
+            kept_ignored: std::collections::HashSet::new(),
         })
     }
 
@@ -130,6 +132,13 @@ impl Verifier {
     /// is made).
     pub fn set_limits(&mut self, limits: crate::workspace::WorkspaceLimits) {
         self.settings.limits = Some(limits);
+    }
+
+    /// The ignored paths the workspace holds that a verification keeps
+    /// (what the bootstrap built); every other ignored path is removed
+    /// before the checks run.
+    pub fn keep_ignored(&mut self, kept: std::collections::HashSet<Vec<u8>>) {
+        self.kept_ignored = kept;
     }
 
     /// Leaves out what `excludes` does (the run's ignore rules, known once
@@ -163,6 +172,19 @@ impl Verifier {
             path: outputs_dir.clone(),
             source,
         })?;
+        // What the repository ignores and commands built since the baseline
+        // goes first: the checks build it again from what the patch holds.
+        let removed = crate::workspace::remove_new_ignored(
+            &self.settings.workspace,
+            &self.settings.excludes,
+            &self.kept_ignored,
+        );
+        if !removed.is_empty() {
+            tracing::info!(
+                "removed {} ignored paths built since the baseline before verifying",
+                removed.len()
+            );
+        }
         let initial = self.fingerprinter.scan()?;
         let fingerprint = initial.fingerprint;
         let mut before = initial;
@@ -451,7 +473,7 @@ mod tests {
     fn a_missing_dependency_nothing_installs_is_the_environment_not_the_task() {
         let declared = vec![crate::verify::deps::Declared {
             file: "pyproject.toml".into(),
-            install: "python3 -m venv .venv && .venv/bin/pip install -e .".into(),
+            install: "python3 -m venv /deps/venv && /deps/venv/bin/pip install -e .".into(),
         }];
         let missing = [failing(
             "E   ModuleNotFoundError: No module named 'text_unidecode'",
@@ -460,7 +482,9 @@ mod tests {
         let why = environment_error(&missing, &declared).expect("an environment error");
         assert!(why.contains("No module named 'text_unidecode'"), "{why}");
         assert!(
-            why.contains(r#""bootstrap": ["python3 -m venv .venv && .venv/bin/pip install -e ."]"#),
+            why.contains(
+                r#""bootstrap": ["python3 -m venv /deps/venv && /deps/venv/bin/pip install -e ."]"#
+            ),
             "{why}"
         );
         // With an install in place, or none declared, it is the agent's to fix.

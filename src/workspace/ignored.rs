@@ -13,6 +13,7 @@
 //! ignore rules say), and neither is a directory holding one.
 
 use std::collections::{HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
@@ -183,6 +184,95 @@ impl IgnoreRules {
     }
 }
 
+/// At most this many ignored entries are kept track of.
+const MAX_IGNORED_ENTRIES: usize = 100_000;
+
+/// Walks the workspace at `root` (never following a link, never into `.git`
+/// or a cache folder `excludes` names) and calls `found` with each entry the
+/// ignore rules ignore, without descending into an ignored directory.
+fn walk_ignored(
+    root: &Path,
+    excludes: &super::ExcludeSet,
+    found: &mut dyn FnMut(&[u8], &Path, bool) -> bool,
+) {
+    let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
+    let mut seen = 0usize;
+    while let Some(dir) = stack.pop() {
+        let at = root.join(std::ffi::OsStr::from_bytes(&dir));
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_IGNORED_ENTRIES * 10 {
+                return;
+            }
+            let name = entry.file_name();
+            let Ok(ft) = entry.file_type() else { continue };
+            let is_dir = ft.is_dir();
+            if name == ".git" || (is_dir && excludes.excludes_dir(&name)) {
+                continue;
+            }
+            let mut rel = dir.clone();
+            if !rel.is_empty() {
+                rel.push(b'/');
+            }
+            rel.extend_from_slice(name.as_bytes());
+            if excludes.ignores(&rel, is_dir) {
+                if !found(&rel, &entry.path(), is_dir) {
+                    return;
+                }
+            } else if is_dir {
+                stack.push(rel);
+            }
+        }
+    }
+}
+
+/// The ignored entries of the workspace at `root` now (what the bootstrap
+/// built, kept by [`remove_new_ignored`]); at most [`MAX_IGNORED_ENTRIES`].
+pub fn ignored_entries(root: &Path, excludes: &super::ExcludeSet) -> HashSet<Vec<u8>> {
+    let mut kept = HashSet::new();
+    if excludes.ignore_rules().is_none() {
+        return kept;
+    }
+    walk_ignored(root, excludes, &mut |rel, _, _| {
+        kept.insert(rel.to_vec());
+        kept.len() < MAX_IGNORED_ENTRIES
+    });
+    kept
+}
+
+/// Removes what the ignore rules ignore in the workspace at `root` and
+/// `kept` does not hold — build outputs made since the baseline — so a
+/// verification runs on what the patch delivers (and what the bootstrap
+/// installed), never on a stale or planted output a check would take as
+/// built. Returns the paths removed.
+pub fn remove_new_ignored(
+    root: &Path,
+    excludes: &super::ExcludeSet,
+    kept: &HashSet<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let mut removed = Vec::new();
+    if excludes.ignore_rules().is_none() {
+        return removed;
+    }
+    walk_ignored(root, excludes, &mut |rel, path, is_dir| {
+        if !kept.contains(rel) {
+            let gone = if is_dir {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+            if gone.is_ok() {
+                removed.push(rel.to_vec());
+            }
+        }
+        true
+    });
+    removed
+}
+
 /// The default tool caches plus the ignore rules of the baseline `baseline`
 /// (a commit or tree in the repository at `git_dir`) and of the source
 /// repository `source`. Rules that cannot be read leave only the caches
@@ -321,6 +411,39 @@ mod tests {
         // ...but a new file below the ignored directory is ignored, as Git
         // ignores it.
         assert!(rules.ignores(b"generated/new.json", false));
+    }
+
+    #[test]
+    fn outputs_made_since_the_baseline_are_removed_and_the_bootstraps_kept() {
+        let (dir, repo, tree) = committed(&[
+            (".gitignore", "*.o\n/build/\n/test_clamp\n"),
+            ("clamp.c", "int x;"),
+            ("vendored.o", "tracked"),
+        ]);
+        let rules = IgnoreRules::from_tree(&repo, tree, &[]).expect("rules");
+        let excludes =
+            crate::workspace::ExcludeSet::default().with_ignore_rules(std::sync::Arc::new(rules));
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("build/deep")).expect("mkdir");
+        std::fs::write(root.join("build/deep/dep.bin"), "from the bootstrap").expect("write");
+        let kept = ignored_entries(root, &excludes);
+        assert_eq!(kept, HashSet::from([b"build".to_vec()]));
+        // What commands built since: a planted test binary, a stale object.
+        std::fs::write(root.join("test_clamp"), "#!/bin/sh\nexit 0\n").expect("write");
+        std::fs::write(root.join("clamp.o"), "stale").expect("write");
+        std::fs::create_dir_all(root.join("node_modules/x")).expect("mkdir");
+        std::fs::write(root.join("node_modules/x/a.o"), "cache").expect("write");
+        let mut removed = remove_new_ignored(root, &excludes, &kept);
+        removed.sort();
+        assert_eq!(removed, vec![b"clamp.o".to_vec(), b"test_clamp".to_vec()]);
+        assert!(root.join("build/deep/dep.bin").exists(), "the bootstrap's");
+        assert!(root.join("vendored.o").exists(), "tracked");
+        assert!(root.join("clamp.c").exists());
+        assert!(
+            root.join("node_modules/x/a.o").exists(),
+            "a cache folder is left alone"
+        );
+        assert!(root.join(".git").exists());
     }
 
     #[test]

@@ -32,7 +32,9 @@ pub use fingerprint::{
 };
 pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
 pub(crate) use ignored::read_bounded;
-pub use ignored::{IgnoreRules, run_excludes, source_excludes};
+pub use ignored::{
+    IgnoreRules, ignored_entries, remove_new_ignored, run_excludes, source_excludes,
+};
 pub use limits::{LimitOverrides, Usage, WorkspaceLimits};
 pub(crate) use rebuild::{RebuildFrom, baseline_commit_raw};
 pub use secrets::{
