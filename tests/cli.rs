@@ -190,7 +190,7 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(".venv/bin/pip install -r requirements.txt"),
+        stdout.contains("/deps/venv/bin/pip install -r requirements.txt"),
         "{stdout}"
     );
     assert!(

@@ -53,6 +53,7 @@ const CACHE_SUBDIRS: [&str; 7] = [
 /// Run in the bootstrap container before its commands: the cached archives
 /// into the run's dependency directory (never what was unpacked from them).
 pub(crate) const SEED_SCRIPT: &str = r#"set -u
+PATH=/usr/bin:/bin; export PATH
 mkdir -p /deps/cargo/registry /deps/cargo/git /deps/go/mod/cache
 for d in index cache; do
   [ -d /cache/cargo/registry/$d ] && cp -a /cache/cargo/registry/$d /deps/cargo/registry/
@@ -66,6 +67,7 @@ exit 0"#;
 /// it (links and special files, unpacked sources, build output, tool
 /// configuration and programs), and nothing in it left executable.
 pub(crate) const STORE_SCRIPT: &str = r#"set -u
+PATH=/usr/bin:/bin; export PATH
 mkdir -p /cache/cargo/registry /cache/cargo/git /cache/go
 for d in index cache; do
   [ -d /deps/cargo/registry/$d ] && cp -a /deps/cargo/registry/$d /cache/cargo/registry/

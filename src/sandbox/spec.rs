@@ -155,11 +155,13 @@ impl ContainerSpec {
     /// The environment of commands: fixed, nothing from the host.
     pub(crate) fn command_env() -> HashMap<String, String> {
         [
-            // A project's venv (what a Python project's install makes) comes
-            // first: checks run with its packages, as they would activated.
+            // The venv a Python project's install makes in the run's
+            // dependency folder comes first: checks run with its packages, as
+            // they would activated. Commands and checks can only read it (and
+            // nothing under /workspace is ever on PATH).
             (
                 "PATH",
-                "/workspace/.venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "/deps/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             ),
             ("HOME", HOME_DIR),
             ("USER", "sandbox"),

@@ -59,7 +59,9 @@ pub fn uninstalled(repo: &Path, bootstrap: &[String]) -> Vec<Declared> {
             add("package.json", "npm install --ignore-scripts");
         }
     }
-    let venv = "python3 -m venv --system-site-packages .venv";
+    // In the run's dependency folder, which commands and checks can only
+    // read: nothing the agent runs can put a program there.
+    let venv = "python3 -m venv --system-site-packages /deps/venv";
     let requirements = [
         "requirements.txt",
         "requirements-dev.txt",
@@ -70,14 +72,17 @@ pub fn uninstalled(repo: &Path, bootstrap: &[String]) -> Vec<Declared> {
     let project = read("pyproject.toml").is_some_and(|t| declares_python_project(&t))
         || repo.join("setup.py").is_file();
     match (requirements, project) {
-        (Some(file), _) => add(file, &format!("{venv} && .venv/bin/pip install -r {file}")),
+        (Some(file), _) => add(
+            file,
+            &format!("{venv} && /deps/venv/bin/pip install -r {file}"),
+        ),
         (None, true) => add(
             if repo.join("pyproject.toml").is_file() {
                 "pyproject.toml"
             } else {
                 "setup.py"
             },
-            &format!("{venv} && .venv/bin/pip install -e ."),
+            &format!("{venv} && /deps/venv/bin/pip install -e ."),
         ),
         (None, false) => {}
     }
@@ -199,7 +204,7 @@ mod tests {
         )]);
         assert_eq!(python.len(), 1);
         assert!(
-            python[0].1.ends_with(".venv/bin/pip install -e ."),
+            python[0].1.ends_with("/deps/venv/bin/pip install -e ."),
             "{python:?}"
         );
         let req = installs(&[("requirements.txt", "# pinned\nrequests==2.32.3\n")]);

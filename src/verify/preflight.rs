@@ -95,8 +95,14 @@ pub(crate) fn requirements(
     bootstrap: &[String],
 ) -> Vec<Requirement> {
     let mut out: Vec<Requirement> = Vec::new();
+    // What lies in the run's dependency folder only a bootstrap puts
+    // there (a venv's `pip`): not the image's to have.
+    let deps = format!("{}/", crate::sandbox::spec::DEPS_DIR);
     let mut add = |needs: Vec<Need>, by: String| {
         for need in needs {
+            if matches!(&need, Need::Path(p) if p.starts_with(&deps)) {
+                continue;
+            }
             if !out.iter().any(|r| r.need == need) {
                 out.push(Requirement {
                     need,

@@ -195,3 +195,26 @@ fn needs_found_in_an_image_are_known_for_that_image_only() {
     std::fs::write(&path, big).expect("write");
     assert!(!FoundNeeds::new(dir.path(), "sha256:aaa").has_all(&[need("late")]));
 }
+
+#[test]
+fn what_a_bootstrap_installs_in_the_dependency_folder_is_not_the_images_to_have() {
+    let repo = tempfile::tempdir().expect("tempdir");
+    let needs: Vec<Need> = requirements(
+        repo.path(),
+        &[],
+        &["python3 -m venv /deps/venv && /deps/venv/bin/pip install -r requirements.txt".into()],
+    )
+    .into_iter()
+    .map(|r| r.need)
+    .collect();
+    assert!(
+        needs.contains(&Need::Program("python3".into())),
+        "{needs:?}"
+    );
+    assert!(
+        !needs
+            .iter()
+            .any(|n| matches!(n, Need::Path(p) if p.starts_with("/deps/"))),
+        "{needs:?}"
+    );
+}
