@@ -286,9 +286,9 @@ pub fn list(state: &StateDir) -> Vec<RunRecord> {
     runs
 }
 
-/// Removes the run directories that hold no readable manifest and that no
-/// live process is making — what a run killed before it wrote its manifest
-/// left, or a directory damaged since — and returns them. A run being set
+/// Removes the run directories that hold no manifest and that no live
+/// process is making — what a run killed before it wrote its manifest
+/// left — and returns them. A run being set
 /// up writes its workspace's owner file before its run directory, so one
 /// whose owner is alive is left alone.
 pub fn collect_unmade(state: &StateDir) -> Vec<PathBuf> {
@@ -298,7 +298,13 @@ pub fn collect_unmade(state: &StateDir) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for entry in entries.filter_map(Result::ok) {
         let dir = entry.path();
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) || RunRecord::read(&dir).is_ok() {
+        // Only a directory with no manifest at all: one that cannot be read
+        // (a newer version's, a damaged one) may still be someone's record.
+        let missing = matches!(
+            std::fs::symlink_metadata(dir.join(MANIFEST_FILE)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound
+        );
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) || !missing {
             continue;
         }
         let id = entry.file_name().to_string_lossy().into_owned();
@@ -451,11 +457,22 @@ mod tests {
             start_ticks: 1,
         };
         crate::owner::write_owner_file(&dead, &gone).unwrap();
+        let dead_empty = state.runs_dir().join("run-killed-early");
+        std::fs::create_dir_all(&dead_empty).unwrap();
+        let early = crate::sandbox::gc::workspace_owner_file(&state, "run-killed-early");
+        crate::owner::write_owner_file(&early, &gone).unwrap();
         let mut removed = collect_unmade(&state);
         removed.sort();
-        assert_eq!(removed, [state.runs_dir().join("broken"), dead_dir.clone()]);
+        assert_eq!(
+            removed,
+            [state.runs_dir().join("broken"), dead_empty.clone()]
+        );
         assert!(making.exists(), "a run being set up is left alone");
-        assert!(!dead.exists(), "its owner file goes with it");
+        assert!(
+            dead_dir.exists() && dead.exists(),
+            "a manifest that does not parse may be another version's: kept"
+        );
+        assert!(!early.exists(), "its owner file goes with it");
         // The runs with manifests are all still there.
         assert_eq!(list(&state).len(), 3);
         assert!(collect_unmade(&state).is_empty());

@@ -498,8 +498,11 @@ fn init_tracing(session: bool, may_write_state: bool) {
         return;
     }
     let _ = match may_write_state.then(log_file).flatten() {
+        // Escaped as on a terminal: the file is read with one.
         Some(file) => builder
-            .with_writer(std::sync::Mutex::new(RedactingWriter(file)))
+            .with_writer(std::sync::Mutex::new(crate::terminal_text::EscapingWriter(
+                RedactingWriter(file),
+            )))
             .try_init(),
         None => builder.with_writer(std::io::sink).try_init(),
     };
@@ -529,14 +532,22 @@ fn log_file() -> Option<std::fs::File> {
     state.ensure().ok()?;
     let dir = state.logs_dir();
     crate::state::private_dir(&dir).ok()?;
+    // Bounded: past its size the log starts again, the last one kept beside.
+    let log = dir.join("minicoder.log");
+    if std::fs::symlink_metadata(&log).is_ok_and(|m| m.is_file() && m.len() > MAX_LOG_BYTES) {
+        let _ = std::fs::rename(&log, dir.join("minicoder.log.1"));
+    }
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW)
-        .open(dir.join("minicoder.log"))
+        .open(log)
         .ok()
 }
+
+/// The log file's size past which a new one is started.
+const MAX_LOG_BYTES: u64 = 16 << 20;
 
 /// Resolves on the first Ctrl-C (SIGINT) or SIGTERM.
 pub(crate) async fn shutdown_signal() {
