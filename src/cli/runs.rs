@@ -316,12 +316,11 @@ impl Details {
             .and_then(|v| v.get("plan").cloned())
             .and_then(|p| serde_json::from_value::<Vec<PlanItem>>(p).ok())
             .unwrap_or_default();
-        let events = run.dir.join(EVENTS_FILE);
+        let (latest, baseline) = verifications(&run.dir.join(EVENTS_FILE));
         let checks = match &run.report {
             Some(report) => report.verification.checks.clone(),
-            None => latest_checks(&events),
+            None => latest,
         };
-        let baseline = baseline_checks(&events);
         let patch = std::fs::read(run.dir.join(FINAL_PATCH_FILE))
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned());
@@ -338,46 +337,38 @@ impl Details {
 
 /// The checks of the latest verification in the event log.
 pub(crate) fn latest_checks(events: &Path) -> Vec<CheckReport> {
-    let Ok(text) = std::fs::read_to_string(events) else {
-        return Vec::new();
-    };
-    let mut checks = Vec::new();
-    for line in text.lines() {
-        match serde_json::from_str::<RunEvent>(line) {
-            Ok(RunEvent::VerificationStarted { .. }) => checks.clear(),
-            Ok(RunEvent::VerificationCheck { check, .. }) => checks.push(check),
-            _ => {}
-        }
-    }
-    checks
+    verifications(events).0
 }
 
-/// The checks of the last baseline verification in the event log.
-fn baseline_checks(events: &Path) -> Vec<CheckReport> {
+/// The checks of the latest verification and of the last baseline
+/// verification in the event log, read in one pass.
+fn verifications(events: &Path) -> (Vec<CheckReport>, Vec<CheckReport>) {
     let Ok(text) = std::fs::read_to_string(events) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
+    let (mut latest, mut baseline) = (Vec::new(), Vec::new());
     let mut baseline_attempt = None;
-    let mut checks = Vec::new();
     for line in text.lines() {
         match serde_json::from_str::<RunEvent>(line) {
             Ok(RunEvent::VerificationStarted {
-                attempt,
-                reason: crate::protocol::VerificationReason::Baseline,
-                ..
+                attempt, reason, ..
             }) => {
-                baseline_attempt = Some(attempt);
-                checks.clear();
+                latest.clear();
+                if reason == crate::protocol::VerificationReason::Baseline {
+                    baseline_attempt = Some(attempt);
+                    baseline.clear();
+                }
             }
-            Ok(RunEvent::VerificationCheck { attempt, check })
-                if Some(attempt) == baseline_attempt =>
-            {
-                checks.push(check)
+            Ok(RunEvent::VerificationCheck { attempt, check }) => {
+                if Some(attempt) == baseline_attempt {
+                    baseline.push(check.clone());
+                }
+                latest.push(check);
             }
             _ => {}
         }
     }
-    checks
+    (latest, baseline)
 }
 
 /// One `show` line per check, with why it failed.

@@ -131,6 +131,11 @@ impl IgnoreRules {
         })
     }
 
+    /// Whether there is no rule at all (nothing is ever ignored).
+    pub fn is_empty(&self) -> bool {
+        !self.any
+    }
+
     /// Whether the entry `rel` (relative, `/`-separated) is ignored: not a
     /// path of the baseline (nor, for a directory, one holding such a path),
     /// and matched by the rules itself or through a directory above it (as
@@ -195,6 +200,10 @@ fn walk_ignored(
     excludes: &super::ExcludeSet,
     found: &mut dyn FnMut(&[u8], &Path, bool) -> bool,
 ) {
+    // Without a rule nothing is ignored: no walk.
+    if excludes.ignore_rules().is_none_or(|r| r.is_empty()) {
+        return;
+    }
     let mut stack: Vec<Vec<u8>> = vec![Vec::new()];
     let mut seen = 0usize;
     while let Some(dir) = stack.pop() {
@@ -233,9 +242,6 @@ fn walk_ignored(
 /// built, kept by [`remove_new_ignored`]); at most [`MAX_IGNORED_ENTRIES`].
 pub fn ignored_entries(root: &Path, excludes: &super::ExcludeSet) -> HashSet<Vec<u8>> {
     let mut kept = HashSet::new();
-    if excludes.ignore_rules().is_none() {
-        return kept;
-    }
     walk_ignored(root, excludes, &mut |rel, _, _| {
         kept.insert(rel.to_vec());
         kept.len() < MAX_IGNORED_ENTRIES
@@ -254,9 +260,6 @@ pub fn remove_new_ignored(
     kept: &HashSet<Vec<u8>>,
 ) -> Vec<Vec<u8>> {
     let mut removed = Vec::new();
-    if excludes.ignore_rules().is_none() {
-        return removed;
-    }
     walk_ignored(root, excludes, &mut |rel, path, is_dir| {
         if !kept.contains(rel) {
             let gone = if is_dir {
