@@ -148,6 +148,18 @@ fn doctor_reports_keys_without_printing_them() {
     assert_eq!(out.status.code(), Some(1), "a FAIL line means exit 1");
 }
 
+/// `minicoder doctor` in `dir` with no Docker to reach: its stdout.
+fn doctor_offline(dir: &std::path::Path, state: &std::path::Path) -> String {
+    let out = Command::new(support::bin())
+        .arg("doctor")
+        .current_dir(dir)
+        .env("MINICODER_STATE_DIR", state)
+        .env("DOCKER_HOST", "unix:///nonexistent.sock")
+        .output()
+        .expect("run minicoder");
+    text(&out).0
+}
+
 #[test]
 fn doctor_in_a_repository_lists_its_instruction_files() {
     let repo = tempfile::tempdir().expect("tempdir");
@@ -165,14 +177,7 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
         ],
     );
     let state = support::state_dir();
-    let out = Command::new(support::bin())
-        .arg("doctor")
-        .current_dir(repo.path().join("pkg"))
-        .env("MINICODER_STATE_DIR", state.path())
-        .env("DOCKER_HOST", "unix:///nonexistent.sock")
-        .output()
-        .expect("run minicoder");
-    let (stdout, _) = text(&out);
+    let stdout = doctor_offline(&repo.path().join("pkg"), state.path());
     assert!(
         stdout.contains("[ OK ] project instructions: AGENTS.md (10 bytes)"),
         "{stdout}"
@@ -197,15 +202,54 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
         stdout.contains("[WARN] submodules: vendor/lib: not checked out"),
         "{stdout}"
     );
+}
+
+#[test]
+fn doctor_names_the_build_outputs_a_check_would_leave_in_the_tree() {
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ecosystems/c");
+    let repo = tempfile::tempdir().expect("tempdir");
+    for name in ["Makefile", "clamp.c", "clamp.h", "test_clamp.c"] {
+        std::fs::copy(fixture.join(name), repo.path().join(name)).expect("copy");
+    }
+    support::write(&repo.path().join(".gitignore"), b"*.o\n");
+    support::git(repo.path(), &["init", "-q"]);
+    let state = support::state_dir();
+    let doctor = || doctor_offline(repo.path(), state.path());
+    let stdout = doctor();
+    assert!(
+        stdout.contains("[WARN] check outputs: `make-test` writes libclamp.a, test_clamp into the tree, which no ignore rule covers"),
+        "{stdout}"
+    );
+    support::write(&repo.path().join(".gitignore"), b"*.o\n*.a\n/test_clamp\n");
+    let stdout = doctor();
+    assert!(
+        stdout.contains("[ OK ] check outputs: `make-test` builds clamp.o, libclamp.a, test_clamp, which the ignore rules cover"),
+        "{stdout}"
+    );
+    // Without Docker, a Go module's imports are still read against go.mod.
+    let go = tempfile::tempdir().expect("tempdir");
+    support::write(
+        &go.path().join("go.mod"),
+        b"module example.com/m\n\ngo 1.22\n",
+    );
+    support::write(
+        &go.path().join("m.go"),
+        b"package m\n\nimport \"github.com/x/absent\"\n",
+    );
+    support::git(go.path(), &["init", "-q"]);
+    let stdout = doctor_offline(go.path(), state.path());
+    assert!(
+        stdout.contains("[WARN] go imports: github.com/x/absent (imported by m.go) is provided by no `require` of go.mod"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn doctor_outside_a_repository_says_so() {
+    let state = support::state_dir();
     let outside = tempfile::tempdir().expect("tempdir");
-    let out = Command::new(support::bin())
-        .arg("doctor")
-        .current_dir(outside.path())
-        .env("MINICODER_STATE_DIR", state.path())
-        .env("DOCKER_HOST", "unix:///nonexistent.sock")
-        .output()
-        .expect("run minicoder");
-    let (stdout, _) = text(&out);
+    let stdout = doctor_offline(outside.path(), state.path());
     assert!(!stdout.contains("project instructions"));
     assert!(
         stdout.contains("[WARN] project: not inside a Git repository"),

@@ -39,6 +39,36 @@ async fn a_check_whose_program_is_missing_stops_before_any_model_request() {
 }
 
 #[tokio::test]
+async fn a_baseline_that_cannot_run_its_check_interrupts_the_model_turn_in_flight() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    // The check's program is there, so nothing before the baseline can
+    // tell; the baseline then cannot run it (exit 127).
+    let config = r#"{"verification": [{"name": "runner", "command": "sh -c 'exit 127'"}]}"#;
+    let p = Project::new("", &[(".minicoder.json", config), ("a.txt", "a\n")]).await;
+    // The model takes far longer to answer than the baseline to fail.
+    p.mock.push(
+        MockResponse::tool_calls(&[("read_file", json!({"path": "a.txt"}))])
+            .with_delay(std::time::Duration::from_secs(120)),
+    );
+    let run = p.run("environment", &[]).await;
+    assert_eq!(run.result["outcome"], "failure", "{}", run.stderr());
+    let reason = run.result["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("environment error: the baseline check `runner`"),
+        "{reason}"
+    );
+    let events = run.events();
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"model.request"), "{kinds:?}");
+    assert!(
+        !kinds.contains(&"model.response"),
+        "the run stopped while the model was still thinking: {kinds:?}"
+    );
+}
+
+#[tokio::test]
 async fn packages_build_a_derived_image_once_and_its_program_verifies() {
     let Some(docker) = support::docker_or_skip().await else {
         return;
@@ -246,6 +276,63 @@ async fn doctor_in_a_repository_tells_whether_the_image_runs_its_checks() {
         "{text}"
     );
     assert_eq!(out.status.code(), Some(1));
+
+    // A Go module: the standard library is asked of the image's own Go.
+    let go = Project::new("go", &[]).await;
+    let out = doctor(go.path().to_path_buf()).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[ OK ] go imports: every import of 2 .go files resolves (standard library checked against the image's)"),
+        "{text}"
+    );
+    let gaps = Project::new(
+        "",
+        &[
+            (
+                "go.mod",
+                "module example.com/gap
+
+go 1.99
+",
+            ),
+            (
+                "gap.go",
+                "package gap
+
+import (
+	\"math/big\"
+	\"net/http\"
+	\"no/such/std\"
+	\"github.com/x/absent\"
+)
+
+var _ = big.NewInt
+var _ = http.Get
+",
+            ),
+        ],
+    )
+    .await;
+    let out = doctor(gaps.path().to_path_buf()).await.expect("join");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("[WARN] go toolchain: go.mod asks for go 1.99 and the image has go1."),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "[WARN] go imports: no/such/std (imported by gap.go) is not a standard package of go1."
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("[WARN] go imports: github.com/x/absent (imported by gap.go) is provided by no `require` of go.mod"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("math/big"),
+        "the standard library is found: {text}"
+    );
 }
 
 #[tokio::test]

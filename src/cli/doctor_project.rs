@@ -53,7 +53,12 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         .map(|c| format!("{} (`{}`)", c.name, c.command))
         .collect();
     record(Level::Ok, "checks", listed.join(", "));
+    outputs_report(&repo, &checks, record);
+    let is_go = repo.join("go.mod").is_file();
     let Some(docker) = docker else {
+        if is_go {
+            go_report(&repo, None, record);
+        }
         return record(
             Level::Fail,
             "check programs",
@@ -64,6 +69,9 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
     let bootstrap = config.map(|c| c.bootstrap).unwrap_or_default();
     let (image, pending) = image_to_check(docker, &repo, &request).await;
     if docker.inspect_image(&image).await.is_err() {
+        if is_go {
+            go_report(&repo, None, record);
+        }
         return record(
             Level::Warn,
             "check programs",
@@ -71,10 +79,13 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
         );
     }
     let needs = preflight::requirements(&repo, &checks, &bootstrap);
-    let missing = match look_for(docker, &image, &needs).await {
-        Ok(missing) => missing,
+    let (missing, toolchain) = match look_for(docker, &image, &needs, is_go).await {
+        Ok(found) => found,
         Err(e) => return record(Level::Fail, "check programs", e),
     };
+    if is_go {
+        go_report(&repo, toolchain.as_ref(), record);
+    }
     // Package scripts' programs come from node_modules, which only a run's
     // bootstrap installs: not a failure here when a bootstrap is configured.
     let (deferred, missing): (Vec<_>, Vec<_>) = missing.into_iter().partition(|r| {
@@ -112,6 +123,139 @@ pub async fn report(docker: Option<&Docker>, record: &mut dyn FnMut(Level, &str,
             ));
         }
         record(level, "check programs", text);
+    }
+}
+
+/// Says which files `make` checks would write into the tree, and whether
+/// the repository's ignore rules cover them.
+fn outputs_report(
+    repo: &Path,
+    checks: &[verify::CheckSpec],
+    record: &mut dyn FnMut(Level, &str, String),
+) {
+    let git = git2::Repository::open(repo).ok();
+    let ignored = |path: &str| {
+        git.as_ref()
+            .is_some_and(|g| g.is_path_ignored(path).unwrap_or(false))
+    };
+    for check in checks {
+        let Some(targets) = verify::make_outputs::make_targets(&check.command) else {
+            continue;
+        };
+        let Some(outputs) = verify::make_outputs::outputs(repo, &targets) else {
+            continue;
+        };
+        if outputs.is_empty() {
+            continue;
+        }
+        let (covered, bare): (Vec<String>, Vec<String>) =
+            outputs.into_iter().partition(|p| ignored(p));
+        let list = |paths: &[String]| {
+            let mut text = paths.iter().take(8).cloned().collect::<Vec<_>>().join(", ");
+            if paths.len() > 8 {
+                text.push_str(&format!(" and {} more", paths.len() - 8));
+            }
+            text
+        };
+        if bare.is_empty() {
+            record(
+                Level::Ok,
+                "check outputs",
+                format!(
+                    "`{}` builds {}, which the ignore rules cover: removed before each verification, never part of a patch",
+                    check.name,
+                    list(&covered)
+                ),
+            );
+        } else {
+            record(
+                Level::Warn,
+                "check outputs",
+                format!(
+                    "`{}` writes {} into the tree, which no ignore rule covers: a check that changes the workspace fails; add them to .gitignore",
+                    check.name,
+                    list(&bare)
+                ),
+            );
+        }
+    }
+}
+
+/// Says whether every import of the Go module resolves in the sandbox,
+/// and whether its `go` directive asks for a newer toolchain than the
+/// image's (checks run without network: Go cannot fetch one).
+fn go_report(
+    repo: &Path,
+    toolchain: Option<&verify::go_imports::Toolchain>,
+    record: &mut dyn FnMut(Level, &str, String),
+) {
+    let Some(gaps) = verify::go_imports::gaps(repo, toolchain) else {
+        return;
+    };
+    let version = toolchain.map(|t| t.version.clone());
+    if let (Some(wanted), Some(have)) = (&gaps.newer_go, &version) {
+        record(
+            Level::Warn,
+            "go toolchain",
+            format!(
+                "go.mod asks for go {} and the image has {have}; checks run without network, so Go cannot fetch a newer one: lower the `go` line or add a newer Go to the image",
+                wanted
+            ),
+        );
+    }
+    for (import, file) in gaps.not_in_std.iter().take(5) {
+        record(
+            Level::Warn,
+            "go imports",
+            format!(
+                "{} (imported by {}) is not a standard package of {}",
+                import,
+                file,
+                version.as_deref().unwrap_or("the image's Go")
+            ),
+        );
+    }
+    for (import, file) in gaps.unprovided.iter().take(5) {
+        record(
+            Level::Warn,
+            "go imports",
+            format!(
+                "{} (imported by {}) is provided by no `require` of go.mod: run `go get` for it (or `go mod tidy`) and commit go.mod and go.sum",
+                import, file
+            ),
+        );
+    }
+    if !gaps.unsummed.is_empty() {
+        record(
+            Level::Warn,
+            "go imports",
+            format!(
+                "go.sum has no line for {}: `go mod download` fails offline; run `go mod tidy` and commit go.sum",
+                gaps.unsummed
+                    .iter()
+                    .take(5)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        );
+    }
+    if gaps.is_empty() {
+        let scope = if toolchain.is_some() {
+            "resolves (standard library checked against the image's)"
+        } else {
+            "resolves by go.mod (the standard library was not checked: no image to ask)"
+        };
+        let more = if gaps.truncated {
+            " (first files only)"
+        } else {
+            ""
+        };
+        record(
+            Level::Ok,
+            "go imports",
+            format!("every import of {} .go files{more} {scope}", gaps.files),
+        );
     }
 }
 
@@ -246,12 +390,20 @@ async fn image_to_check(
     }
 }
 
-/// Looks for the needs in a disposable container of `image`.
+/// Looks for the needs in a disposable container of `image`, and, for a
+/// Go module, asks its toolchain for its version and standard packages.
 async fn look_for<'a>(
     docker: &Docker,
     image: &str,
     needs: &'a [preflight::Requirement],
-) -> Result<Vec<&'a preflight::Requirement>, String> {
+    go: bool,
+) -> Result<
+    (
+        Vec<&'a preflight::Requirement>,
+        Option<verify::go_imports::Toolchain>,
+    ),
+    String,
+> {
     let ws = tempfile::Builder::new()
         .prefix("minicoder-doctor-")
         .tempdir()
@@ -273,6 +425,20 @@ async fn look_for<'a>(
         .await
         .map_err(|e| e.to_string())?;
     let found = preflight::find_missing(&mut container, needs).await;
+    let toolchain = if go {
+        let request = crate::sandbox::CommandRequest::new(
+            "GOTOOLCHAIN=local go env GOVERSION && GOTOOLCHAIN=local go list std",
+        )
+        .timeout(std::time::Duration::from_secs(60));
+        match container.run(request).await {
+            Ok(outcome) if outcome.success() => {
+                verify::go_imports::Toolchain::parse(&outcome.stdout.text())
+            }
+            _ => None,
+        }
+    } else {
+        None
+    };
     container.shutdown().await;
-    found.map_err(|e| e.to_string())
+    Ok((found.map_err(|e| e.to_string())?, toolchain))
 }

@@ -108,6 +108,10 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     let cancel = run.steering.cancel_token().child_token();
     let token = cancel.clone();
     let (installed, copy) = (run.ws.workspace.path().to_path_buf(), dir.clone());
+    // An environment error interrupts whatever the agent is doing: the
+    // run stops for it, however early, rather than after the effect.
+    let alarm = run.steering.alarm();
+    let uninstalled = crate::verify::deps::uninstalled(&run.id.repo, &run.sandbox.bootstrap);
     let handle = tokio::spawn(async move {
         // The checkpoint leaves out what the bootstrap installed; the copy
         // gets the workspace's (hard links), so it verifies the same way.
@@ -143,6 +147,11 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
             }
         };
         verifier.shutdown().await;
+        if let Ok(r) = &result
+            && crate::verify::environment_error(&r.checks, &uninstalled).is_some()
+        {
+            alarm.cancel();
+        }
         BaselineDone { result, checks }
     });
     Ok(BaselineJob {

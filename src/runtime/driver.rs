@@ -158,7 +158,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             let t = Instant::now();
             let input = call_model(run, request).await;
             run.counters.durations.model_ms += elapsed_ms(t);
-            Some(input)
+            Some(or_alarm(run, l, input).await)
         }
         Effect::ReadInstructions { lookups } => Some(Input::InstructionsRead {
             docs: super::instructions::read(&run.ws.root, &lookups),
@@ -168,7 +168,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             let input = run_tool(run, &call).await;
             run.counters.durations.tools_ms += elapsed_ms(t);
             feed_changes(run, l);
-            Some(input)
+            Some(or_alarm(run, l, input).await)
         }
         Effect::ApplyEdit { call, .. } => {
             let t = Instant::now();
@@ -212,6 +212,18 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         }
         // Handled by the loop.
         Effect::End { .. } => None,
+    }
+}
+
+/// When the baseline interrupted the effect (it found the environment
+/// broken), its verdict instead of the effect's input.
+async fn or_alarm(run: &mut Run, l: &mut Loop, input: Input) -> Input {
+    if !run.steering.take_alarm() {
+        return input;
+    }
+    match l.baseline.take() {
+        Some(job) => baseline_done(run, job).await,
+        None => input,
     }
 }
 
@@ -290,8 +302,11 @@ async fn await_baseline(run: &mut Run, l: &mut Loop) -> Input {
         return baseline_verdict(false);
     };
     match run.steering.race(job.wait()).await {
-        Ok(()) => match l.baseline.take() {
-            Some(job) => baseline_done(run, job).await,
+        Ok(()) | Err(super::steering::Interrupted::Background) => match l.baseline.take() {
+            Some(job) => {
+                run.steering.take_alarm();
+                baseline_done(run, job).await
+            }
             None => baseline_verdict(false),
         },
         Err(why) => run.steering.interrupted(why),

@@ -138,6 +138,11 @@ pub(crate) async fn prepare_with(
         }
         None => None,
     };
+    // What a dependency folder already holds (a resumed run's venv on the
+    // `PATH`) is not the image's: needs are recorded only without it.
+    let deps_empty = claim
+        .deps_dir()
+        .is_none_or(|d| std::fs::read_dir(d).map_or(true, |mut entries| entries.next().is_none()));
     let starting = tokio::spawn({
         let docker = docker.clone();
         async move {
@@ -145,7 +150,10 @@ pub(crate) async fn prepare_with(
             if let Some((gate, found)) = gate {
                 let missing = verify::preflight::find_missing(&mut container, &early_needs).await;
                 let met = missing.is_ok_and(|m| m.is_empty());
-                if met && let Some(found) = found {
+                if met
+                    && deps_empty
+                    && let Some(found) = found
+                {
                     found.record(&early_needs);
                 }
                 let _ = gate.send(met);

@@ -1,7 +1,8 @@
 //! The one channel into a run, and the run's deadline. Every blocking effect
-//! runs through [`Steering::race`]: it ends early on a cancel command or the
-//! deadline, and keeps every other command that arrives meanwhile, in order,
-//! for the agent once the effect is done.
+//! runs through [`Steering::race`]: it ends early on a cancel command, the
+//! deadline, or background work that must be heard at once (a baseline that
+//! found the environment broken), and keeps every other command that
+//! arrives meanwhile, in order, for the agent once the effect is done.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -18,6 +19,8 @@ use crate::protocol::Command;
 pub(crate) enum Interrupted {
     Cancelled,
     TimedOut,
+    /// Background work has news that ends the effect (see [`Steering::alarm`]).
+    Background,
 }
 
 pub(crate) struct Steering {
@@ -28,6 +31,10 @@ pub(crate) struct Steering {
     /// Cancelled with the run, for work that outlives one effect (the
     /// background baseline verification).
     cancel: CancellationToken,
+    /// Set by background work whose result must interrupt the effect in
+    /// flight; heard once.
+    alarm: CancellationToken,
+    alarm_heard: bool,
     pub(crate) deadline: Instant,
     timeout_s: u64,
 }
@@ -43,6 +50,8 @@ impl Steering {
             open: true,
             buffered: VecDeque::new(),
             cancel: CancellationToken::new(),
+            alarm: CancellationToken::new(),
+            alarm_heard: false,
             deadline,
             timeout_s,
         }
@@ -52,7 +61,20 @@ impl Steering {
         self.cancel.clone()
     }
 
-    /// Runs `work` unless the run is cancelled or its deadline passes first.
+    /// The token background work sets to interrupt the effect in flight.
+    pub(crate) fn alarm(&self) -> CancellationToken {
+        self.alarm.clone()
+    }
+
+    /// Whether the alarm went off and was not taken yet; taking it.
+    pub(crate) fn take_alarm(&mut self) -> bool {
+        let fresh = self.alarm.is_cancelled() && !self.alarm_heard;
+        self.alarm_heard |= fresh;
+        fresh
+    }
+
+    /// Runs `work` unless the run is cancelled, its deadline passes, or the
+    /// alarm goes off first.
     pub(crate) async fn race<T>(
         &mut self,
         work: impl Future<Output = T>,
@@ -70,6 +92,9 @@ impl Steering {
                     None => self.open = false,
                 },
                 () = tokio::time::sleep_until(self.deadline) => return Err(Interrupted::TimedOut),
+                () = self.alarm.cancelled(), if !self.alarm_heard => {
+                    return Err(Interrupted::Background);
+                }
             }
         }
     }
@@ -125,6 +150,11 @@ impl Steering {
         match why {
             Interrupted::Cancelled => cancelled(),
             Interrupted::TimedOut => self.timed_out(),
+            // The driver replaces it with what the background work found.
+            Interrupted::Background => Input::Failed {
+                kind: crate::agent::effects::FailureKind::Environment,
+                reason: "background work interrupted the run".into(),
+            },
         }
     }
 

@@ -19,6 +19,8 @@ pub(crate) mod detect;
 mod detect_python;
 mod error;
 pub mod first_error;
+pub mod go_imports;
+pub mod make_outputs;
 pub mod matrix;
 mod names;
 mod outcome;
