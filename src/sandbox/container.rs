@@ -173,6 +173,8 @@ pub struct CommandContainer {
     docker: Docker,
     spec: ContainerSpec,
     live: Option<Live>,
+    /// The last measurement of what the container writes on the host.
+    meter: crate::workspace::limits::Meter,
     next_id: u64,
 }
 
@@ -183,6 +185,7 @@ impl CommandContainer {
             docker,
             spec,
             live: None,
+            meter: Default::default(),
             next_id: 1,
         };
         container.live = Some(Self::launch(&container.docker, &container.spec).await?);
@@ -287,6 +290,20 @@ impl CommandContainer {
     /// count and the disk's free-space floor), or to none.
     pub fn set_limits(&mut self, limits: Option<crate::workspace::WorkspaceLimits>) {
         self.spec.workspace_limits = limits;
+        if limits.is_some() {
+            // The first measurement is made now, off the first command's path.
+            self.meter.prime(self.watched_roots());
+        }
+    }
+
+    /// What the container can write on the host: the workspace, and for the
+    /// bootstrap the dependency folder too.
+    fn watched_roots(&self) -> Vec<std::path::PathBuf> {
+        let mut roots = vec![self.spec.workspace.clone()];
+        if self.spec.role == super::spec::Role::Bootstrap {
+            roots.extend(self.spec.deps.clone());
+        }
+        roots
     }
 
     /// Runs one command and returns how it ended. A command that fails, times
@@ -305,11 +322,9 @@ impl CommandContainer {
         let Some(limits) = self.spec.workspace_limits.filter(|_| req.stop.is_none()) else {
             return self.run_unwatched(req).await;
         };
-        let mut roots = vec![self.spec.workspace.clone()];
-        if self.spec.role == super::spec::Role::Bootstrap {
-            roots.extend(self.spec.deps.clone());
-        }
-        let watchdog = crate::workspace::limits::Watchdog::start(roots, limits).await;
+        let watchdog =
+            crate::workspace::limits::Watchdog::start(self.watched_roots(), limits, &self.meter)
+                .await;
         let req = req.stop_on(watchdog.stop.clone());
         let outcome = self.run_unwatched(req).await;
         let after = watchdog.finish().await;

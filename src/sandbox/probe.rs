@@ -488,7 +488,8 @@ async fn watched(
     cmd: &str,
     cleanup: &str,
 ) -> Result<CommandOutcome, SandboxError> {
-    let watchdog = Watchdog::start(vec![ws.to_path_buf()], probe_limits()).await;
+    let meter = crate::workspace::limits::Meter::default();
+    let watchdog = Watchdog::start(vec![ws.to_path_buf()], probe_limits(), &meter).await;
     let request = CommandRequest::new(cmd)
         .timeout(T)
         .stop_on(watchdog.stop.clone());

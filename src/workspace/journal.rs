@@ -100,6 +100,9 @@ struct Shared {
     stop: OwnedFd,
     workspace: PathBuf,
     excludes: ExcludeSet,
+    /// Every directory is watched, `.git` and excluded ones too (for the
+    /// workspace limits, which count everything).
+    whole: bool,
     bound: usize,
     state: Mutex<State>,
 }
@@ -144,6 +147,21 @@ impl Journal {
         excludes: &ExcludeSet,
         bound: usize,
     ) -> Result<Self, Errno> {
+        Self::start_with(workspace, excludes, bound, false)
+    }
+
+    /// A journal of every directory below `root`, whatever its name: it
+    /// says whether anything at all changed there.
+    pub(crate) fn start_whole(root: &Path) -> Result<Self, Errno> {
+        Self::start_with(root, &ExcludeSet::default(), 1, true)
+    }
+
+    fn start_with(
+        workspace: &Path,
+        excludes: &ExcludeSet,
+        bound: usize,
+        whole: bool,
+    ) -> Result<Self, Errno> {
         let inotify = inotify::init(CreateFlags::NONBLOCK | CreateFlags::CLOEXEC)?;
         let stop = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
         let shared = Arc::new(Shared {
@@ -151,6 +169,7 @@ impl Journal {
             stop,
             workspace: workspace.to_path_buf(),
             excludes: excludes.clone(),
+            whole,
             bound,
             state: Mutex::new(State {
                 everything: true,
@@ -176,6 +195,14 @@ impl Journal {
             return Changes::Everything;
         }
         Changes::Paths(std::mem::take(&mut state.dirty))
+    }
+
+    /// Drains the events queued so far and tells whether nothing changed
+    /// since the last full scan, keeping what it knows.
+    pub(crate) fn is_quiet(&self) -> bool {
+        let mut state = self.shared.lock();
+        self.shared.drain(&mut state);
+        !state.everything && !state.broken && state.dirty.is_empty()
     }
 
     /// Before a full scan: what is queued is covered by the scan, and the
@@ -359,9 +386,10 @@ impl Shared {
 
     /// Whether a scan reads a directory called `name`.
     fn reachable(&self, name: &[u8]) -> bool {
-        name != b".git"
-            && verify_component(name, false)
-            && !self.excludes.excludes_dir(OsStr::from_bytes(name))
+        self.whole
+            || (name != b".git"
+                && verify_component(name, false)
+                && !self.excludes.excludes_dir(OsStr::from_bytes(name)))
     }
 
     fn mark(&self, state: &mut State, rel: Vec<u8>) {

@@ -8,18 +8,45 @@
 //! it. A fourth, the per-file limit, bounds what the host ever reads of one
 //! file (see the fingerprint module).
 //!
-//! How they are enforced: a watchdog on the host polls the workspace while
-//! a command runs ([`measure`]: `statvfs` plus a walk that `lstat`s every
-//! entry) and has the supervisor stop the command at the first poll over a
-//! limit. The alternative, a size-limited filesystem per run (a loop-mounted
-//! image or a quota'd volume), would stop writes in the kernel, but needs
-//! root or a storage driver with quotas on the host, changes where the
-//! workspace lives, and has no file-count limit short of an inode count
-//! fixed at creation; the watchdog works wherever minicoder runs. Its cost
-//! is the walk: a workspace of 200,000 entries takes a fraction of a second
-//! (measured in the README), and polls never overlap, so between two polls a
-//! command can overshoot a size limit by what it writes in one walk's time.
-//! The free-space floor bounds that overshoot on a nearly full disk.
+//! | limit | default | where it holds | what the model is told |
+//! | --- | --- | --- | --- |
+//! | workspace size (allocated bytes) | 4 × the source, at least 2 GB (`workspace_bytes`) | every command in a container: the agent's, the bootstrap's (with the dependency folder), each verification check, the probe | the command is stopped: "stopped: the workspace grew to X, over its size limit of Y (by Z)"; a check so stopped fails with that reason |
+//! | workspace entries | 200,000 (`workspace_files`) | the same | "… holds N files and directories, over its limit of M (by K)" |
+//! | free space of the state filesystem | 1 GB (`min_free_bytes`) | the same | "the disk holding the workspace has X free, below the floor of Y" |
+//! | one file | 100 MB (`max_file_bytes`) | every host read of the workspace: fingerprint, checkpoint, export, read_file | "X is N, over the per-file limit of M" |
+//! | checkpoints after the baseline | the source's size, at least 1 GB (`checkpoint_bytes`) | the checkpoint store | nothing: older checkpoints are pruned |
+//!
+//! How they are enforced: [`crate::sandbox::CommandContainer::run`] — the
+//! one place every process that touches the workspace goes through —
+//! watches the container's roots on the host while a command runs and has
+//! the supervisor stop it at the first poll over a limit. The
+//! alternative, a size-limited filesystem per run (a loop-mounted image or
+//! a quota'd volume), would stop writes in the kernel, but needs root or a
+//! storage driver with quotas on the host, changes where the workspace
+//! lives, and has no file-count limit short of an inode count fixed at
+//! creation; the watchdog works wherever minicoder runs.
+//!
+//! What it costs a command: nothing to wait for, and no walk when the
+//! command changes nothing. The truth is a walk ([`measure`]: an `lstat`
+//! of every entry; ~120 ms at 50,000 files), so the walk is kept, per
+//! container, as the last measurement, and every directory it read is
+//! watched by an inotify journal of the whole tree (`.git` and the
+//! excluded directories too, unlike the checkpoints' journal; see
+//! [`super::journal`] for why its events cover every change). A command is
+//! measured from that last walk; while it runs the watchdog reads the
+//! journal every 100 ms, and walks — while it runs and once more when it
+//! ends — only once something below the roots changed. So does the next
+//! command's start when the host changed the workspace in between (an
+//! edit, a restore). The floor needs no walk at all: `statvfs` is its
+//! measure, read at every poll. Where a journal cannot be had (no inotify,
+//! its watch limit reached, a queue overflow) every command is walked, as
+//! before the journal. What a journal cannot see while it happens — blocks
+//! allocated through a shared mapping of a sparse file — is seen when the
+//! file is closed (at the latest when the supervisor ends the command's
+//! processes), and the floor bounds it meanwhile. A walk that meets a limit
+//! stops the command; polls never overlap, so between two polls a command
+//! can overshoot a size limit by what it writes in one poll's time, which
+//! the free-space floor bounds on a nearly full disk.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -233,6 +260,16 @@ pub struct Usage {
 /// asked now and then and ends the walk early (its figures then are
 /// lower bounds).
 pub(crate) fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
+    measure_watching(workspace, give_up, None).0
+}
+
+/// [`measure`], each directory walked also watched by `journal` (a full
+/// scan of it); the second value is whether the walk went to its end.
+fn measure_watching(
+    workspace: &Path,
+    give_up: &mut dyn FnMut(&Usage) -> bool,
+    journal: Option<&super::journal::Journal>,
+) -> (Usage, bool) {
     let mut usage = Usage {
         free_bytes: free_bytes(workspace),
         ..Usage::default()
@@ -242,19 +279,28 @@ pub(crate) fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool)
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
         Mode::empty(),
     ) else {
-        return usage;
+        return (usage, false);
     };
-    let mut stack: Vec<OwnedFd> = vec![root];
-    while let Some(dir) = stack.pop() {
+    let mut stack: Vec<(OwnedFd, Vec<u8>)> = vec![(root, Vec::new())];
+    while let Some((dir, rel)) = stack.pop() {
         if give_up(&usage) {
-            break;
+            return (usage, false);
         }
-        walk_dir(dir.as_fd(), &mut usage, &mut stack);
+        if let Some(journal) = journal {
+            journal.watch_dir(dir.as_fd(), &rel);
+        }
+        walk_dir(dir.as_fd(), &rel, journal.is_some(), &mut usage, &mut stack);
     }
-    usage
+    (usage, true)
 }
 
-fn walk_dir(dir: BorrowedFd<'_>, usage: &mut Usage, stack: &mut Vec<OwnedFd>) {
+fn walk_dir(
+    dir: BorrowedFd<'_>,
+    rel: &[u8],
+    with_paths: bool,
+    usage: &mut Usage,
+    stack: &mut Vec<(OwnedFd, Vec<u8>)>,
+) {
     let Ok(dup) = rustix::fs::openat(
         dir,
         c".",
@@ -286,7 +332,17 @@ fn walk_dir(dir: BorrowedFd<'_>, usage: &mut Usage, stack: &mut Vec<OwnedFd>) {
                 Mode::empty(),
             )
         {
-            stack.push(fd);
+            let child = if with_paths {
+                let mut child = rel.to_vec();
+                if !child.is_empty() {
+                    child.push(b'/');
+                }
+                child.extend_from_slice(name.to_bytes());
+                child
+            } else {
+                Vec::new()
+            };
+            stack.push((fd, child));
         }
     }
 }
@@ -298,25 +354,41 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 }
 
 /// Measures every root in `roots` as one: their entries and bytes added up,
-/// the free space of the first one's filesystem.
-fn measure_all(roots: &[std::path::PathBuf], give_up: &mut dyn FnMut(&Usage) -> bool) -> Usage {
+/// the free space of the first one's filesystem. With `journals` (one per
+/// root), each walk is also a full scan of its root's journal.
+fn measure_all(
+    roots: &[std::path::PathBuf],
+    give_up: &mut dyn FnMut(&Usage) -> bool,
+    journals: Option<&[Option<super::journal::Journal>]>,
+) -> Usage {
     let mut total = Usage::default();
     for (i, root) in roots.iter().enumerate() {
         let (bytes, files) = (total.bytes, total.files);
         let mut stop = false;
-        let usage = measure(root, &mut |partial| {
-            let so_far = Usage {
-                bytes: bytes.saturating_add(partial.bytes),
-                files: files.saturating_add(partial.files),
-                free_bytes: if i == 0 {
-                    partial.free_bytes
-                } else {
-                    total.free_bytes
-                },
-            };
-            stop = give_up(&so_far);
-            stop
-        });
+        let journal = journals.and_then(|j| j.get(i)).and_then(Option::as_ref);
+        if let Some(j) = journal {
+            j.begin_full_scan();
+        }
+        let (usage, whole) = measure_watching(
+            root,
+            &mut |partial| {
+                let so_far = Usage {
+                    bytes: bytes.saturating_add(partial.bytes),
+                    files: files.saturating_add(partial.files),
+                    free_bytes: if i == 0 {
+                        partial.free_bytes
+                    } else {
+                        total.free_bytes
+                    },
+                };
+                stop = give_up(&so_far);
+                stop
+            },
+            journal,
+        );
+        if let Some(j) = journal {
+            j.end_full_scan(whole);
+        }
         total.bytes = total.bytes.saturating_add(usage.bytes);
         total.files = total.files.saturating_add(usage.files);
         if i == 0 {
@@ -329,6 +401,96 @@ fn measure_all(roots: &[std::path::PathBuf], give_up: &mut dyn FnMut(&Usage) -> 
     total
 }
 
+/// One journal per root, watching every directory below it; `None` where
+/// a journal could not be had (each command is then walked).
+type Journals = std::sync::Arc<Vec<Option<super::journal::Journal>>>;
+
+/// The last measurement of one container's roots, kept between its
+/// commands with journals of every directory below them, so that a command
+/// that changes nothing costs no walk (see the module documentation).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Meter {
+    last: std::sync::Arc<std::sync::Mutex<Option<Measured>>>,
+    /// Walks made, for the tests.
+    walks: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// A first walk started ahead of the first command.
+    priming: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Measured>>>>,
+}
+
+#[derive(Debug, Clone)]
+struct Measured {
+    roots: Vec<std::path::PathBuf>,
+    usage: Usage,
+    journals: Journals,
+}
+
+impl Measured {
+    /// Whether nothing changed below the roots since the walk that gave
+    /// `usage`, as every journal vouches.
+    fn is_quiet(&self) -> bool {
+        self.journals.len() == self.roots.len()
+            && self
+                .journals
+                .iter()
+                .all(|j| j.as_ref().is_some_and(|j| j.is_quiet()))
+    }
+}
+
+impl Meter {
+    /// Starts the first walk of `roots` in the background (while the
+    /// container starts, or the model thinks), so that the first command
+    /// finds it made.
+    pub(crate) fn prime(&self, roots: Vec<std::path::PathBuf>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let meter = self.clone();
+        let handle = runtime.spawn_blocking(move || meter.walk(&roots));
+        *self.priming.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
+    }
+
+    /// Waits for a walk [`Self::prime`] started, if any.
+    async fn primed(&self) {
+        let handle = self
+            .priming
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.await;
+        }
+    }
+
+    fn get(&self, roots: &[std::path::PathBuf]) -> Option<Measured> {
+        let last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        last.as_ref().filter(|m| m.roots == roots).cloned()
+    }
+
+    /// Walks `roots` now (a full scan of their journals, started when
+    /// there are none yet) and keeps the result.
+    fn walk(&self, roots: &[std::path::PathBuf]) -> Measured {
+        let journals = match self.get(roots) {
+            Some(m) => m.journals,
+            None => std::sync::Arc::new(
+                roots
+                    .iter()
+                    .map(|r| super::journal::Journal::start_whole(r).ok())
+                    .collect(),
+            ),
+        };
+        let usage = measure_all(roots, &mut |_| false, Some(&journals));
+        self.walks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let measured = Measured {
+            roots: roots.to_vec(),
+            usage,
+            journals,
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(measured.clone());
+        measured
+    }
+}
+
 /// Watches the workspace (and any other directory the container writes on
 /// the host, counted with it) while one command runs (see the module
 /// documentation for why a watchdog and not a size-limited filesystem):
@@ -338,41 +500,92 @@ pub(crate) struct Watchdog {
     pub stop: tokio::sync::watch::Receiver<Option<String>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
-    roots: Vec<std::path::PathBuf>,
     limits: WorkspaceLimits,
+    base: Measured,
+    /// The usage the command started from (the last measurement, with the
+    /// free space of now).
     start: Usage,
+    meter: Meter,
 }
 
-/// The pause between two polls when a walk is quick; a slow walk is
-/// followed by a pause as long as itself, so the watchdog takes at most
-/// about half a core. [`Watchdog::finish`] cuts the pause short.
+/// The pause between two polls; a walk is followed by a pause as long as
+/// itself, so the watchdog takes at most about half a core.
+/// [`Watchdog::finish`] cuts the pause short.
 const POLL_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Watchdog {
-    /// Measures the roots as the command finds them, then polls them.
-    pub async fn start(roots: Vec<std::path::PathBuf>, limits: WorkspaceLimits) -> Self {
+    /// Watches the roots through the command about to run, from the last
+    /// measurement `meter` holds of them (a walk when it holds none, or
+    /// when something changed below them since).
+    pub async fn start(
+        roots: Vec<std::path::PathBuf>,
+        limits: WorkspaceLimits,
+        meter: &Meter,
+    ) -> Self {
         use std::sync::atomic::{AtomicBool, Ordering};
         let (tx, stop) = tokio::sync::watch::channel(None);
         let done = std::sync::Arc::new(AtomicBool::new(false));
-        let measured = roots.clone();
-        let start = tokio::task::spawn_blocking(move || measure_all(&measured, &mut |_| false))
-            .await
-            .unwrap_or_default();
+        meter.primed().await;
+        let base = match meter.get(&roots).filter(Measured::is_quiet) {
+            Some(m) => m,
+            None => {
+                // Changed since (the host edited or restored files), or
+                // never measured: the truth first.
+                let meter = meter.clone();
+                let measured = roots.clone();
+                tokio::task::spawn_blocking(move || meter.walk(&measured))
+                    .await
+                    .unwrap_or(Measured {
+                        roots: roots.clone(),
+                        usage: Usage::default(),
+                        journals: Default::default(),
+                    })
+            }
+        };
+        let mut start = base.usage;
+        start.free_bytes = roots.first().and_then(|r| free_bytes(r));
         let flag = done.clone();
-        let watched = roots.clone();
+        let (watched, journals) = (roots, base.journals.clone());
         let thread = std::thread::Builder::new()
             .name("workspace-watchdog".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    let began = std::time::Instant::now();
+                let first = watched.first().map(|r| r.as_path());
+                loop {
+                    std::thread::park_timeout(POLL_PAUSE);
+                    if flag.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    // The floor needs no walk: `statvfs` is its measure.
+                    let floor = Usage {
+                        free_bytes: first.and_then(free_bytes),
+                        ..start
+                    };
+                    if let Some(reason) = limits.crossed(&start, &floor) {
+                        let _ = tx.send(Some(reason));
+                        return;
+                    }
+                    let quiet = Measured {
+                        roots: watched.clone(),
+                        usage: start,
+                        journals: journals.clone(),
+                    }
+                    .is_quiet();
+                    if quiet {
+                        continue;
+                    }
+                    let walk_began = std::time::Instant::now();
                     let mut crossed = None;
-                    let usage = measure_all(&watched, &mut |partial| {
-                        if flag.load(Ordering::Relaxed) {
-                            return true;
-                        }
-                        crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
-                        crossed.is_some()
-                    });
+                    let usage = measure_all(
+                        &watched,
+                        &mut |partial| {
+                            if flag.load(Ordering::Relaxed) {
+                                return true;
+                            }
+                            crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
+                            crossed.is_some()
+                        },
+                        Some(&journals),
+                    );
                     if flag.load(Ordering::Relaxed) {
                         return;
                     }
@@ -380,8 +593,8 @@ impl Watchdog {
                         let _ = tx.send(Some(reason));
                         return;
                     }
-                    // Woken early by `finish`.
-                    std::thread::park_timeout(began.elapsed().max(POLL_PAUSE));
+                    // As long a pause as the walk took, on top of the poll's.
+                    std::thread::park_timeout(walk_began.elapsed());
                 }
             })
             .ok();
@@ -389,30 +602,39 @@ impl Watchdog {
             stop,
             done,
             thread,
-            roots,
             limits,
+            base,
             start,
+            meter: meter.clone(),
         }
     }
 
-    /// Stops watching, and measures once more: a limit crossed by a
-    /// command that ended before a poll saw it is reported too.
+    /// Stops watching, and tells whether the command crossed a limit that
+    /// no poll saw (it ended first). The roots are walked again only when
+    /// something changed below them; otherwise the last measurement stands.
     pub async fn finish(mut self) -> Option<String> {
         self.done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let thread = self.thread.take();
-        let (roots, limits, start) = (self.roots.clone(), self.limits, self.start);
+        if let Some(thread) = self.thread.take() {
+            // Out of its pause at once; within one directory of a walk.
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+        let (limits, base, meter, start) = (
+            self.limits,
+            self.base.clone(),
+            self.meter.clone(),
+            self.start,
+        );
+        if base.is_quiet() {
+            let floor = Usage {
+                free_bytes: base.roots.first().and_then(|r| free_bytes(r)),
+                ..base.usage
+            };
+            return limits.crossed(&start, &floor);
+        }
         tokio::task::spawn_blocking(move || {
-            if let Some(thread) = thread {
-                // Out of its pause at once; within one directory of a walk.
-                thread.thread().unpark();
-                let _ = thread.join();
-            }
-            let mut crossed = None;
-            let usage = measure_all(&roots, &mut |partial| {
-                crossed = crossed.take().or_else(|| limits.crossed(&start, partial));
-                crossed.is_some()
-            });
-            crossed.or_else(|| limits.crossed(&start, &usage))
+            let measured = meter.walk(&base.roots);
+            limits.crossed(&start, &measured.usage)
         })
         .await
         .ok()
@@ -566,5 +788,90 @@ mod tests {
             "a sparse file counts for its data: {usage:?}"
         );
         assert!(usage.free_bytes.is_some());
+    }
+
+    fn walks(meter: &Meter) -> u64 {
+        meter.walks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn last_usage(meter: &Meter) -> Usage {
+        meter.last.lock().unwrap().as_ref().expect("measured").usage
+    }
+
+    #[tokio::test]
+    async fn a_command_that_changes_nothing_is_not_walked_and_any_change_is() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a"), b"a").expect("file");
+        std::fs::create_dir_all(dir.path().join(".git/objects")).expect("git dir");
+        let limits = WorkspaceLimits {
+            max_bytes: 64 << 20,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let roots = vec![dir.path().to_path_buf()];
+        let meter = Meter::default();
+        // The first command of a container walks before it runs.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        assert_eq!((walks(&meter), last_usage(&meter).files), (1, 3));
+        assert_eq!(w.finish().await, None);
+        assert_eq!(walks(&meter), 1, "nothing changed: no walk after it");
+        for _ in 0..3 {
+            let w = Watchdog::start(roots.clone(), limits, &meter).await;
+            assert_eq!(w.finish().await, None);
+        }
+        assert_eq!(walks(&meter), 1, "quiet commands are never walked");
+        // A change anywhere, `.git` included, is walked when it ends.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join(".git/objects/pack"), vec![7u8; 8 << 20]).expect("write");
+        assert_eq!(w.finish().await, None);
+        assert_eq!(walks(&meter), 2);
+        let after = last_usage(&meter);
+        assert_eq!(after.files, 4);
+        assert!(after.bytes >= 8 << 20, "{after:?}");
+        // A directory made by a command is watched from then on.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::create_dir(dir.path().join("new")).expect("mkdir");
+        assert_eq!(w.finish().await, None);
+        assert_eq!(walks(&meter), 3);
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join("new/inner"), b"x").expect("write");
+        assert_eq!(w.finish().await, None);
+        assert_eq!((walks(&meter), last_usage(&meter).files), (4, 6));
+        // What the host changed between commands is measured before the next.
+        std::fs::write(dir.path().join("edited"), b"by the host").expect("write");
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        assert_eq!((walks(&meter), last_usage(&meter).files), (5, 7));
+        assert_eq!(w.finish().await, None);
+        assert_eq!(walks(&meter), 5);
+        // One that writes past the size limit is told, though no poll saw it.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join("c"), vec![7u8; 80 << 20]).expect("write");
+        let reason = w.finish().await.expect("over the limit");
+        assert!(reason.contains("over its size limit"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_write_is_stopped_while_the_command_still_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = WorkspaceLimits {
+            max_bytes: 16 << 20,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let meter = Meter::default();
+        let mut w = Watchdog::start(vec![dir.path().to_path_buf()], limits, &meter).await;
+        std::fs::write(dir.path().join("big"), vec![1u8; 32 << 20]).expect("write");
+        let reason = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+            loop {
+                if let Some(r) = w.stop.borrow().clone() {
+                    return r;
+                }
+                w.stop.changed().await.expect("the watchdog tells");
+            }
+        })
+        .await
+        .expect("a poll sees it");
+        assert!(reason.contains("over its size limit"), "{reason}");
+        let _ = w.finish().await;
     }
 }
