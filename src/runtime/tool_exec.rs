@@ -218,7 +218,7 @@ impl Parts<'_> {
     /// since it was last told: the host never reads them, so no checkpoint
     /// or patch holds them.
     fn oversize_note(&mut self) -> Option<String> {
-        let snapshot = match self.ws.checkpoints.scan() {
+        let snapshot = match self.ws.checkpoints.scan_shared() {
             Ok(snapshot) => snapshot,
             Err(e) => {
                 tracing::warn!("fingerprinting the workspace: {e}");
@@ -260,7 +260,7 @@ impl Parts<'_> {
     /// Emits `workspace.changed` (with the whole diff against the baseline)
     /// when the workspace fingerprint moved, and keeps its stat for the agent.
     pub(crate) fn report_changes(&mut self) {
-        let fingerprint = match self.ws.checkpoints.scan() {
+        let fingerprint = match self.ws.checkpoints.scan_shared() {
             Ok(snapshot) => snapshot.fingerprint.to_string(),
             Err(e) => {
                 tracing::warn!("fingerprinting the workspace: {e}");

@@ -502,6 +502,14 @@ impl CheckpointStore {
     }
 
     /// Scans the workspace, storing the blobs of changed files.
+    /// [`Self::scan`] without copying a snapshot the journal kept.
+    pub(crate) fn scan_shared(&mut self) -> Result<Arc<Snapshot>, WorkspaceError> {
+        if self.journal.is_some() {
+            return self.snapshot();
+        }
+        Ok(Arc::new(self.scan()?))
+    }
+
     pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
         if self.journal.is_some() {
             let snapshot = self.snapshot()?;

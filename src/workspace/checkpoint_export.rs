@@ -71,7 +71,7 @@ impl CheckpointStore {
     /// changed files are stored as blobs, but no checkpoint is made).
     pub fn export_patch(&mut self, from: Oid) -> Result<PatchExport, WorkspaceError> {
         self.commit(from)?;
-        let snapshot = self.scan()?;
+        let snapshot = self.scan_shared()?;
         let too_large = self.too_large_changes(from, &snapshot.entries)?;
         let odb = self
             .repo
@@ -86,8 +86,9 @@ impl CheckpointStore {
         } else {
             let kept: Vec<FingerprintEntry> = snapshot
                 .entries
-                .into_iter()
+                .iter()
                 .filter(|e| !refused.contains(e.path.as_os_str().as_bytes()))
+                .cloned()
                 .collect();
             write_tree(&odb, &kept, &mut self.stored_trees)?
         };
