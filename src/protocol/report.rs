@@ -175,6 +175,8 @@ pub struct PreparedCopy {
     pub copied: u64,
     /// Paths it held that the source no longer gives.
     pub removed: u64,
+    /// Waiting for it while it was still being prepared.
+    pub waited_ms: u64,
     /// Listing the source and comparing every path with the copy's record.
     pub compare_ms: u64,
     /// Copying what changed and writing the baseline commit again.

@@ -194,6 +194,7 @@ pub(crate) async fn prepare_with(
             phases.prepared_copy = made.refreshed.map(|r| PreparedCopy {
                 copied: r.copied,
                 removed: r.removed,
+                waited_ms: r.waited_ms,
                 compare_ms: r.compare_ms,
                 recopy_ms: r.recopy_ms,
             });
@@ -678,7 +679,8 @@ fn take_prepared(
     progress.phase("refresh");
     let settings = super::prepare_next::settings(secrets, overrides, workspace_owner());
     // A copy still being made is worth waiting for: it is further along
-    // than a copy started now would be.
+    // than a copy started now would be, and it is handed over as soon as
+    // its files are copied.
     let patience = std::time::Duration::from_secs(120);
     match prepared::take(repo, &dir, &settings, ws_dir, store, patience) {
         Ok(taken) => Some(taken),

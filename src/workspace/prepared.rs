@@ -50,6 +50,9 @@ use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
 const MAGIC: &[u8; 8] = b"MCPREP3\n";
 const READY: &str = "ready";
+/// Made by a run waiting for a copy still being prepared: the preparing
+/// process hands it over without settling first.
+const WANTED: &str = "wanted";
 const META: &str = "meta";
 /// Prepared copies kept at once (the most recently made).
 pub(crate) const KEEP: usize = 3;
@@ -124,6 +127,8 @@ pub struct Refreshed {
     pub removed: u64,
     /// Whether the baseline commit was written again.
     pub rebased: bool,
+    /// Waiting for a copy still being prepared.
+    pub waited_ms: u64,
     /// Listing the source (its status) and comparing each path's facts.
     pub compare_ms: u64,
     /// Copying what changed and writing the baseline again.
@@ -228,6 +233,7 @@ pub(crate) fn prepare(
         return Ok(false);
     };
     clear_leftovers(dir);
+    let _ = std::fs::remove_file(dir.join(WANTED));
     let building = dir.join(format!("building-{}", crate::ids::random_hex(4)));
     let made = build(source_repo, &building, settings);
     if let Err(e) = made {
@@ -338,8 +344,15 @@ fn build(
         .with_secret_paths(settings.secrets.clone())
         .with_max_file_bytes(settings.max_file_bytes);
     store.adopt_pack(workspace.baseline_pack())?;
-    let wait = (copied_ns + RACY_WINDOW_NS + 50_000_000 - now_ns()).max(0);
-    std::thread::sleep(Duration::from_nanos(u64::try_from(wait).unwrap_or(0)));
+    // Settling until the files are older than the racy window, unless a
+    // run is waiting for the copy: it is handed over at once, its stat
+    // cache then trusting fewer entries (the run hashes those again).
+    let wanted = building.parent().map(|d| d.join(WANTED));
+    let until = copied_ns + RACY_WINDOW_NS + 50_000_000;
+    while now_ns() < until && !wanted.as_ref().is_some_and(|w| w.exists()) {
+        let left = u64::try_from(until - now_ns()).unwrap_or(0);
+        std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+    }
     store.scan()?;
     drop(store);
     write_meta(
@@ -372,10 +385,22 @@ pub(crate) fn take(
     if !dir.join(READY).exists() && !dir.join("lock").exists() {
         return Err(NotTaken::Missing);
     }
-    let lock = Lock::wait(dir, patience).map_err(|e| NotTaken::Failed(e.to_string()))?;
+    let waited = Instant::now();
+    let lock = match Lock::try_take(dir).map_err(|e| NotTaken::Failed(e.to_string()))? {
+        Some(lock) => Some(lock),
+        None => {
+            // Being prepared: the copy is further along than one started
+            // now would be; the preparing process is asked to hand it over
+            // as soon as its files are copied.
+            let _ = std::fs::write(dir.join(WANTED), b"");
+            Lock::wait(dir, patience).map_err(|e| NotTaken::Failed(e.to_string()))?
+        }
+    };
+    let _ = std::fs::remove_file(dir.join(WANTED));
     let Some(lock) = lock else {
         return Err(NotTaken::Missing);
     };
+    let waited_ms = ms(waited.elapsed());
     let ready = dir.join(READY);
     let taking = dir.join(format!("taking-{}", crate::ids::random_hex(4)));
     match std::fs::rename(&ready, &taking) {
@@ -384,7 +409,10 @@ pub(crate) fn take(
         Err(e) => return Err(NotTaken::Failed(e.to_string())),
     }
     drop(lock);
-    let taken = refresh_and_move(source_repo, &taking, settings, dest, store_dir);
+    let mut taken = refresh_and_move(source_repo, &taking, settings, dest, store_dir);
+    if let Ok(t) = &mut taken {
+        t.refreshed.waited_ms = waited_ms;
+    }
     if taken.is_err() {
         // Whatever was moved already goes back out of the run's way.
         clear_dir(dest);
@@ -489,6 +517,7 @@ fn refresh_and_move(
         copied: 0,
         removed: gone.len() as u64,
         rebased: changes > 0,
+        waited_ms: 0,
         compare_ms: ms(started.elapsed()),
         recopy_ms: 0,
     };

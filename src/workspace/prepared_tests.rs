@@ -279,6 +279,47 @@ fn a_copy_being_made_is_not_made_twice_nor_taken_half_made() {
 }
 
 #[test]
+fn a_run_waiting_for_a_copy_being_prepared_is_handed_it_whole() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    let preparing = {
+        let (src, dir) = (src.clone(), dir.clone());
+        std::thread::spawn(move || prepare(&src, &dir, &settings()).expect("prepare"))
+    };
+    // The preparation settles for the racy window after its copy: it is
+    // under way when the run asks.
+    while !preparing.is_finished() && !is_preparing_dir(&dir) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let dest = tmp.path().join("ws-waited");
+    std::fs::create_dir(&dest).expect("mkdir");
+    let taken = take(
+        &src,
+        &dir,
+        &settings(),
+        &dest,
+        &tmp.path().join("store-waited.git"),
+        Duration::from_secs(120),
+    )
+    .unwrap_or_else(|e| panic!("not taken: {e:?}"));
+    assert!(preparing.join().expect("preparer"), "it made the copy");
+    assert!(!dir.join(WANTED).exists(), "the wish is gone with the copy");
+    assert_eq!(taken.refreshed.copied, 0);
+    let fresh_dir = tmp.path().join("fresh-waited");
+    PrivateWorkspace::create(&src, &fresh_dir, None).expect("fresh copy");
+    assert_eq!(
+        listing(&dest),
+        listing(&fresh_dir),
+        "files of the taken copy"
+    );
+}
+
+fn is_preparing_dir(dir: &Path) -> bool {
+    dir.is_dir() && matches!(Lock::try_take(dir), Ok(None))
+}
+
+#[test]
 fn a_damaged_record_is_never_trusted() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = source(tmp.path());
