@@ -4,10 +4,13 @@
 //! Builds a ~5,000-file and a ~50,000-file Git repository from real source
 //! text (the crate sources in cargo's registry, repeated as needed), then for
 //! each: `git clone --local` (median of 3); a cold run of the real binary
-//! (fresh state directory) and a warm one (same state, one file changed),
-//! each with a scripted model that asks for completion at once: time from
-//! spawn to the first model request (which goes out while the workspace is
-//! made), to the workspace being ready (`run.started`: copied, checkpointed,
+//! (fresh state directory), a warm one started as soon as the cold one
+//! exited (its copy still being prepared) and a warm one started once the
+//! copy is ready (one file changed before each), each with a scripted model
+//! that lists the tree and then asks for completion: time from spawn to the
+//! first tool result (the second model request, which carries it), to the
+//! first model request (which goes out while the workspace is made), to the
+//! workspace being ready (`run.started`: copied, checkpointed,
 //! sandbox started), the phases from the event log, and end of run
 //! (`run.finished`) to process exit. Prints the ratios to the clone. Then a checkpoint when nothing changed and one when one file
 //! did, with the workspace watched as runs do, beside the full scan.
@@ -21,98 +24,14 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::mock_openai::{MockOpenAi, MockResponse};
 
-/// Source files no bigger than this are taken from the registry.
-const MAX_FILE: u64 = 256 * 1024;
-
-fn registry_sources() -> Vec<PathBuf> {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var("HOME").expect("HOME")).join(".cargo"));
-    let mut files = Vec::new();
-    let Ok(indexes) = std::fs::read_dir(home.join("registry/src")) else {
-        panic!("no crate sources under {}/registry/src", home.display());
-    };
-    for index in indexes.flatten() {
-        for entry in ignore::WalkBuilder::new(index.path())
-            .standard_filters(false)
-            .build()
-            .flatten()
-        {
-            let path = entry.path();
-            if entry.file_type().is_some_and(|t| t.is_file())
-                && entry.metadata().is_ok_and(|m| m.len() <= MAX_FILE)
-                && !path.components().any(|c| c.as_os_str() == ".git")
-            {
-                files.push(path.to_path_buf());
-            }
-        }
-    }
-    files.sort();
-    assert!(!files.is_empty(), "the registry holds no source files");
-    files
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    // No background gc: the repository is copied right after its commit.
-    let ok = Command::new("git")
-        .args(["-c", "gc.auto=0"])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "bench")
-        .env("GIT_AUTHOR_EMAIL", "bench@example.com")
-        .env("GIT_COMMITTER_NAME", "bench")
-        .env("GIT_COMMITTER_EMAIL", "bench@example.com")
-        .status()
-        .expect("git")
-        .success();
-    assert!(ok, "git {args:?}");
-}
-
-/// A committed repository of `count` files copied from `sources` (repeated
-/// under `copyN/` when there are fewer sources than files).
-fn build_repo(root: &Path, sources: &[PathBuf], count: usize) -> (usize, u64) {
-    std::fs::create_dir_all(root).unwrap();
-    let mut bytes = 0;
-    for i in 0..count {
-        let src = &sources[i % sources.len()];
-        let rel = src
-            .components()
-            .rev()
-            .take(4)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect::<PathBuf>();
-        let dest = root.join(format!("copy{}", i / sources.len())).join(rel);
-        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-        if dest.exists() {
-            continue;
-        }
-        bytes += std::fs::copy(src, &dest).unwrap();
-    }
-    git(root, &["init", "-q"]);
-    git(root, &["add", "-A"]);
-    git(root, &["commit", "-q", "-m", "sources"]);
-    let files = String::from_utf8(
-        Command::new("git")
-            .args(["ls-files"])
-            .current_dir(root)
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap()
-    .lines()
-    .count();
-    (files, bytes)
-}
+use support::source_tree::{build_repo, registry_sources};
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -140,6 +59,8 @@ fn clone_time(repo: &Path) -> Duration {
 
 struct Timed {
     first_request: Duration,
+    /// From the spawn to the request that carries the first tool result.
+    first_result: Duration,
     total: Duration,
     finished_to_exit: Option<Duration>,
     phases: Vec<(String, i64)>,
@@ -169,6 +90,12 @@ fn ts_ms(event: &Value) -> Option<i64> {
 
 async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
     let mock = MockOpenAi::start().await;
+    // The first answer needs the workspace: its result goes back with the
+    // second request (the first tool result).
+    mock.push(MockResponse::tool_calls(&[(
+        "list_tree",
+        json!({"path": ".", "max_depth": 1}),
+    )]));
     for _ in 0..4 {
         mock.push(MockResponse::tool_calls(&[
             (
@@ -184,33 +111,26 @@ async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
     let artifacts = state.join(format!("artifacts-{label}"));
     let started_wall = chrono::Utc::now().timestamp_millis();
     let t = Instant::now();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_minicoder"))
-        .arg("run")
-        .arg(repo)
-        .arg("Say whether anything needs doing")
-        .args([
-            "--non-interactive",
-            "--model",
-            "openai",
-            "--check",
-            "t",
-            "true",
-        ])
-        .arg("--artifact-dir")
-        .arg(&artifacts)
-        .env("MINICODER_STATE_DIR", state)
-        .env("OPENAI_BASE_URL", mock.base_url())
-        .env("OPENAI_API_KEY", support::project_run::API_KEY)
-        .env("OPENAI_MODEL", "mock-model")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn minicoder");
+    let mut child = support::source_tree::scripted_run(
+        repo,
+        "Say whether anything needs doing",
+        state,
+        &artifacts,
+        &mock,
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .kill_on_drop(true)
+    .spawn()
+    .expect("spawn minicoder");
     let mut first_request = None;
+    let mut first_result = None;
     let status = loop {
         if first_request.is_none() && mock.request_count() > 0 {
             first_request = Some(t.elapsed());
+        }
+        if first_result.is_none() && mock.request_count() > 1 {
+            first_result = Some(t.elapsed());
         }
         if let Some(status) = child.try_wait().unwrap() {
             break status;
@@ -258,6 +178,7 @@ async fn timed_run(repo: &Path, state: &Path, label: &str) -> Timed {
         .unwrap_or(Value::Null);
     Timed {
         first_request: first_request.unwrap_or(total),
+        first_result: first_result.unwrap_or(total),
         total,
         finished_to_exit,
         phases,
@@ -420,6 +341,10 @@ async fn main() {
                     .unwrap()
             };
             let cold = timed_run(&repo, state.path(), "cold").await;
+            // Started as soon as the cold run exited, as a script or a
+            // batch would: the copy for it is still being prepared.
+            change_one_file(&repo, round);
+            let at_once = timed_run(&repo, state.path(), "warm-at-once").await;
             // The copy the next run takes is made in the background once a
             // run has ended; a person takes longer than that to start the
             // next task.
@@ -435,9 +360,12 @@ async fn main() {
             );
             change_one_file(&repo, round);
             let warm = timed_run(&repo, state.path(), "warm").await;
-            for (name, run) in [("cold", &cold), ("warm", &warm)] {
+            for (name, run) in [("cold", &cold), ("warm-at-once", &at_once), ("warm", &warm)] {
                 println!(
-                    "minicoder {name}: first model request {} ({:.2} × clone), workspace ready (run.started) {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
+                    "minicoder {name}: first tool result {} ({:.2} × clone, {:.2} × cold), first model request {} ({:.2} × clone), workspace ready (run.started) {} ({:.2} × clone), whole run {}, run.finished → exit {}; events after spawn (ms): {:?}; prepare phases (ms): {}",
+                    secs(run.first_result),
+                    run.first_result.as_secs_f64() / clone.as_secs_f64(),
+                    run.first_result.as_secs_f64() / cold.first_result.as_secs_f64(),
                     secs(run.first_request),
                     run.first_request.as_secs_f64() / clone.as_secs_f64(),
                     secs(run.ready()),

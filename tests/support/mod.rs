@@ -8,6 +8,7 @@ pub mod project_run;
 pub mod repo_run;
 pub mod run_events;
 pub mod run_harness;
+pub mod source_tree;
 pub mod tmux;
 
 use std::path::{Path, PathBuf};
