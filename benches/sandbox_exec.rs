@@ -2,6 +2,8 @@
 //! in one run on one machine:
 //!
 //! - minicoder: `true` through the run's command container (supervisor)
+//! - the same in a 50,000-entry workspace, without and with the workspace
+//!   limits held (what the limits add to a command that writes nothing)
 //! - `docker exec` into a running container, through the API and the CLI
 //! - a fresh container per command: API create+start+wait+remove, and
 //!   `docker run --rm IMAGE true`
@@ -88,6 +90,68 @@ async fn bench() {
             ours_times.push(elapsed); // the first three are warm-up
         }
     }
+
+    // The same command with the workspace limits held, in a workspace of
+    // 50,000 entries: what the limits add to a command that writes nothing.
+    let big = tempfile::tempdir().expect("tempdir");
+    for d in 0..500 {
+        let dir = big.path().join(format!("d{d}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        for f in 0..99 {
+            std::fs::write(dir.join(format!("f{f}")), b"x").expect("write");
+        }
+    }
+    if rustix::process::geteuid().is_root() {
+        std::os::unix::fs::chown(
+            big.path(),
+            Some(sandbox::SANDBOX_UID),
+            Some(sandbox::SANDBOX_GID),
+        )
+        .expect("chown");
+    }
+    let mut limited = CommandContainer::start(
+        docker.clone(),
+        ContainerSpec::new(&image, big.path(), "bench-limits"),
+    )
+    .await
+    .expect("command container");
+    let mut plain_times = Vec::with_capacity(n_ours);
+    let mut limited_times = Vec::with_capacity(n_ours);
+    for watched in [false, true] {
+        if watched {
+            limited.set_limits(Some(minicoder::workspace::WorkspaceLimits::default()));
+        }
+        for i in 0..n_ours + 3 {
+            let t = Instant::now();
+            let out = limited.run(CommandRequest::new("true")).await.expect("run");
+            let elapsed = t.elapsed();
+            assert!(out.success());
+            if i >= 3 {
+                if watched {
+                    limited_times.push(elapsed);
+                } else {
+                    plain_times.push(elapsed);
+                }
+            }
+        }
+    }
+    limited.shutdown().await;
+    let plain = Sample {
+        name: "",
+        times: plain_times,
+    };
+    let watched = Sample {
+        name: "",
+        times: limited_times,
+    };
+    println!(
+        "50,000-entry workspace: `true` {:.2} ms without the limits, {:.2} ms with them (median; p90 {:.2} / {:.2}): the limits add {:.2} ms",
+        ms(plain.quantile(0.5)),
+        ms(watched.quantile(0.5)),
+        ms(plain.quantile(0.9)),
+        ms(watched.quantile(0.9)),
+        ms(watched.quantile(0.5)) - ms(plain.quantile(0.5)),
+    );
 
     // docker exec into the (running) command container.
     let id = ours.container_id().expect("running").to_string();
