@@ -119,6 +119,9 @@ struct State {
     everything: bool,
     /// The journal can no longer vouch for anything (no more watches).
     broken: bool,
+    /// A directory was removed since [`Journal::settle`]: a full scan made
+    /// meanwhile does not vouch either (see [`Shared::note`]).
+    dir_removed: bool,
     /// During a full scan: the watches it has (re)made.
     pass: Option<HashSet<i32>>,
     /// Watches removed whose last events may still be queued.
@@ -198,11 +201,21 @@ impl Journal {
     }
 
     /// Drains the events queued so far and tells whether nothing changed
-    /// since the last full scan, keeping what it knows.
+    /// since the last full scan, keeping what it knows. After a directory
+    /// was removed, never until [`Self::settle`].
     pub(crate) fn is_quiet(&self) -> bool {
         let mut state = self.shared.lock();
         self.shared.drain(&mut state);
-        !state.everything && !state.broken && state.dirty.is_empty()
+        !state.everything && !state.broken && !state.dir_removed && state.dirty.is_empty()
+    }
+
+    /// Says that no process that could hold a descriptor into the tree is
+    /// alive (between two commands): a directory removed before no longer
+    /// keeps the journal from vouching once a full scan has been made.
+    pub(crate) fn settle(&self) {
+        let mut state = self.shared.lock();
+        self.shared.drain(&mut state);
+        state.dir_removed = false;
     }
 
     /// Before a full scan: what is queued is covered by the scan, and the
@@ -327,6 +340,17 @@ impl Shared {
             if flags.contains(ReadFlags::IGNORED) {
                 state.forgotten.remove(&wd);
             }
+            return;
+        }
+        if flags.contains(ReadFlags::DELETE | ReadFlags::ISDIR)
+            || (flags.contains(ReadFlags::DELETE_SELF) && state.root_wd != Some(wd))
+        {
+            // A descriptor opened through a name in that directory writes
+            // on, firing events nobody watches, while the file may live on
+            // under another name: nothing is vouched for until a scan made
+            // once no process of the sandbox can hold such a descriptor.
+            state.dir_removed = true;
+            state.everything = true;
             return;
         }
         if flags.contains(ReadFlags::IGNORED) {

@@ -37,7 +37,12 @@
 //! journal every 100 ms, and walks — while it runs and once more when it
 //! ends — only once something below the roots changed. So does the next
 //! command's start when the host changed the workspace in between (an
-//! edit, a restore). The floor needs no walk at all: `statvfs` is its
+//! edit, a restore). A directory removed while a command runs makes the
+//! journal stop vouching until the command has ended and been walked: a
+//! descriptor opened through a name in it writes on without an event any
+//! watch receives, while the file may live on under another name. So does
+//! a walk made while the command runs, which resets the journal: the end
+//! of such a command is walked too. The floor needs no walk at all: `statvfs` is its
 //! measure, read at every poll. Where a journal cannot be had (no inotify,
 //! its watch limit reached, a queue overflow) every command is walked, as
 //! before the journal. What a journal cannot see while it happens — blocks
@@ -71,7 +76,9 @@ pub(crate) const MIN_DEFAULT_CHECKPOINT_BYTES: u64 = 1 << 30;
 /// Growth in allocated bytes that does not count against a workspace
 /// already over a limit when its command started: the filesystem's own
 /// bookkeeping (delayed allocation settling, extent blocks written back)
-/// moves `st_blocks` a little after a command has ended.
+/// moves `st_blocks` a little after a command has ended. It counts from the
+/// size when the workspace was first found over the limit, not from each
+/// command's start, so that commands cannot creep past it.
 pub(crate) const SETTLING_BYTES: u64 = 32 << 20;
 
 /// The `"limits"` object of `.minicoder.json`; each unset field takes its
@@ -415,6 +422,11 @@ pub(crate) struct Meter {
     walks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     /// A first walk started ahead of the first command.
     priming: std::sync::Arc<std::sync::Mutex<Option<tokio::task::JoinHandle<Measured>>>>,
+    /// The size when the workspace was first found over its size limit,
+    /// and the free space when the disk was first found under the floor:
+    /// the settling allowance counts from there, not from each command's
+    /// start, so commands cannot creep past a limit a little at a time.
+    anchors: std::sync::Arc<std::sync::Mutex<(Option<u64>, Option<u64>)>>,
 }
 
 #[derive(Debug, Clone)]
@@ -425,6 +437,13 @@ struct Measured {
 }
 
 impl Measured {
+    /// No process of the sandbox is alive: see [`super::journal::Journal::settle`].
+    fn settle(&self) {
+        for j in self.journals.iter().flatten() {
+            j.settle();
+        }
+    }
+
     /// Whether nothing changed below the roots since the walk that gave
     /// `usage`, as every journal vouches.
     fn is_quiet(&self) -> bool {
@@ -449,6 +468,25 @@ impl Meter {
         *self.priming.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
     }
 
+    /// `start` with the settling allowance anchored (see [`Meter::anchors`]).
+    fn anchored(&self, mut start: Usage, limits: &WorkspaceLimits) -> Usage {
+        let mut anchors = self.anchors.lock().unwrap_or_else(|e| e.into_inner());
+        if start.bytes > limits.max_bytes {
+            let first = *anchors.0.get_or_insert(start.bytes);
+            start.bytes = start.bytes.min(first);
+        } else {
+            anchors.0 = None;
+        }
+        match start.free_bytes {
+            Some(free) if free < limits.min_free_bytes => {
+                let first = *anchors.1.get_or_insert(free);
+                start.free_bytes = Some(free.max(first));
+            }
+            _ => anchors.1 = None,
+        }
+        start
+    }
+
     /// Waits for a walk [`Self::prime`] started, if any.
     async fn primed(&self) {
         let handle = self
@@ -467,7 +505,8 @@ impl Meter {
     }
 
     /// Walks `roots` now (a full scan of their journals, started when
-    /// there are none yet) and keeps the result.
+    /// there are none yet) and keeps the result. Called only while no
+    /// command runs: before one, after one, or ahead of the first.
     fn walk(&self, roots: &[std::path::PathBuf]) -> Measured {
         let journals = match self.get(roots) {
             Some(m) => m.journals,
@@ -478,6 +517,9 @@ impl Meter {
                     .collect(),
             ),
         };
+        for j in journals.iter().flatten() {
+            j.settle();
+        }
         let usage = measure_all(roots, &mut |_| false, Some(&journals));
         self.walks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -499,6 +541,9 @@ pub(crate) struct Watchdog {
     /// Holds the reason once a limit is crossed.
     pub stop: tokio::sync::watch::Receiver<Option<String>>,
     done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set by the poll thread when it walked: its walk reset the journals,
+    /// so the command's end is walked whatever they say then.
+    walked: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     limits: WorkspaceLimits,
     base: Measured,
@@ -526,6 +571,11 @@ impl Watchdog {
         let (tx, stop) = tokio::sync::watch::channel(None);
         let done = std::sync::Arc::new(AtomicBool::new(false));
         meter.primed().await;
+        // Between commands: what an earlier command's removed directory kept
+        // from being vouched for was walked when that command ended.
+        if let Some(m) = meter.get(&roots) {
+            m.settle();
+        }
         let base = match meter.get(&roots).filter(Measured::is_quiet) {
             Some(m) => m,
             None => {
@@ -544,7 +594,10 @@ impl Watchdog {
         };
         let mut start = base.usage;
         start.free_bytes = roots.first().and_then(|r| free_bytes(r));
+        let start = meter.anchored(start, &limits);
         let flag = done.clone();
+        let walked = std::sync::Arc::new(AtomicBool::new(false));
+        let walked_flag = walked.clone();
         let (watched, journals) = (roots, base.journals.clone());
         let thread = std::thread::Builder::new()
             .name("workspace-watchdog".into())
@@ -574,6 +627,7 @@ impl Watchdog {
                         continue;
                     }
                     let walk_began = std::time::Instant::now();
+                    walked_flag.store(true, Ordering::Relaxed);
                     let mut crossed = None;
                     let usage = measure_all(
                         &watched,
@@ -601,6 +655,7 @@ impl Watchdog {
         Self {
             stop,
             done,
+            walked,
             thread,
             limits,
             base,
@@ -625,7 +680,7 @@ impl Watchdog {
             self.meter.clone(),
             self.start,
         );
-        if base.is_quiet() {
+        if !self.walked.load(std::sync::atomic::Ordering::Relaxed) && base.is_quiet() {
             let floor = Usage {
                 free_bytes: base.roots.first().and_then(|r| free_bytes(r)),
                 ..base.usage
@@ -873,5 +928,93 @@ mod tests {
         .expect("a poll sees it");
         assert!(reason.contains("over its size limit"), "{reason}");
         let _ = w.finish().await;
+    }
+
+    #[tokio::test]
+    async fn writes_through_a_removed_directory_are_measured_when_the_command_ends() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = WorkspaceLimits {
+            max_bytes: 16 << 20,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let roots = vec![dir.path().to_path_buf()];
+        let meter = Meter::default();
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::create_dir(dir.path().join("a")).expect("mkdir");
+        let mut f = std::fs::File::create(dir.path().join("a/f")).expect("create");
+        std::fs::hard_link(dir.path().join("a/f"), dir.path().join("g")).expect("ln");
+        std::fs::remove_file(dir.path().join("a/f")).expect("rm");
+        std::fs::remove_dir(dir.path().join("a")).expect("rmdir");
+        // A poll walks the change and would have made the journal quiet.
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        for _ in 0..32 {
+            f.write_all(&[1u8; 1 << 20]).expect("write");
+        }
+        drop(f);
+        let reason = w.finish().await.expect("measured when it ended");
+        assert!(reason.contains("over its size limit"), "{reason}");
+        // The next command starts from the truth.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        assert!(last_usage(&meter).bytes >= 32 << 20);
+        let _ = w.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_walk_while_a_command_runs_does_not_leave_a_stale_figure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = WorkspaceLimits {
+            max_bytes: 16 << 20,
+            max_files: 100,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let roots = vec![dir.path().to_path_buf()];
+        let meter = Meter::default();
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join("big"), vec![1u8; 32 << 20]).expect("write");
+        for i in 0..200 {
+            std::fs::write(dir.path().join(format!("f{i}")), b"").expect("write");
+        }
+        assert!(w.finish().await.is_some(), "over both limits");
+        // Everything removed, and a poll walks it before the command ends.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        for entry in std::fs::read_dir(dir.path()).expect("list").flatten() {
+            std::fs::remove_file(entry.path()).expect("rm");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        assert_eq!(w.finish().await, None);
+        assert_eq!(last_usage(&meter).files, 0, "the end was measured");
+        // Growing back past the limits is told again.
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join("big2"), vec![1u8; 24 << 20]).expect("write");
+        let reason = w.finish().await.expect("over the size limit again");
+        assert!(reason.contains("over its size limit"), "{reason}");
+    }
+
+    #[tokio::test]
+    async fn a_workspace_over_its_limit_cannot_creep_a_little_each_command() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = WorkspaceLimits {
+            max_bytes: 16 << 20,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let roots = vec![dir.path().to_path_buf()];
+        let meter = Meter::default();
+        let w = Watchdog::start(roots.clone(), limits, &meter).await;
+        std::fs::write(dir.path().join("big"), vec![1u8; 24 << 20]).expect("write");
+        assert!(w.finish().await.is_some());
+        // Each next command adds less than the settling allowance; together
+        // they pass it, and that is told.
+        let step = (SETTLING_BYTES / 2 + (1 << 20)) as usize;
+        let mut told = None;
+        for i in 0..3 {
+            let w = Watchdog::start(roots.clone(), limits, &meter).await;
+            std::fs::write(dir.path().join(format!("more{i}")), vec![1u8; step]).expect("write");
+            told = told.or(w.finish().await);
+        }
+        assert!(told.is_some_and(|r| r.contains("over its size limit")));
     }
 }

@@ -308,3 +308,34 @@ async fn shutdown_leaves_no_container() {
     let gone = docker.inspect_container(&id, None).await;
     assert!(gone.is_err(), "container {id} still exists");
 }
+
+/// Writes through a descriptor opened in a directory that is then removed
+/// fire no event the watchdog's journal receives, while the file lives on
+/// under another name: such a command is measured when it ends, and the
+/// next one starts from the truth.
+#[tokio::test]
+async fn growth_through_a_removed_directory_is_caught() {
+    let Some((mut c, ws)) = container("orphaned-descriptor").await else {
+        return;
+    };
+    c.set_limits(Some(minicoder::workspace::WorkspaceLimits {
+        max_bytes: 64 << 20,
+        min_free_bytes: 1 << 30,
+        ..Default::default()
+    }));
+    let out = sh(
+        &mut c,
+        "mkdir a && exec 3>a/f && ln a/f g && rm a/f && rmdir a && sleep 1 && head -c 200000000 /dev/zero >&3 && sleep 1 && echo wrote",
+    )
+    .await;
+    let told = out.limit_crossed().unwrap_or_default().to_string();
+    assert!(
+        told.contains("over its size limit"),
+        "{told:?}: {}",
+        out.stdout.text()
+    );
+    let next = sh(&mut c, "rm g && echo gone").await;
+    assert!(next.success(), "{:?}", next.limit_crossed());
+    assert!(!ws.path().join("g").exists());
+    c.shutdown().await;
+}
