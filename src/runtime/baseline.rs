@@ -19,6 +19,18 @@ use crate::workspace::{WorkspaceRoot, export_from};
 pub(crate) struct BaselineDone {
     pub result: Result<VerificationResult, String>,
     pub checks: Vec<CheckReport>,
+    /// Why the environment, not the code, is wrong, when the checks say so.
+    pub environment: Option<String>,
+}
+
+impl BaselineDone {
+    fn failed(reason: String) -> Self {
+        Self {
+            result: Err(reason),
+            checks: Vec::new(),
+            environment: None,
+        }
+    }
 }
 
 pub(crate) struct BaselineJob {
@@ -46,10 +58,7 @@ impl BaselineJob {
         };
         let done = match handle.await {
             Ok(done) => done,
-            Err(e) => BaselineDone {
-                result: Err(format!("the baseline verification task failed: {e}")),
-                checks: Vec::new(),
-            },
+            Err(e) => BaselineDone::failed(format!("the baseline verification task failed: {e}")),
         };
         self.handle = None;
         self.done = Some(done);
@@ -61,9 +70,8 @@ impl BaselineJob {
         self.wait().await;
         crate::sandbox::gc::remove_detached(&[&self.dir]);
         let _ = std::fs::remove_file(&self.owner_file);
-        self.done.take().unwrap_or(BaselineDone {
-            result: Err("the baseline verification has no result".into()),
-            checks: Vec::new(),
+        self.done.take().unwrap_or_else(|| {
+            BaselineDone::failed("the baseline verification has no result".into())
         })
     }
 
@@ -133,10 +141,7 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
         };
         if let Err(e) = exported {
             verifier.shutdown().await;
-            return BaselineDone {
-                result: Err(e),
-                checks: Vec::new(),
-            };
+            return BaselineDone::failed(e);
         }
         let mut checks = Vec::new();
         let result = {
@@ -147,12 +152,18 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
             }
         };
         verifier.shutdown().await;
-        if let Ok(r) = &result
-            && crate::verify::environment_error(&r.checks, &uninstalled).is_some()
-        {
+        let environment = result
+            .as_ref()
+            .ok()
+            .and_then(|r| crate::verify::environment_error(&r.checks, &uninstalled));
+        if environment.is_some() {
             alarm.cancel();
         }
-        BaselineDone { result, checks }
+        BaselineDone {
+            result,
+            checks,
+            environment,
+        }
     });
     Ok(BaselineJob {
         attempt,

@@ -334,9 +334,7 @@ async fn baseline_done(run: &mut Run, job: BaselineJob) -> Input {
             // A baseline check that cannot even run (exit 126/127), or that
             // lacks a dependency nothing installed, says the environment is
             // wrong, not the code.
-            let uninstalled =
-                crate::verify::deps::uninstalled(&run.id.repo, &run.sandbox.bootstrap);
-            if let Some(why) = crate::verify::environment_error(&result.checks, &uninstalled) {
+            if let Some(why) = done.environment.clone() {
                 return Input::Failed {
                     kind: FailureKind::Environment,
                     reason: why,

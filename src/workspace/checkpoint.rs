@@ -501,7 +501,6 @@ impl CheckpointStore {
         }
     }
 
-    /// Scans the workspace, storing the blobs of changed files.
     /// [`Self::scan`] without copying a snapshot the journal kept.
     pub(crate) fn scan_shared(&mut self) -> Result<Arc<Snapshot>, WorkspaceError> {
         if self.journal.is_some() {
@@ -510,6 +509,7 @@ impl CheckpointStore {
         Ok(Arc::new(self.scan()?))
     }
 
+    /// Scans the workspace, storing the blobs of changed files.
     pub fn scan(&mut self) -> Result<Snapshot, WorkspaceError> {
         if self.journal.is_some() {
             let snapshot = self.snapshot()?;

@@ -447,12 +447,17 @@ impl Measured {
     /// Whether nothing changed below the roots since the walk that gave
     /// `usage`, as every journal vouches.
     fn is_quiet(&self) -> bool {
-        self.journals.len() == self.roots.len()
-            && self
-                .journals
-                .iter()
-                .all(|j| j.as_ref().is_some_and(|j| j.is_quiet()))
+        quiet(&self.journals, self.roots.len())
     }
+}
+
+/// Whether each of `roots` roots has a journal, and every one vouches that
+/// nothing changed below it since its last full scan.
+fn quiet(journals: &Journals, roots: usize) -> bool {
+    journals.len() == roots
+        && journals
+            .iter()
+            .all(|j| j.as_ref().is_some_and(|j| j.is_quiet()))
 }
 
 impl Meter {
@@ -573,10 +578,11 @@ impl Watchdog {
         meter.primed().await;
         // Between commands: what an earlier command's removed directory kept
         // from being vouched for was walked when that command ended.
-        if let Some(m) = meter.get(&roots) {
+        let last = meter.get(&roots);
+        if let Some(m) = &last {
             m.settle();
         }
-        let base = match meter.get(&roots).filter(Measured::is_quiet) {
+        let base = match last.filter(Measured::is_quiet) {
             Some(m) => m,
             None => {
                 // Changed since (the host edited or restored files), or
@@ -617,13 +623,7 @@ impl Watchdog {
                         let _ = tx.send(Some(reason));
                         return;
                     }
-                    let quiet = Measured {
-                        roots: watched.clone(),
-                        usage: start,
-                        journals: journals.clone(),
-                    }
-                    .is_quiet();
-                    if quiet {
+                    if quiet(&journals, watched.len()) {
                         continue;
                     }
                     let walk_began = std::time::Instant::now();
@@ -845,6 +845,32 @@ mod tests {
         assert!(usage.free_bytes.is_some());
     }
 
+    /// A temporary workspace watched with a size limit of `max_mib` MiB,
+    /// `max_files` entries and no floor.
+    struct Watched {
+        dir: tempfile::TempDir,
+        limits: WorkspaceLimits,
+        roots: Vec<std::path::PathBuf>,
+        meter: Meter,
+    }
+
+    fn watched(max_mib: u64, max_files: u64) -> Watched {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limits = WorkspaceLimits {
+            max_bytes: max_mib << 20,
+            max_files,
+            min_free_bytes: 0,
+            ..WorkspaceLimits::default()
+        };
+        let roots = vec![dir.path().to_path_buf()];
+        Watched {
+            dir,
+            limits,
+            roots,
+            meter: Meter::default(),
+        }
+    }
+
     fn walks(meter: &Meter) -> u64 {
         meter.walks.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -855,16 +881,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_command_that_changes_nothing_is_not_walked_and_any_change_is() {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let Watched {
+            dir,
+            limits,
+            roots,
+            meter,
+        } = watched(64, DEFAULT_MAX_FILES);
         std::fs::write(dir.path().join("a"), b"a").expect("file");
         std::fs::create_dir_all(dir.path().join(".git/objects")).expect("git dir");
-        let limits = WorkspaceLimits {
-            max_bytes: 64 << 20,
-            min_free_bytes: 0,
-            ..WorkspaceLimits::default()
-        };
-        let roots = vec![dir.path().to_path_buf()];
-        let meter = Meter::default();
         // The first command of a container walks before it runs.
         let w = Watchdog::start(roots.clone(), limits, &meter).await;
         assert_eq!((walks(&meter), last_usage(&meter).files), (1, 3));
@@ -907,14 +931,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_write_is_stopped_while_the_command_still_runs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let limits = WorkspaceLimits {
-            max_bytes: 16 << 20,
-            min_free_bytes: 0,
-            ..WorkspaceLimits::default()
-        };
-        let meter = Meter::default();
-        let mut w = Watchdog::start(vec![dir.path().to_path_buf()], limits, &meter).await;
+        let Watched {
+            dir,
+            limits,
+            roots,
+            meter,
+        } = watched(16, DEFAULT_MAX_FILES);
+        let mut w = Watchdog::start(roots, limits, &meter).await;
         std::fs::write(dir.path().join("big"), vec![1u8; 32 << 20]).expect("write");
         let reason = tokio::time::timeout(std::time::Duration::from_secs(30), async {
             loop {
@@ -933,14 +956,12 @@ mod tests {
     #[tokio::test]
     async fn writes_through_a_removed_directory_are_measured_when_the_command_ends() {
         use std::io::Write;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let limits = WorkspaceLimits {
-            max_bytes: 16 << 20,
-            min_free_bytes: 0,
-            ..WorkspaceLimits::default()
-        };
-        let roots = vec![dir.path().to_path_buf()];
-        let meter = Meter::default();
+        let Watched {
+            dir,
+            limits,
+            roots,
+            meter,
+        } = watched(16, DEFAULT_MAX_FILES);
         let w = Watchdog::start(roots.clone(), limits, &meter).await;
         std::fs::create_dir(dir.path().join("a")).expect("mkdir");
         let mut f = std::fs::File::create(dir.path().join("a/f")).expect("create");
@@ -963,15 +984,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_walk_while_a_command_runs_does_not_leave_a_stale_figure() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let limits = WorkspaceLimits {
-            max_bytes: 16 << 20,
-            max_files: 100,
-            min_free_bytes: 0,
-            ..WorkspaceLimits::default()
-        };
-        let roots = vec![dir.path().to_path_buf()];
-        let meter = Meter::default();
+        let Watched {
+            dir,
+            limits,
+            roots,
+            meter,
+        } = watched(16, 100);
         let w = Watchdog::start(roots.clone(), limits, &meter).await;
         std::fs::write(dir.path().join("big"), vec![1u8; 32 << 20]).expect("write");
         for i in 0..200 {
@@ -995,14 +1013,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_workspace_over_its_limit_cannot_creep_a_little_each_command() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let limits = WorkspaceLimits {
-            max_bytes: 16 << 20,
-            min_free_bytes: 0,
-            ..WorkspaceLimits::default()
-        };
-        let roots = vec![dir.path().to_path_buf()];
-        let meter = Meter::default();
+        let Watched {
+            dir,
+            limits,
+            roots,
+            meter,
+        } = watched(16, DEFAULT_MAX_FILES);
         let w = Watchdog::start(roots.clone(), limits, &meter).await;
         std::fs::write(dir.path().join("big"), vec![1u8; 24 << 20]).expect("write");
         assert!(w.finish().await.is_some());

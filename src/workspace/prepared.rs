@@ -392,7 +392,7 @@ pub(crate) fn take(
             // Being prepared: the copy is further along than one started
             // now would be; the preparing process is asked to hand it over
             // as soon as its files are copied.
-            let _ = std::fs::write(dir.join(WANTED), b"");
+            let _ = crate::state::write_private_file(&dir.join(WANTED), b"");
             Lock::wait(dir, patience).map_err(|e| NotTaken::Failed(e.to_string()))?
         }
     };
