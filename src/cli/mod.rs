@@ -214,7 +214,12 @@ pub enum Command {
     },
     /// Prepare the copy of REPO that its next run takes (started by runs, in the background)
     #[command(hide = true)]
-    PrepareCopy { repo: PathBuf },
+    PrepareCopy {
+        repo: PathBuf,
+        /// An ended run's workspace to make the copy from
+        #[arg(long)]
+        recycle: Option<PathBuf>,
+    },
     /// Remove containers, volumes and workspaces left by runs whose process is gone
     Gc {
         /// Also drop every project's dependency cache (the next run of each
@@ -358,8 +363,8 @@ pub fn main() -> ExitCode {
         return ExitCode::from(EXIT_FAILURE);
     }
     match &cli.command {
-        Some(Command::PrepareCopy { repo }) => {
-            return match crate::runtime::prepare_next::prepare_copy(repo) {
+        Some(Command::PrepareCopy { repo, recycle }) => {
+            return match crate::runtime::prepare_next::prepare_copy(repo, recycle.as_deref()) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::warn!("preparing a copy of {}: {e}", repo.display());

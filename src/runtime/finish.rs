@@ -245,28 +245,32 @@ pub(crate) async fn finish(
     if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
         tracing::error!("writing receipt.json: {e}");
     }
-    // The workspace goes once the run has reported, and without holding
-    // up the process's exit.
-    crate::sandbox::gc::remove_detached(&[ws.workspace.path()]);
     if let Some(deps) = &deps {
         crate::sandbox::gc::remove_detached(&[deps]);
         let _ = std::fs::remove_file(deps.with_extension("owner"));
     }
-    // The next run on this repository takes a copy made now, in the
-    // background, instead of copying while its user waits.
-    let (files, bytes) = (ws.workspace.copied_files(), ws.workspace.allocated_bytes());
-    if files > 0 && super::prepare_next::worth_it(files, bytes) {
-        super::prepare_next::spawn(&id.state, &id.repo, bytes);
-    }
-    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
-        &id.state, &id.run_id,
-    ));
     // Retention: the store keeps only what a resume or `apply --merge` can use.
+    let hand_off = super::prepare_next::hand_off(&ws);
     let mut checkpoints = ws.checkpoints;
     if let Err(e) = checkpoints.compact() {
         tracing::warn!("compacting the checkpoint store: {e}");
     }
     drop(checkpoints);
     crate::runs::release_stores(&id.state, &id.run_id, false);
+    // The workspace goes once the run has reported, without holding up the
+    // process's exit: it becomes the next run's prepared copy, made in the
+    // background, so that run does not copy while its user waits.
+    let (files, bytes) = (ws.workspace.copied_files(), ws.workspace.allocated_bytes());
+    super::prepare_next::hand_on(
+        &id.state,
+        &id.repo,
+        ws.workspace.path(),
+        hand_off,
+        files,
+        bytes,
+    );
+    let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
+        &id.state, &id.run_id,
+    ));
     report
 }

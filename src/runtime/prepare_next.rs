@@ -6,6 +6,7 @@ use std::path::Path;
 
 use crate::state::StateDir;
 use crate::workspace::prepared::{self, PrepareSettings};
+use crate::workspace::recycle::{self, HandOff};
 use crate::workspace::{LimitOverrides, SecretPaths, WorkspaceLimits};
 
 /// `MINICODER_PREPARED_COPY`: `never` (or `0`), `always` (or `1`), else by size.
@@ -55,27 +56,84 @@ pub(crate) fn settings(
     }
 }
 
-/// Starts the detached process that prepares `repo`'s next copy, when there
-/// is room for it (twice the copy's size free, and 1 GB to spare).
-pub(crate) fn spawn(state: &StateDir, repo: &Path, bytes: u64) {
+/// What an ended run hands on for its workspace to become the next
+/// prepared copy (see `workspace::recycle`); `None` for a workspace that
+/// was rebuilt from checkpoints.
+pub(crate) fn hand_off(ws: &super::parts::RunWorkspace) -> Option<HandOff> {
+    let as_of = ws.workspace.as_of_ns()?;
+    // The commit's first line names its tree.
+    let raw = std::str::from_utf8(&ws.baseline_raw).ok()?;
+    let tree = git2::Oid::from_str(raw.strip_prefix("tree ")?.get(..40)?).ok()?;
+    let settings = PrepareSettings {
+        secrets: ws.checkpoints.secret_paths().clone(),
+        max_file_bytes: ws.checkpoints.max_file_bytes(),
+        owner: super::workspace_owner(),
+    };
+    Some(HandOff::new(ws.checkpoints.dir(), tree, as_of, &settings))
+}
+
+/// Has the ended run's workspace `ws_dir` become `repo`'s next prepared
+/// copy, recycled from it when `hand_off` allows (else copied afresh), or
+/// removed when no copy is worth preparing or there is no room; either way
+/// `ws_dir` is gone from where it was at once, and this process does not
+/// wait for the rest.
+pub(crate) fn hand_on(
+    state: &StateDir,
+    repo: &Path,
+    ws_dir: &Path,
+    hand_off: Option<HandOff>,
+    files: u64,
+    bytes: u64,
+) {
     let root = state.prepared_dir();
-    if prepared::is_preparing(&root, repo) {
-        return;
+    let wanted = files > 0 && worth_it(files, bytes) && !prepared::is_preparing(&root, repo);
+    let recycled = hand_off.filter(|_| wanted).and_then(|h| {
+        let dir = prepared::prepared_dir(&root, repo);
+        let into = dir.join(format!("recycle-{}", crate::ids::random_hex(4)));
+        crate::state::private_dir(&into).ok()?;
+        let json = serde_json::to_vec(&h).ok()?;
+        let moved = crate::state::write_private_file(&into.join(recycle::HAND_OFF), &json).is_ok()
+            && std::fs::rename(ws_dir, into.join("ws")).is_ok();
+        if !moved {
+            let _ = std::fs::remove_dir_all(&into);
+            return None;
+        }
+        Some(into)
+    });
+    if recycled.is_none() {
+        crate::sandbox::gc::remove_detached(&[ws_dir]);
     }
+    if wanted {
+        spawn(state, repo, bytes, recycled.as_deref());
+    }
+}
+
+/// Starts the detached process that prepares `repo`'s next copy (from the
+/// ended run's workspace in `recycled`, when given), when there is room
+/// for it (twice the copy's size free, and 1 GB to spare).
+fn spawn(state: &StateDir, repo: &Path, bytes: u64, recycled: Option<&Path>) {
     let free = rustix::fs::statvfs(state.root())
         .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
         .unwrap_or(0);
+    let forget = || {
+        if let Some(r) = recycled {
+            crate::sandbox::gc::remove_detached(&[r]);
+        }
+    };
     if free < bytes.saturating_mul(2).saturating_add(1 << 30) {
         tracing::info!("no copy prepared for the next run: too little free disk");
-        return;
+        return forget();
     }
     let Ok(exe) = std::env::current_exe() else {
-        return;
+        return forget();
     };
     use std::os::unix::process::CommandExt;
-    let spawned = std::process::Command::new(exe)
-        .arg("prepare-copy")
-        .arg(repo)
+    let mut command = std::process::Command::new(exe);
+    command.arg("prepare-copy").arg(repo);
+    if let Some(r) = recycled {
+        command.arg("--recycle").arg(r);
+    }
+    let spawned = command
         .env("MINICODER_STATE_DIR", state.root())
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -84,14 +142,16 @@ pub(crate) fn spawn(state: &StateDir, repo: &Path, bytes: u64) {
         // session does not stop it.
         .process_group(0)
         .spawn();
-    if let Ok(mut child) = spawned {
+    match spawned {
         // Reaped if this process lives on (a session); orphaned otherwise.
-        std::thread::spawn(move || child.wait());
+        Ok(mut child) => drop(std::thread::spawn(move || child.wait())),
+        Err(_) => forget(),
     }
 }
 
-/// `minicoder prepare-copy REPO` (hidden): what the detached process does.
-pub fn prepare_copy(repo: &Path) -> Result<bool, String> {
+/// `minicoder prepare-copy REPO [--recycle DIR]` (hidden): what the
+/// detached process does.
+pub fn prepare_copy(repo: &Path, recycled: Option<&Path>) -> Result<bool, String> {
     let state = StateDir::from_env().map_err(|e| e.to_string())?;
     let repo = repo.canonicalize().map_err(|e| e.to_string())?;
     // As the next run will honour the configuration, unless it is given
@@ -104,7 +164,10 @@ pub fn prepare_copy(repo: &Path) -> Result<bool, String> {
     let settings = settings(&secrets, &overrides, super::workspace_owner());
     let root = state.prepared_dir();
     let dir = prepared::prepared_dir(&root, &repo);
-    let made = prepared::prepare(&repo, &dir, &settings).map_err(|e| e.to_string())?;
+    // Only a directory of this repository's prepared copies is recycled.
+    let recycled = recycled.filter(|r| r.parent() == Some(dir.as_path()));
+    let made =
+        prepared::prepare_from(&repo, &dir, &settings, recycled).map_err(|e| e.to_string())?;
     prepared::prune(&root, None);
     Ok(made)
 }

@@ -67,6 +67,10 @@ pub struct PrivateWorkspace {
     facts: BaselineFacts,
     /// What the source was when it was listed for the copy.
     source: SourceState,
+    /// When the copy began reading the source: a source file whose times
+    /// are older than this (less the racy window) is what the copy holds.
+    /// `None` for a rebuilt workspace.
+    as_of_ns: Option<i64>,
 }
 
 /// For each file the copy wrote and committed: its `lstat` facts right after
@@ -210,6 +214,7 @@ impl PrivateWorkspace {
             pack,
             facts,
             source: source_state,
+            as_of_ns: Some(started_ns),
         })
     }
 
@@ -231,6 +236,7 @@ impl PrivateWorkspace {
             pack: Vec::new(),
             facts: BaselineFacts::default(),
             source: SourceState::default(),
+            as_of_ns: None,
         }
     }
 
@@ -252,6 +258,20 @@ impl PrivateWorkspace {
             source,
             ..Self::from_parts(path, baseline, owner, left_out)
         }
+    }
+
+    /// The same, known to hold the source as it was at `as_of_ns`.
+    pub(super) fn with_as_of(self, as_of_ns: i64) -> Self {
+        Self {
+            as_of_ns: Some(as_of_ns),
+            ..self
+        }
+    }
+
+    /// When the copy began reading the source (`None` when rebuilt): see
+    /// the recycle module.
+    pub(crate) fn as_of_ns(&self) -> Option<i64> {
+        self.as_of_ns
     }
 
     /// What the source was when the copy listed it (the default when the

@@ -14,6 +14,7 @@ mod pack;
 pub(crate) mod prepared;
 pub(crate) mod protected;
 mod rebuild;
+pub(crate) mod recycle;
 mod secrets;
 mod source_state;
 pub(crate) mod stat_cache;

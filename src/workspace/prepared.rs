@@ -48,12 +48,12 @@ use super::secrets::{LeftOut, SecretPaths};
 use super::stat_cache::{RACY_WINDOW_NS, StatKey};
 use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
-const MAGIC: &[u8; 8] = b"MCPREP3\n";
+const MAGIC: &[u8; 8] = b"MCPREP4\n";
 const READY: &str = "ready";
 /// Made by a run waiting for a copy still being prepared: the preparing
 /// process hands it over without settling first.
 const WANTED: &str = "wanted";
-const META: &str = "meta";
+pub(super) const META: &str = "meta";
 /// Prepared copies kept at once (the most recently made).
 pub(crate) const KEEP: usize = 3;
 
@@ -67,7 +67,7 @@ pub(crate) struct PrepareSettings {
 }
 
 impl PrepareSettings {
-    fn key(&self) -> [u8; 32] {
+    pub(super) fn key(&self) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update(MAGIC);
         for p in self.secrets.patterns() {
@@ -94,16 +94,16 @@ pub(crate) fn prepared_dir(root: &Path, repo: &Path) -> PathBuf {
 }
 
 /// One copied path as the copy recorded it.
-struct Recorded {
-    path: Vec<u8>,
+pub(super) struct Recorded {
+    pub(super) path: Vec<u8>,
     /// Git's mode of the copy, its size, and a symlink's target.
-    mode: u32,
-    size: u64,
-    target: Option<Vec<u8>>,
+    pub(super) mode: u32,
+    pub(super) size: u64,
+    pub(super) target: Option<Vec<u8>>,
     /// The source's facts, read before anything was copied.
-    source: StatKey,
+    pub(super) source: StatKey,
     /// The blob of the baseline (none for a file over the per-file limit).
-    blob: Option<Oid>,
+    pub(super) blob: Option<Oid>,
 }
 
 impl Recorded {
@@ -159,7 +159,7 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn key_of(meta: &std::fs::Metadata) -> StatKey {
+pub(super) fn key_of(meta: &std::fs::Metadata) -> StatKey {
     StatKey {
         size: meta.size(),
         mtime_ns: meta.mtime().saturating_mul(1_000_000_000) + meta.mtime_nsec(),
@@ -224,18 +224,63 @@ pub(crate) fn is_preparing(root: &Path, repo: &Path) -> bool {
 
 /// Prepares a copy of `source_repo` in `dir` for the next run; `false`
 /// when another process holds the directory. Replaces an earlier copy.
+#[cfg(test)]
 pub(crate) fn prepare(
     source_repo: &Path,
     dir: &Path,
     settings: &PrepareSettings,
 ) -> Result<bool, WorkspaceError> {
+    prepare_from(source_repo, dir, settings, None)
+}
+
+/// [`prepare`] — made from an ended run's workspace where `recycled` names
+/// one (a `recycle-*` directory of `dir`, see the recycle module): a copy
+/// made the usual way when that fails. The recycled directory is gone
+/// either way.
+pub(crate) fn prepare_from(
+    source_repo: &Path,
+    dir: &Path,
+    settings: &PrepareSettings,
+    recycled: Option<&Path>,
+) -> Result<bool, WorkspaceError> {
     let Some(_lock) = Lock::try_take(dir)? else {
+        if let Some(r) = recycled {
+            crate::sandbox::gc::remove_detached(&[r]);
+        }
         return Ok(false);
     };
     clear_leftovers(dir);
     let _ = std::fs::remove_file(dir.join(WANTED));
     let building = dir.join(format!("building-{}", crate::ids::random_hex(4)));
-    let made = build(source_repo, &building, settings);
+    let from = recycled.and_then(|r| {
+        let hand_off = std::fs::read(r.join(super::recycle::HAND_OFF)).ok()?;
+        let hand_off: super::recycle::HandOff = serde_json::from_slice(&hand_off).ok()?;
+        Some((r, hand_off))
+    });
+    let mut made = Err(WorkspaceError::io(
+        dir,
+        std::io::Error::other("nothing to recycle"),
+    ));
+    if let Some((r, hand_off)) = &from {
+        made = super::recycle::recycle(
+            source_repo,
+            &r.join("ws"),
+            hand_off,
+            &building,
+            settings,
+            Some(&dir.join(WANTED)),
+        );
+        if let Err(e) = &made {
+            tracing::info!("the ended run's workspace was not recycled: {e}");
+            let _ = std::fs::remove_dir_all(&building);
+        }
+    }
+    if let Some(r) = recycled {
+        crate::sandbox::gc::remove_detached(&[r]);
+    }
+    if made.is_err() {
+        made = build(source_repo, &building, settings);
+    }
     if let Err(e) = made {
         let _ = std::fs::remove_dir_all(&building);
         return Err(e);
@@ -261,7 +306,7 @@ fn clear_leftovers(dir: &Path) {
         let name = name.to_string_lossy();
         let stale = name.starts_with("building-")
             || name.starts_with("old-")
-            || (name.starts_with("taking-")
+            || ((name.starts_with("taking-") || name.starts_with("recycle-"))
                 && entry
                     .metadata()
                     .and_then(|m| m.modified())
@@ -364,6 +409,7 @@ fn build(
             settings: settings.key(),
             repo: source_repo.as_os_str().as_bytes().to_vec(),
             files: recorded,
+            git_stale: false,
         },
     )
 }
@@ -516,7 +562,7 @@ fn refresh_and_move(
     let mut refreshed = Refreshed {
         copied: 0,
         removed: gone.len() as u64,
-        rebased: changes > 0,
+        rebased: changes > 0 || meta.git_stale,
         waited_ms: 0,
         compare_ms: ms(started.elapsed()),
         recopy_ms: 0,
@@ -524,7 +570,7 @@ fn refresh_and_move(
     let recopying = Instant::now();
     let mut baseline = meta.baseline;
     let mut files = keep.len() as u64;
-    if changes > 0 {
+    if changes > 0 || meta.git_stale {
         // A fresh `.git`, taking from the old one only the objects of the
         // files kept: nothing of a version that is gone stays reachable,
         // or readable, in the workspace's `.git`.
@@ -579,7 +625,8 @@ fn refresh_and_move(
         allocated,
         files,
         source_state,
-    );
+    )
+    .with_as_of(meta.started_ns);
     Ok(Taken {
         workspace,
         refreshed,
@@ -641,13 +688,16 @@ pub(crate) fn prune(root: &Path, older_than: Option<std::time::SystemTime>) -> u
     removed
 }
 
-struct Meta {
-    started_ns: i64,
-    allocated: u64,
-    baseline: Oid,
-    settings: [u8; 32],
-    repo: Vec<u8>,
-    files: Vec<Recorded>,
+pub(super) struct Meta {
+    pub(super) started_ns: i64,
+    pub(super) allocated: u64,
+    pub(super) baseline: Oid,
+    pub(super) settings: [u8; 32],
+    pub(super) repo: Vec<u8>,
+    pub(super) files: Vec<Recorded>,
+    /// The copy's `.git` holds only the baseline's packs (a recycled
+    /// workspace): the taking run writes the baseline commit again.
+    pub(super) git_stale: bool,
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -655,13 +705,14 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
-fn write_meta(path: &Path, meta: &Meta) -> Result<(), WorkspaceError> {
+pub(super) fn write_meta(path: &Path, meta: &Meta) -> Result<(), WorkspaceError> {
     let mut out = Vec::with_capacity(64 + meta.files.len() * 96);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&meta.started_ns.to_le_bytes());
     out.extend_from_slice(&meta.allocated.to_le_bytes());
     out.extend_from_slice(meta.baseline.as_bytes());
     out.extend_from_slice(&meta.settings);
+    out.push(u8::from(meta.git_stale));
     put_bytes(&mut out, &meta.repo);
     out.extend_from_slice(&(meta.files.len() as u64).to_le_bytes());
     for r in &meta.files {
@@ -709,6 +760,7 @@ fn read_meta(path: &Path) -> Option<Meta> {
     let allocated = r.u64()?;
     let baseline = Oid::from_bytes(r.take(20)?).ok()?;
     let settings = r.take(32)?.try_into().ok()?;
+    let git_stale = r.take(1)?[0] != 0;
     let repo = r.bytes()?.to_vec();
     let count = usize::try_from(r.u64()?).ok()?;
     let mut files = Vec::with_capacity(count.min(1 << 20));
@@ -747,6 +799,7 @@ fn read_meta(path: &Path) -> Option<Meta> {
         settings,
         repo,
         files,
+        git_stale,
     })
 }
 

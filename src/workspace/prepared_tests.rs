@@ -432,3 +432,125 @@ fn a_refresh_keeps_the_packs_that_hold_nothing_stale_and_nothing_unreachable() {
         "the copy is its baseline"
     );
 }
+
+/// A run's workspace as a run leaves it: copied, checkpointed in its own
+/// store, then changed by the sandbox in every way a recycle must undo.
+/// Gives the `recycle-*` directory handed on, with settings `with`.
+fn ended_run(tmp: &Path, src: &Path, dir: &Path, with: &PrepareSettings) -> std::path::PathBuf {
+    let ws = tmp.join("run-ws");
+    let mut copy = PrivateWorkspace::create_limited(
+        src,
+        &ws,
+        None,
+        &SecretPaths::default(),
+        crate::workspace::DEFAULT_MAX_FILE_BYTES,
+        &mut |_| {},
+    )
+    .expect("copy");
+    let tree = baseline_tree(&ws, copy.baseline());
+    let store = tmp.join("run-store.git");
+    let mut cps = CheckpointStore::open(&store, &ws, ExcludeSet::default()).expect("store");
+    cps.adopt_baseline(&mut copy).expect("adopt");
+    cps.create("baseline").expect("baseline");
+    drop(cps);
+    // Same size, other bytes; a new file and directory; a link retargeted;
+    // an executable made plain; a file linked from outside; `.git` spoiled.
+    std::fs::write(ws.join("pkg/a.py"), "a = 9\n").expect("edit");
+    write(&ws.join("pkg/new.py"), "new\n");
+    write(&ws.join("junk/deep/x.o"), "object\n");
+    std::fs::remove_file(ws.join("link")).expect("rm link");
+    symlink("/etc/passwd", ws.join("link")).expect("retarget");
+    std::fs::set_permissions(ws.join("run.sh"), std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    std::fs::hard_link(ws.join("many/f02.txt"), tmp.join("outside")).expect("link");
+    std::fs::hard_link(ws.join("many/f03.txt"), ws.join("many/extra")).expect("link");
+    write(&ws.join(".git/objects/ab/cdef"), "not an object");
+    std::fs::write(ws.join(".git/HEAD"), "ref: refs/heads/evil\n").expect("head");
+    let hand_off =
+        super::super::recycle::HandOff::new(&store, tree, copy.as_of_ns().expect("as of"), with);
+    let into = dir.join("recycle-test");
+    crate::state::private_dir(&into).expect("mkdir");
+    std::fs::write(
+        into.join(super::super::recycle::HAND_OFF),
+        serde_json::to_vec(&hand_off).expect("json"),
+    )
+    .expect("hand-off");
+    std::fs::rename(&ws, into.join("ws")).expect("move");
+    into
+}
+
+#[test]
+fn an_ended_runs_workspace_becomes_the_copy_a_fresh_one_would_be() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    let recycled = ended_run(tmp.path(), &src, &dir, &settings());
+    // A source file changed after the run's copy read it.
+    std::fs::write(src.join("pkg/b.py"), "b = 3\n").expect("edit source");
+    assert!(prepare_from(&src, &dir, &settings(), Some(&recycled)).expect("prepare"));
+    let meta = read_meta(&dir.join("ready/meta")).expect("meta");
+    assert!(meta.git_stale, "made from the ended run's workspace");
+    let ws = dir.join("ready/ws");
+    for gone in [
+        "pkg/new.py",
+        "junk",
+        "many/extra",
+        "pkg/a.py",
+        "link",
+        "run.sh",
+        "many/f02.txt",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(ws.join(gone)).is_err(),
+            "{gone} is copied again, not kept"
+        );
+    }
+    assert!(
+        !meta.files.iter().any(|r| r.path == b"pkg/b.py"),
+        "a source file changed since is not recorded"
+    );
+    assert_eq!(
+        std::fs::read(ws.join("many/f03.txt")).expect("kept"),
+        b"file 3\n"
+    );
+    assert_eq!(
+        std::fs::read(tmp.path().join("outside")).expect("outside"),
+        b"file 2\n"
+    );
+    // Nothing of the spoiled `.git`: only packs.
+    let git: Vec<_> = std::fs::read_dir(ws.join(".git"))
+        .expect("git")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(git, vec![std::ffi::OsString::from("objects")]);
+    std::thread::sleep(Duration::from_millis(2_100));
+    let taken = take_and_compare(tmp.path(), &src, &dir, "recycled");
+    assert!(taken.refreshed.rebased);
+    // Written again from the source: the run's edits are gone.
+    let dest = tmp.path().join("ws-recycled");
+    assert_eq!(std::fs::read(dest.join("pkg/a.py")).expect("a"), b"a = 1\n");
+    assert_eq!(std::fs::read(dest.join("pkg/b.py")).expect("b"), b"b = 3\n");
+    assert_eq!(
+        std::fs::read_link(dest.join("link")).expect("link"),
+        Path::new("pkg/a.py")
+    );
+    assert!(!dir.join("recycle-test").exists(), "the hand-off is gone");
+}
+
+#[test]
+fn a_workspace_made_with_other_settings_is_copied_afresh_instead() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    let other = PrepareSettings {
+        max_file_bytes: 1 << 10,
+        ..settings()
+    };
+    let recycled = ended_run(tmp.path(), &src, &dir, &other);
+    assert!(prepare_from(&src, &dir, &settings(), Some(&recycled)).expect("prepare"));
+    let meta = read_meta(&dir.join("ready/meta")).expect("meta");
+    assert!(!meta.git_stale, "copied from the source");
+    assert!(!recycled.exists());
+    take_and_compare(tmp.path(), &src, &dir, "fresh");
+}

