@@ -63,7 +63,7 @@ fn big_diff(lines: usize) -> String {
 fn loaded_app(finished: bool) -> App {
     let theme = Theme::load_coloured("default", None).expect("theme");
     let mut app = App::new("/src/repo", Keymap::defaults(), theme, ApprovalMode::Final);
-    app.clock = Clock::Fixed(Duration::from_secs(42));
+    app.settings.clock = Clock::Fixed(Duration::from_secs(42));
     app.start("a long task");
     let pattern = run_events::whole_run();
     let mut sent = 0;
@@ -115,7 +115,7 @@ fn bench_frames(c: &mut Criterion) {
                 step += 1;
                 // Alternate the focus between the stream and the diff and scroll the focused
                 // pane, so every frame shows something new (and the input box stays empty).
-                app.focus = if step % 2 == 0 {
+                app.panes.focus = if step % 2 == 0 {
                     Pane::Stream
                 } else {
                     Pane::Diff

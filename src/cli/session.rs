@@ -223,9 +223,9 @@ async fn interactive(
 
 /// What is left on the normal screen after the session: the run's result and where it is.
 fn summary(app: &App) -> ExitCode {
-    let Some(report) = app.report.as_deref() else {
+    let Some(report) = app.report() else {
         // A run applied from the runs browser, with no run of this session.
-        if let Some(run) = &app.applied_run {
+        if let Some(run) = app.applied_run() {
             out!("applied: run {} is in the source, uncommitted", run.id);
             out!("next: `minicoder undo {}` reverts it", run.id);
         }
@@ -236,10 +236,10 @@ fn summary(app: &App) -> ExitCode {
         return ExitCode::SUCCESS;
     };
     print_report(report);
-    if let Some(path) = &app.reviewed_patch {
+    if let Some(path) = app.reviewed_patch() {
         out!("reviewed patch: {path}");
     }
-    match &app.applied_run {
+    match app.applied_run() {
         Some(run) => {
             out!("applied: run {} is in the source, uncommitted", run.id);
             out!("next: `minicoder undo {}` reverts it", run.id);

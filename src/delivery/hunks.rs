@@ -71,9 +71,11 @@ pub(crate) fn split(patch: &[u8]) -> Result<Vec<PatchFile>, DeliveryError> {
         .map(|((header, hunks), change)| {
             let binary = lines(&header)
                 .any(|l| l.starts_with(b"GIT binary patch") || l.starts_with(b"Binary files "));
-            let whole = matches!(change.status, ChangeKind::Added | ChangeKind::Deleted)
-                || binary
-                || hunks.is_empty();
+            let whole = taken_whole(
+                matches!(change.status, ChangeKind::Added | ChangeKind::Deleted),
+                binary,
+                hunks.len(),
+            );
             PatchFile {
                 header,
                 hunks,
@@ -188,17 +190,33 @@ impl Selection {
     }
 }
 
-/// The numbered choices: `(file, Some(hunk))`, or `(file, None)` for a whole file.
-pub(crate) fn numbering(files: &[PatchFile]) -> Vec<(usize, Option<usize>)> {
+/// The one rule of what can be chosen apart: a file added or deleted, a
+/// binary file and a file without hunks is taken or left whole.
+pub(crate) fn taken_whole(added_or_deleted: bool, binary: bool, hunks: usize) -> bool {
+    added_or_deleted || binary || hunks == 0
+}
+
+/// One numbered choice: hunk `Some(h)` of file `file`, or the whole file.
+pub(crate) type Choice = (usize, Option<usize>);
+
+/// The numbered choices of files given as `(taken whole, hunk count)`, in
+/// patch order: number `n` is the `n - 1`th of the list. Whoever offers the
+/// choices (the review, `show --diff`) numbers them through this.
+pub(crate) fn number(files: impl IntoIterator<Item = (bool, usize)>) -> Vec<Choice> {
     let mut out = Vec::new();
-    for (i, file) in files.iter().enumerate() {
-        if file.whole {
+    for (i, (whole, hunks)) in files.into_iter().enumerate() {
+        if whole {
             out.push((i, None));
         } else {
-            out.extend((0..file.hunks.len()).map(|h| (i, Some(h))));
+            out.extend((0..hunks).map(|h| (i, Some(h))));
         }
     }
     out
+}
+
+/// The numbered choices of a split patch.
+pub(crate) fn numbering(files: &[PatchFile]) -> Vec<Choice> {
+    number(files.iter().map(|f| (f.whole, f.hunks.len())))
 }
 
 /// `1,3-4` → `[1, 3, 4]`.

@@ -1,5 +1,12 @@
 //! The interactive session's state machine: one [`AppEvent`] stream in, [`Op`]s out.
 //!
+//! What the session is doing is one [`Screen`] (the run's panes, the final
+//! review, the runs browser) with a stack of [`Popups`] over it; every pane
+//! and modal owns its state in [`crate::tui::screen`], and the widgets draw
+//! from that state and the [`RunView`], never from the `App`. A key is
+//! looked up as an [`crate::tui::keymap::Action`] in the context on top, and
+//! the action's transition changes those components and leaves ops.
+//!
 //! `App` never does IO of its own beyond reading an output file the person asked
 //! to see: the session loop performs the ops (start a run, send a follow-up,
 //! answer an approval, cancel, parse a diff off the UI thread, save the reviewed
@@ -14,21 +21,24 @@ mod keys;
 #[cfg(test)]
 mod tests;
 
-pub use delivery::{
-    Applied, ApplyFailure, ApplyRequest, Browser, CheckLine, Delivery, DeliveryState, OpenRun,
-    RunDetail, RunEntry, RunRef, Section, Undone, Verified,
+pub use super::screen::approval::{ApprovalRequest, Approvals, PendingApproval};
+pub use super::screen::delivery::{
+    Applied, ApplyFailure, ApplyRequest, CheckLine, ChosenHunks, Deliveries, Delivery,
+    DeliveryState, RunRef, Undone, Verified,
 };
+pub use super::screen::panes::{Composer, Pane, Panes, StreamState};
+pub use super::screen::popups::{Overlay, Pager, Popups};
+pub use super::screen::runs::{Browser, OpenRun, RunDetail, RunEntry, Section};
+pub use super::screen::{Clock, Review, Screen, Settings};
 
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::KeyEvent;
-use ratatui::Frame;
 use ratatui_textarea::TextArea;
 
 use super::diff::{DiffModel, DiffViewState, ReviewSelection};
-use super::keymap::{Context, Keymap};
+use super::keymap::Keymap;
 use super::run_view::{NoteKind, Phase, RunView, artifact_path};
 use super::theme::Theme;
 use crate::protocol::{ApprovalDecision, ApprovalMode, Outcome, RunEvent, RunReport};
@@ -65,6 +75,10 @@ pub enum AppEvent {
     Terminate,
 }
 
+/// Sends events into the app from anywhere (signals, background jobs): a
+/// background job holds one of these, never the app.
+pub type AppSender = tokio::sync::mpsc::UnboundedSender<AppEvent>;
+
 /// What the app asks the session loop to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
@@ -80,8 +94,10 @@ pub enum Op {
         generation: u64,
         text: String,
     },
+    /// Save hunks `hunks` of the patch file `patch` as the reviewed patch.
     SaveReview {
         patch: String,
+        hunks: ChosenHunks,
         artifact_dir: String,
     },
     Apply(ApplyRequest),
@@ -101,193 +117,67 @@ pub enum Op {
     },
 }
 
-/// The panes, in focus order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pane {
-    Stream,
-    Diff,
-    Matrix,
-    Plan,
-    Input,
-}
-
-impl Pane {
-    pub(crate) const ORDER: [Pane; 5] = [
-        Pane::Stream,
-        Pane::Diff,
-        Pane::Matrix,
-        Pane::Plan,
-        Pane::Input,
-    ];
-
-    pub fn context(self) -> Context {
-        match self {
-            Pane::Stream => Context::Stream,
-            Pane::Diff => Context::Diff,
-            Pane::Matrix => Context::Matrix,
-            Pane::Plan => Context::Plan,
-            Pane::Input => Context::Input,
-        }
-    }
-}
-
-/// The elapsed clock: real, or fixed for snapshots.
-#[derive(Debug, Clone, Copy)]
-pub enum Clock {
-    Real,
-    Fixed(Duration),
-}
-
-/// A scrollable text shown over the panes (full tool or check output).
-#[derive(Debug, Clone)]
-pub struct Pager {
-    pub title: String,
-    pub lines: Vec<String>,
-    pub scroll: usize,
-}
-
-#[derive(Debug, Clone)]
-pub enum Overlay {
-    /// The keys of a context, scrolled by this many lines.
-    Help(Context, usize),
-    ConfirmCancel,
-    /// `q` in the review: leaving now drops the chosen hunks.
-    ConfirmDiscard,
-    Pager(Pager),
-    /// An apply or undo going on, or its result.
-    Delivery,
-    /// Apply what did not pass verification? Asked before it is done.
-    ConfirmUnverified,
-    ConfirmUndo(RunRef),
-    /// Undo files changed since the apply too.
-    ConfirmForceUndo(RunRef),
-    /// A run of this repository was interrupted: resume it?
-    ConfirmResume {
-        run_id: String,
-        task: String,
-    },
-}
-
-/// What the run asked in `approval.requested`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApprovalRequest {
-    pub id: String,
-    pub call_id: String,
-    pub path: String,
-    pub patch: String,
-}
-
-/// An edit waiting for `y`/`n`/`a`.
-#[derive(Debug)]
-pub struct PendingApproval {
-    pub request: ApprovalRequest,
-    pub patch: DiffModel,
-    pub scroll: usize,
-    /// Shown, or hidden with Esc to look around first.
-    pub visible: bool,
-    /// Typing the reason for a refusal.
-    pub reason: Option<TextArea<'static>>,
-}
-
-/// The final review of the verified patch, per file and per hunk.
-#[derive(Debug)]
-pub struct Review {
-    pub run: RunRef,
-    pub model: DiffModel,
-    pub selection: ReviewSelection,
-    pub state: DiffViewState,
-    pub artifact_dir: String,
-    pub saved: Option<Result<String, String>>,
-}
-
-/// The tool-call stream's selection and scroll.
-#[derive(Debug, Clone, Default)]
-pub struct StreamState {
-    pub selected: usize,
-    pub offset: usize,
-    /// Keep the newest entry selected as entries arrive.
-    pub follow: bool,
-    pub expanded: HashSet<usize>,
-}
-
-pub struct App {
-    pub view: RunView,
-    pub keymap: Keymap,
-    pub theme: Theme,
-    pub approval_mode: ApprovalMode,
-    pub focus: Pane,
-    pub zoomed: bool,
-    pub input: TextArea<'static>,
-    pub overlay: Option<Overlay>,
-    pub approval: Option<PendingApproval>,
-    pub approvals: VecDeque<ApprovalRequest>,
-    pub review: Option<Review>,
-    pub diff: Arc<DiffModel>,
-    pub diff_state: DiffViewState,
-    pub stream_state: StreamState,
-    pub matrix_row: usize,
-    pub plan_scroll: usize,
-    /// A one-line message in the status area until the next key.
-    pub flash: Option<String>,
-    pub report: Option<Box<RunReport>>,
-    /// Where the chosen hunks of the last review were saved.
-    pub reviewed_patch: Option<String>,
-    /// The runs browser, when open.
-    pub browser: Option<Browser>,
-    /// The apply or undo on screen.
-    pub delivery: Option<Delivery>,
-    /// The run applied in this session and not undone: `u` undoes it.
-    pub applied_run: Option<RunRef>,
-    /// Tasks and follow-ups sent in this session, oldest first (Up recalls them).
-    pub history: Vec<String>,
-    history_at: Option<usize>,
-    pub clock: Clock,
+/// The run this session started or resumed, as far as the session keeps it.
+#[derive(Debug, Default)]
+struct RunSession {
     started: Option<Instant>,
-    ops: Vec<Op>,
     /// The run was told to stop; approvals it still sends are refused at once.
     cancelling: bool,
+    report: Option<Box<RunReport>>,
+    /// Where the chosen hunks of the last review were saved.
+    reviewed_patch: Option<String>,
+}
+
+/// What a transition leaves for the session loop: ops to perform, whether
+/// to draw, whether to quit.
+#[derive(Debug, Default)]
+struct Effects {
+    ops: Vec<Op>,
     dirty: bool,
     quit: bool,
     quit_after_run: bool,
+}
+
+/// The session: what the run says ([`RunView`]) and what the person is doing
+/// with it, one component each. Every transition is a method that takes an
+/// event or key and changes these, leaving [`Op`]s for the loop.
+pub struct App {
+    pub view: RunView,
+    pub settings: Settings,
+    pub screen: Screen,
+    pub popups: Popups,
+    pub panes: Panes,
+    pub composer: Composer,
+    pub approvals: Approvals,
+    pub deliveries: Deliveries,
+    /// A one-line message in the status area until the next key.
+    pub flash: Option<String>,
+    run: RunSession,
+    effects: Effects,
 }
 
 impl App {
     pub fn new(repo: &str, keymap: Keymap, theme: Theme, approval_mode: ApprovalMode) -> App {
         let mut app = App {
             view: RunView::new(repo),
-            keymap,
-            theme,
-            approval_mode,
-            focus: Pane::Input,
-            zoomed: false,
-            input: TextArea::default(),
-            overlay: None,
-            approval: None,
-            approvals: VecDeque::new(),
-            review: None,
-            diff: Arc::new(DiffModel::default()),
-            diff_state: DiffViewState::default(),
-            stream_state: StreamState {
-                follow: true,
-                ..StreamState::default()
+            settings: Settings {
+                keymap,
+                theme,
+                approval_mode,
+                clock: Clock::Real,
             },
-            matrix_row: 0,
-            plan_scroll: 0,
+            screen: Screen::Panes,
+            popups: Popups::default(),
+            panes: Panes::default(),
+            composer: Composer::default(),
+            approvals: Approvals::default(),
+            deliveries: Deliveries::default(),
             flash: None,
-            report: None,
-            reviewed_patch: None,
-            browser: None,
-            delivery: None,
-            applied_run: None,
-            history: Vec::new(),
-            history_at: None,
-            clock: Clock::Real,
-            started: None,
-            ops: Vec::new(),
-            cancelling: false,
-            dirty: true,
-            quit: false,
-            quit_after_run: false,
+            run: RunSession::default(),
+            effects: Effects {
+                dirty: true,
+                ..Effects::default()
+            },
         };
         app.reset_input();
         app
@@ -300,7 +190,7 @@ impl App {
             return;
         }
         self.reset_for_run(task);
-        self.ops.push(Op::Start(task.to_string()));
+        self.effects.ops.push(Op::Start(task.to_string()));
     }
 
     /// Goes on with run `run_id` (whose task was `task`) where it stopped.
@@ -310,7 +200,7 @@ impl App {
             NoteKind::Info,
             format!("resuming run {run_id} from its last resume point"),
         );
-        self.ops.push(Op::Resume {
+        self.effects.ops.push(Op::Resume {
             run_id: run_id.to_string(),
             task: task.to_string(),
         });
@@ -319,7 +209,7 @@ impl App {
     /// At start-up: a run of this repository stopped without ending; the
     /// person is asked whether it goes on.
     pub fn offer_resume(&mut self, run_id: &str, task: &str) {
-        self.overlay = Some(Overlay::ConfirmResume {
+        self.popups.raise(Overlay::ConfirmResume {
             run_id: run_id.to_string(),
             task: task.to_string(),
         });
@@ -328,26 +218,18 @@ impl App {
     /// The screen of a new run (or a resumed one) for `task`.
     fn reset_for_run(&mut self, task: &str) {
         self.view.start(task);
-        self.cancelling = false;
-        self.diff = Arc::new(DiffModel::default());
-        self.diff_state = DiffViewState::default();
-        self.stream_state = StreamState {
-            follow: true,
-            ..StreamState::default()
+        self.run = RunSession {
+            started: Some(Instant::now()),
+            ..RunSession::default()
         };
-        self.matrix_row = 0;
-        self.plan_scroll = 0;
-        self.review = None;
-        self.report = None;
-        self.reviewed_patch = None;
-        self.started = Some(Instant::now());
-        self.focus = Pane::Stream;
+        self.panes.for_run();
+        self.screen.close_review();
         self.reset_input();
-        self.dirty = true;
+        self.effects.dirty = true;
     }
 
     pub fn update(&mut self, event: AppEvent) {
-        self.dirty = true;
+        self.effects.dirty = true;
         match event {
             AppEvent::Key(key) => self.handle_key(key),
             AppEvent::Paste(text) => self.paste(&text),
@@ -356,19 +238,19 @@ impl App {
             AppEvent::Terminate => {
                 if self.view.is_running() {
                     self.cancel_run();
-                    self.quit_after_run = true;
+                    self.effects.quit_after_run = true;
                 } else {
-                    self.quit = true;
+                    self.effects.quit = true;
                 }
             }
             AppEvent::Run(event) => self.run_event(event),
             AppEvent::RunEnded(result) => self.run_ended(result),
             AppEvent::DiffParsed { generation, model } => {
                 if generation == self.view.diff_generation {
-                    self.diff_state.follow_model(&self.diff, &model);
-                    self.diff = model;
+                    self.panes.diff_state.follow_model(&self.panes.diff, &model);
+                    self.panes.diff = model;
                 } else {
-                    self.dirty = false;
+                    self.effects.dirty = false;
                 }
             }
             AppEvent::ReviewSaved(result) => {
@@ -378,13 +260,13 @@ impl App {
                             NoteKind::Info,
                             format!("reviewed patch: {}", artifact_path(path)),
                         );
-                        self.reviewed_patch = Some(path.clone());
+                        self.run.reviewed_patch = Some(path.clone());
                     }
                     Err(e) => self
                         .view
                         .note(NoteKind::Error, format!("could not save the patch: {e}")),
                 }
-                if let Some(review) = self.review.as_mut() {
+                if let Some(review) = self.screen.review_mut() {
                     review.saved = Some(result);
                 }
             }
@@ -399,7 +281,7 @@ impl App {
     fn run_event(&mut self, event: RunEvent) {
         match &event {
             RunEvent::RunStarted { .. } => {
-                self.started.get_or_insert_with(Instant::now);
+                self.run.started.get_or_insert_with(Instant::now);
             }
             RunEvent::ApprovalRequested {
                 id,
@@ -420,33 +302,33 @@ impl App {
         let generation = self.view.diff_generation;
         self.view.apply(&event);
         if self.view.diff_generation != generation {
-            self.ops.push(Op::ParseDiff {
+            self.effects.ops.push(Op::ParseDiff {
                 generation: self.view.diff_generation,
                 text: self.view.diff.clone(),
             });
         }
-        if self.stream_state.follow {
-            self.stream_state.selected = self.view.stream.len().saturating_sub(1);
+        if self.panes.stream.follow {
+            self.panes.stream.selected = self.view.stream.len().saturating_sub(1);
         }
     }
 
     /// Stops the run; edits still waiting for an answer are refused now, since
     /// nobody will answer them.
     pub(crate) fn cancel_run(&mut self) {
-        self.ops.push(Op::Cancel);
-        self.cancelling = true;
+        self.effects.ops.push(Op::Cancel);
+        self.run.cancelling = true;
         self.refuse_pending("the run was cancelled");
     }
 
     fn approval_requested(&mut self, request: ApprovalRequest) {
-        if self.cancelling {
+        if self.run.cancelling {
             // Asked in the moment between the cancel and the run noticing it.
             self.answer(
                 request.id,
                 ApprovalDecision::Refuse(Some("the run was cancelled".into())),
             );
         } else {
-            self.approvals.push_back(request);
+            self.approvals.queue.push_back(request);
             self.next_approval();
         }
     }
@@ -455,9 +337,13 @@ impl App {
     /// answered in time, the run ended) is taken off the screen instead of
     /// inviting a `y` that would mean nothing.
     fn approval_resolved(&mut self, id: &str, reason: Option<&str>) {
-        self.approvals.retain(|r| r.id != id);
-        if self.approval.as_ref().is_some_and(|a| a.request.id == id)
-            && let Some(pending) = self.approval.take()
+        self.approvals.queue.retain(|r| r.id != id);
+        if self
+            .approvals
+            .shown
+            .as_ref()
+            .is_some_and(|a| a.request.id == id)
+            && let Some(pending) = self.approvals.shown.take()
         {
             self.view.note(
                 NoteKind::Warning,
@@ -472,12 +358,12 @@ impl App {
     }
 
     fn answer(&mut self, id: String, decision: ApprovalDecision) {
-        self.ops.push(Op::Answer { id, decision });
+        self.effects.ops.push(Op::Answer { id, decision });
     }
 
     fn refuse_pending(&mut self, why: &str) {
-        let pending = self.approval.take().map(|a| a.request);
-        let queued: Vec<ApprovalRequest> = self.approvals.drain(..).collect();
+        let pending = self.approvals.shown.take().map(|a| a.request);
+        let queued: Vec<ApprovalRequest> = self.approvals.queue.drain(..).collect();
         for request in pending.into_iter().chain(queued) {
             self.answer(request.id, ApprovalDecision::Refuse(Some(why.to_string())));
         }
@@ -488,9 +374,8 @@ impl App {
         self.refuse_pending("the run ended");
         // A hint about the run that was going is stale now.
         self.flash = None;
-        if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
-            self.overlay = None;
-        }
+        self.popups
+            .close(|popup| matches!(popup, Overlay::ConfirmCancel));
         match result {
             Err(reason) => {
                 self.view.phase = Phase::Failed(reason.clone());
@@ -515,23 +400,24 @@ impl App {
                 self.view
                     .note(kind, format!("patch: {}", artifact_path(&report.patch)));
                 self.open_review(&report);
-                self.report = Some(report);
+                self.run.report = Some(report);
             }
         }
-        if self.quit_after_run {
-            self.quit = true;
+        if self.effects.quit_after_run {
+            self.effects.quit = true;
         }
-        if self.review.is_none() {
-            self.focus = Pane::Input;
+        if self.screen.review().is_none() {
+            self.panes.focus = Pane::Input;
         }
-        if self.input.is_empty() {
+        if self.composer.input.is_empty() {
             self.reset_input();
         }
     }
 
     /// With `--approval final`, a verified patch is reviewed before it is used.
     fn open_review(&mut self, report: &RunReport) {
-        if self.approval_mode != ApprovalMode::Final || report.outcome != Outcome::Success {
+        if self.settings.approval_mode != ApprovalMode::Final || report.outcome != Outcome::Success
+        {
             return;
         }
         let text =
@@ -540,7 +426,8 @@ impl App {
         if model.is_empty() {
             return;
         }
-        self.review = Some(Review {
+        self.screen.show_review(Review {
+            patch: report.patch.clone(),
             run: RunRef {
                 id: report.run_id.clone(),
                 dir: report.artifact_dir.clone(),
@@ -556,12 +443,12 @@ impl App {
 
     /// Shows the next queued approval, if none is shown.
     fn next_approval(&mut self) {
-        if self.approval.is_some() {
+        if self.approvals.shown.is_some() {
             return;
         }
-        if let Some(request) = self.approvals.pop_front() {
+        if let Some(request) = self.approvals.queue.pop_front() {
             let patch = DiffModel::parse(&request.patch);
-            self.approval = Some(PendingApproval {
+            self.approvals.shown = Some(PendingApproval {
                 request,
                 patch,
                 scroll: 0,
@@ -574,12 +461,12 @@ impl App {
     /// Answers the approval on screen. An answer the run no longer waits for
     /// comes back as `command.rejected` ("too late: ...").
     fn answer_approval(&mut self, decision: ApprovalDecision) {
-        if let Some(pending) = self.approval.take() {
+        if let Some(pending) = self.approvals.shown.take() {
             self.answer(pending.request.id, decision.clone());
         }
         if decision == ApprovalDecision::ApproveAll {
             // Everything already queued is part of "the rest of the run".
-            while let Some(request) = self.approvals.pop_front() {
+            while let Some(request) = self.approvals.queue.pop_front() {
                 self.answer(request.id, ApprovalDecision::Approve);
             }
         }
@@ -587,52 +474,53 @@ impl App {
     }
 
     fn paste(&mut self, text: &str) {
-        if let Some(reason) = self.approval.as_mut().and_then(|a| a.reason.as_mut()) {
+        if let Some(reason) = self
+            .approvals
+            .shown
+            .as_mut()
+            .and_then(|a| a.reason.as_mut())
+        {
             reason.insert_str(text.replace(['\r', '\n'], " "));
-        } else if self.focus == Pane::Input && self.overlay.is_none() && self.review.is_none() {
-            self.input.insert_str(text.replace('\r', ""));
+        } else if self.panes.focus == Pane::Input
+            && self.popups.is_empty()
+            && self.screen.review().is_none()
+        {
+            self.composer.input.insert_str(text.replace('\r', ""));
         }
     }
 
     pub(crate) fn reset_input(&mut self) {
-        let mut input = TextArea::default();
-        input.set_cursor_line_style(ratatui::style::Style::default());
-        input.set_placeholder_text(if self.view.is_running() {
-            "a follow-up for the agent (sent with its next turn)"
-        } else {
-            "describe the task, then press Enter"
-        });
-        self.input = input;
+        self.composer.reset(self.view.is_running());
     }
 
     /// Ops for the session loop, oldest first.
     pub fn take_ops(&mut self) -> Vec<Op> {
-        std::mem::take(&mut self.ops)
+        std::mem::take(&mut self.effects.ops)
     }
 
     /// Whether something changed since the last frame; clears the flag.
     pub(crate) fn take_dirty(&mut self) -> bool {
-        std::mem::replace(&mut self.dirty, false)
+        std::mem::replace(&mut self.effects.dirty, false)
     }
 
     pub(crate) fn is_dirty(&self) -> bool {
-        self.dirty
+        self.effects.dirty
     }
 
     pub fn should_quit(&self) -> bool {
-        self.quit
+        self.effects.quit
     }
 
     /// The elapsed clock only needs ticks while a run is going.
     pub(crate) fn wants_ticks(&self) -> bool {
-        self.view.is_running() && matches!(self.clock, Clock::Real)
+        self.view.is_running() && matches!(self.settings.clock, Clock::Real)
     }
 
     pub fn elapsed(&self) -> Option<Duration> {
-        match self.clock {
+        match self.settings.clock {
             Clock::Fixed(_) if self.view.phase == Phase::Idle => None,
             Clock::Fixed(d) => Some(d),
-            Clock::Real => match (&self.view.phase, self.started) {
+            Clock::Real => match (&self.view.phase, self.run.started) {
                 (Phase::Finished { duration_ms, .. }, _) => {
                     Some(Duration::from_millis(*duration_ms))
                 }
@@ -642,7 +530,46 @@ impl App {
         }
     }
 
-    pub fn draw(&mut self, frame: &mut Frame) {
-        super::draw::draw(self, frame);
+    /// The report of the last run, once it ended.
+    pub fn report(&self) -> Option<&RunReport> {
+        self.run.report.as_deref()
+    }
+
+    /// Where the last review's chosen hunks were saved.
+    pub fn reviewed_patch(&self) -> Option<&str> {
+        self.run.reviewed_patch.as_deref()
+    }
+
+    /// The run applied in this session and not undone.
+    pub fn applied_run(&self) -> Option<&RunRef> {
+        self.deliveries.applied_run.as_ref()
+    }
+
+    /// The final review, on screen or under the browser.
+    pub fn review(&self) -> Option<&Review> {
+        self.screen.review()
+    }
+
+    pub fn browser(&self) -> Option<&Browser> {
+        self.screen.browser()
+    }
+
+    /// The edit waiting for an answer, shown or hidden.
+    pub fn approval(&self) -> Option<&PendingApproval> {
+        self.approvals.shown.as_ref()
+    }
+
+    /// The popup that takes the keys.
+    pub fn overlay(&self) -> Option<&Overlay> {
+        self.popups.top()
+    }
+
+    /// The live diff.
+    pub fn diff(&self) -> &DiffModel {
+        &self.panes.diff
+    }
+
+    pub fn input(&self) -> &TextArea<'static> {
+        &self.composer.input
     }
 }

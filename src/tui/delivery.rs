@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::app::{
-    AppEvent, Applied, ApplyFailure, ApplyRequest, CheckLine, RunDetail, RunEntry, RunRef, Undone,
-    Verified,
+    AppEvent, AppSender, Applied, ApplyFailure, ApplyRequest, CheckLine, ChosenHunks, RunDetail,
+    RunEntry, RunRef, Undone, Verified,
 };
 use super::diff::DiffModel;
-use super::session::AppSender;
+use crate::delivery::hunks;
 use crate::delivery::subset::{Subset, SubsetCheck, apply_subset};
 use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
 use crate::runs::{RunRecord, list_for_repo};
@@ -118,9 +118,10 @@ impl RunStore {
                     },
                 })
             }
-            Some(patch) => {
+            Some(chosen) => {
+                check_numbering(&run, chosen)?;
                 progress("verifying the chosen hunks again");
-                let subset = Subset::Patch(patch.clone());
+                let subset = Subset::Hunks(chosen.numbers.clone());
                 let done = apply_subset(&self.state, &key, &run, &subset, options, progress)
                     .await
                     .map_err(|e| failure(e, true))?;
@@ -227,6 +228,44 @@ fn entry(run: &RunRecord, state: &StateDir, now: chrono::DateTime<chrono::Utc>) 
         applied: run.applied(),
         changed_files: report.map(|r| r.changed_files.clone()).unwrap_or_default(),
     }
+}
+
+/// The review numbered the hunks of the patch it showed; they are used
+/// only if `patch` (the run's `final.patch`) offers exactly as many
+/// choices, so a number means the hunk that was seen.
+fn numbered_files(patch: &Path, chosen: &ChosenHunks) -> Result<Vec<hunks::PatchFile>, String> {
+    let bytes = std::fs::read(patch).map_err(|e| format!("{}: {e}", patch.display()))?;
+    let files = hunks::split(&bytes).map_err(|e| e.to_string())?;
+    let offered = hunks::numbering(&files).len();
+    if offered != chosen.of {
+        return Err(format!(
+            "the review offered {} hunks but {} has {offered}: review it again",
+            chosen.of,
+            patch.display()
+        ));
+    }
+    Ok(files)
+}
+
+fn check_numbering(run: &RunRecord, chosen: &ChosenHunks) -> Result<(), ApplyFailure> {
+    numbered_files(&run.dir.join(FINAL_PATCH_FILE), chosen)
+        .map(drop)
+        .map_err(ApplyFailure::Other)
+}
+
+/// Writes the patch of the chosen hunks of `patch` next to the run's other
+/// artifacts, made by delivery as an apply would make it.
+pub(crate) fn save_review(
+    patch: &str,
+    chosen: &ChosenHunks,
+    artifact_dir: &str,
+) -> Result<String, String> {
+    let files = numbered_files(Path::new(patch), chosen)?;
+    let selection = hunks::by_numbers(&files, &chosen.numbers).map_err(|e| e.to_string())?;
+    let path = Path::new(artifact_dir).join("reviewed.patch");
+    std::fs::write(&path, hunks::build(&files, &selection))
+        .map(|()| path.display().to_string())
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// What the screen says about a refused apply.

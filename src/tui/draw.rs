@@ -8,12 +8,16 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, BorderType, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 
-use super::app::{App, Pane};
+use super::app::App;
 use super::run_view::{Phase, tokens};
+use super::screen::Screen;
+use super::screen::panes::Pane;
 use super::theme::Meaning;
 use super::widgets;
+use super::widgets::chrome::pane_block;
+use super::widgets::overlay::Scene;
 use crate::protocol::Outcome;
 
 /// Where each pane goes this frame.
@@ -28,7 +32,8 @@ pub struct Areas {
 }
 
 pub fn layout(app: &App, area: Rect) -> Areas {
-    let input_height = (app.input.lines().len() as u16).clamp(1, 4) + 2;
+    let panes = &app.panes;
+    let input_height = (app.composer.input.lines().len() as u16).clamp(1, 4) + 2;
     let [status, body, input] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),
@@ -40,15 +45,15 @@ pub fn layout(app: &App, area: Rect) -> Areas {
         input,
         ..Areas::default()
     };
-    if app.zoomed {
-        match app.focus {
+    if panes.zoomed {
+        match panes.focus {
             Pane::Plan => areas.plan = body,
             Pane::Stream => areas.stream = body,
             Pane::Diff => areas.diff = body,
             Pane::Matrix => areas.matrix = body,
             Pane::Input => {}
         }
-        if app.focus != Pane::Input {
+        if panes.focus != Pane::Input {
             return areas;
         }
     }
@@ -65,43 +70,76 @@ pub fn layout(app: &App, area: Rect) -> Areas {
     areas
 }
 
-pub fn draw(app: &mut App, frame: &mut Frame) {
-    let area = frame.area();
-    let areas = layout(app, area);
-    status_line(app, frame, areas.status);
-    if app.browser.is_some() {
-        widgets::runs::draw(app, frame, body_of(&areas, area));
-    } else if app.review.is_some() {
-        widgets::review::draw(app, frame, body_of(&areas, area));
-    } else {
-        if !areas.plan.is_empty() {
-            widgets::plan::draw(app, frame, areas.plan);
+impl App {
+    /// One frame: each component draws its own state with the run's view;
+    /// the screen first, then the approval modal, then the popups, bottom first.
+    pub fn draw(&mut self, frame: &mut Frame) {
+        let area = frame.area();
+        let areas = layout(self, area);
+        status_line(self, frame, areas.status);
+        let theme = &self.settings.theme;
+        match &mut self.screen {
+            Screen::Runs { browser, .. } => {
+                widgets::runs::draw(frame, body_of(&areas, area), &self.view, theme, browser);
+            }
+            Screen::Review(review) => {
+                widgets::review::draw(frame, body_of(&areas, area), theme, review);
+            }
+            Screen::Panes => panes(self, frame, &areas),
         }
-        if !areas.stream.is_empty() {
-            widgets::stream::draw(app, frame, areas.stream);
+        input_box(self, frame, areas.input);
+        let theme = &self.settings.theme;
+        if self.approvals.is_visible() {
+            widgets::approval::draw(frame, area, theme, &mut self.approvals);
         }
-        if !areas.diff.is_empty() {
-            let focused = app.focus == Pane::Diff;
-            super::diff::render_diff(
-                areas.diff,
-                frame.buffer_mut(),
-                &app.diff,
-                &mut app.diff_state,
-                &app.theme,
-                focused,
-                None,
-            );
-        }
-        if !areas.matrix.is_empty() {
-            widgets::matrix::draw(app, frame, areas.matrix);
+        let scene = Scene {
+            theme,
+            keymap: &self.settings.keymap,
+            review: self.screen.review(),
+        };
+        let delivery = self.deliveries.shown.as_ref();
+        for popup in self.popups.iter_mut() {
+            widgets::overlay::draw(&scene, frame, area, popup);
+            widgets::delivery::draw(theme, frame, area, popup, delivery);
         }
     }
-    input_box(app, frame, areas.input);
-    if app.approval.as_ref().is_some_and(|a| a.visible) {
-        widgets::approval::draw(app, frame, area);
+}
+
+/// The four panes of the run, where the layout put them.
+fn panes(app: &mut App, frame: &mut Frame, areas: &Areas) {
+    let (view, theme, panes) = (&app.view, &app.settings.theme, &mut app.panes);
+    let focus = panes.focus;
+    if !areas.plan.is_empty() {
+        let plan = areas.plan;
+        widgets::plan::draw(
+            frame,
+            plan,
+            view,
+            theme,
+            panes.plan_scroll,
+            focus == Pane::Plan,
+        );
     }
-    widgets::overlay::draw(app, frame, area);
-    widgets::delivery::draw(app, frame, area);
+    if !areas.stream.is_empty() {
+        let focused = focus == Pane::Stream;
+        widgets::stream::draw(frame, areas.stream, view, theme, &mut panes.stream, focused);
+    }
+    if !areas.diff.is_empty() {
+        super::diff::render_diff(
+            areas.diff,
+            frame.buffer_mut(),
+            &panes.diff,
+            &mut panes.diff_state,
+            theme,
+            focus == Pane::Diff,
+            None,
+        );
+    }
+    if !areas.matrix.is_empty() {
+        let (matrix, row) = (&view.matrix, panes.matrix_row);
+        let focused = focus == Pane::Matrix;
+        widgets::matrix::draw(frame, areas.matrix, matrix, theme, row, focused);
+    }
 }
 
 /// The body: everything between the status line and the input box.
@@ -114,23 +152,9 @@ fn body_of(areas: &Areas, full: Rect) -> Rect {
     }
 }
 
-/// A pane's frame: rounded border, bold title, focused border in the accent colour.
-pub(crate) fn pane_block<'a>(app: &App, title: impl Into<Line<'a>>, focused: bool) -> Block<'a> {
-    let border = if focused {
-        Meaning::BorderFocused
-    } else {
-        Meaning::Border
-    };
-    Block::default()
-        .borders(Borders::ALL)
-        .border_type(BorderType::Rounded)
-        .border_style(app.theme.get(border))
-        .title(title.into().style(app.theme.get(Meaning::Title)))
-}
-
 fn status_line(app: &App, frame: &mut Frame, area: Rect) {
     let view = &app.view;
-    let theme = &app.theme;
+    let theme = &app.settings.theme;
     let base = theme.get(Meaning::Status);
     let (state, state_style) = match &view.phase {
         Phase::Idle => ("waiting for a task".to_string(), base),
@@ -215,7 +239,7 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
 }
 
 fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
-    let focused = app.focus == Pane::Input && app.review.is_none() && app.browser.is_none();
+    let focused = app.panes.focus == Pane::Input && matches!(app.screen, Screen::Panes);
     // The run's task stays in sight above the box, cut to the room there is.
     let task = super::text::clean(&app.view.task).replace('\n', " ");
     let room = usize::from(area.width).saturating_sub(24);
@@ -233,26 +257,27 @@ fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
         (false, false) => format!(" Task — the last one: {task} "),
     };
     let hints = key_hints(app);
-    let block = pane_block(app, title, focused).title_bottom(
-        Line::from(Span::styled(hints, app.theme.get(Meaning::Border))).right_aligned(),
+    let block = pane_block(&app.settings.theme, title, focused).title_bottom(
+        Line::from(Span::styled(hints, app.settings.theme.get(Meaning::Border))).right_aligned(),
     );
-    let text_style = app.theme.get(Meaning::Text);
-    app.input.set_block(block);
-    app.input.set_style(text_style);
-    app.input
+    let text_style = app.settings.theme.get(Meaning::Text);
+    app.composer.input.set_block(block);
+    app.composer.input.set_style(text_style);
+    app.composer
+        .input
         .set_placeholder_style(text_style.add_modifier(Modifier::DIM));
-    app.input.set_cursor_style(if focused {
+    app.composer.input.set_cursor_style(if focused {
         Style::default().add_modifier(Modifier::REVERSED)
     } else {
         Style::default()
     });
-    frame.render_widget(&app.input, area);
+    frame.render_widget(&app.composer.input, area);
 }
 
 /// The few keys that matter right now, under the input box.
 fn key_hints(app: &App) -> String {
     let running = app.view.is_running();
-    let hints = match (app.focus, running) {
+    let hints = match (app.panes.focus, running) {
         (Pane::Input, true) => " Enter send · Esc/Tab panes · ? keys · Ctrl-C cancel ",
         (Pane::Input, false) => {
             " Enter start · Ctrl-R runs · Esc/Tab panes · ? keys · Ctrl-C quit "
@@ -260,7 +285,7 @@ fn key_hints(app: &App) -> String {
         (_, true) => " Tab next pane · z zoom · i type · ? keys · Ctrl-C cancel ",
         (_, false) => " Tab next pane · i type · Ctrl-R runs · ? keys · q quit ",
     };
-    match (&app.applied_run, app.focus) {
+    match (&app.deliveries.applied_run, app.panes.focus) {
         (Some(_), focus) if focus != Pane::Input => format!(" u undo the apply ·{hints}"),
         _ => hints.to_string(),
     }
@@ -281,17 +306,5 @@ pub fn clock(ms: u64) -> String {
         format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
     } else {
         format!("{:02}:{:02}", s / 60, s % 60)
-    }
-}
-
-/// A `width`×`height` rectangle centred in `area`, clamped to it.
-pub(crate) fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let width = width.min(area.width);
-    let height = height.min(area.height);
-    Rect {
-        x: area.x + (area.width - width) / 2,
-        y: area.y + (area.height - height) / 2,
-        width,
-        height,
     }
 }

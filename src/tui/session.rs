@@ -18,7 +18,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::app::{App, AppEvent, Op};
-use super::delivery::{RunStore, spawn_apply, spawn_list, spawn_open, spawn_undo};
+use super::delivery::{RunStore, save_review, spawn_apply, spawn_list, spawn_open, spawn_undo};
 use super::diff::DiffModel;
 use crate::protocol::{Command, RunReport};
 use crate::runtime::RunChannels;
@@ -58,8 +58,7 @@ struct ActiveRun {
     task: JoinHandle<()>,
 }
 
-/// Sends events into the app from anywhere (signals, background jobs).
-pub type AppSender = mpsc::UnboundedSender<AppEvent>;
+pub use super::app::AppSender;
 
 pub struct Session {
     sender: AppSender,
@@ -188,9 +187,10 @@ impl Session {
             }
             Op::SaveReview {
                 patch,
+                hunks,
                 artifact_dir,
             } => {
-                let result = save_review(&patch, &artifact_dir);
+                let result = save_review(&patch, &hunks, &artifact_dir);
                 let _ = self.sender.send(AppEvent::ReviewSaved(result));
             }
             Op::Apply(request) => {
@@ -285,12 +285,4 @@ async fn parse_diffs(mut jobs: watch::Receiver<Option<(u64, String)>>, sender: A
             }
         }
     }
-}
-
-/// Writes the chosen hunks next to the run's other artifacts.
-fn save_review(patch: &str, artifact_dir: &str) -> Result<String, String> {
-    let path = std::path::Path::new(artifact_dir).join("reviewed.patch");
-    std::fs::write(&path, patch)
-        .map(|()| path.display().to_string())
-        .map_err(|e| format!("{}: {e}", path.display()))
 }

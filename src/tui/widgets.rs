@@ -1,6 +1,7 @@
 //! The panes and modals, one module each.
 
 pub mod approval;
+pub mod chrome;
 pub mod delivery;
 pub mod matrix;
 pub mod overlay;

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crossterm::event::Event;
 use minicoder::protocol::{ApprovalMode, Outcome};
 use minicoder::state::StateDir;
-use minicoder::tui::app::{App, ApplyFailure, ApplyRequest, RunRef, Verified};
+use minicoder::tui::app::{App, ApplyFailure, ApplyRequest, ChosenHunks, RunRef, Verified};
 use minicoder::tui::delivery::RunStore;
 use minicoder::tui::keymap::{Keymap, parse_key_event};
 use minicoder::tui::session::Session;
@@ -134,7 +134,7 @@ async fn the_browser_applies_a_run_and_undoes_it_through_the_session_loop() {
     result.unwrap();
     assert_eq!(fixture.greeting(), BEFORE, "restored byte for byte");
     assert!(!dir.join("apply/journal.json").exists(), "no apply left");
-    assert!(app.applied_run.is_none());
+    assert!(app.applied_run().is_none());
     let screen = terminal.backend().to_string();
     assert!(screen.contains("Runs of repo"), "{screen}");
 }
@@ -228,7 +228,11 @@ async fn a_subset_is_never_applied_without_a_verification() {
     let dir = fixture.run("20261201-100000-aaaa0005", Outcome::Success);
     let progress = |_: &str| {};
     let subset = ApplyRequest {
-        subset: Some(std::fs::read_to_string(dir.join("final.patch")).unwrap()),
+        // greeting.txt's one hunk, chosen as a review chooses it.
+        subset: Some(ChosenHunks {
+            numbers: vec![1],
+            of: 1,
+        }),
         ..request(&dir, "20261201-100000-aaaa0005")
     };
     match fixture.store().apply(&subset, &progress).await {

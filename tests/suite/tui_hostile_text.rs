@@ -25,7 +25,7 @@ fn screen(width: u16, height: u16) -> String {
         theme,
         ApprovalMode::Final,
     );
-    app.clock = Clock::Fixed(Duration::from_secs(42));
+    app.settings.clock = Clock::Fixed(Duration::from_secs(42));
     app.start("read the notes");
     let events = [
         ev::started(),

@@ -193,10 +193,7 @@ async fn ctrl_c_twice_cancels_the_run_and_returns_after_it_ended() {
         "the run was not cancelled"
     );
     assert!(app.should_quit());
-    assert_eq!(
-        app.report.as_ref().map(|r| r.outcome),
-        Some(Outcome::Cancelled)
-    );
+    assert_eq!(app.report().map(|r| r.outcome), Some(Outcome::Cancelled));
     assert!(session.stats.frames >= 1);
     assert!(screen.contains("read_file"), "{screen}");
 }

@@ -3,7 +3,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
-use super::{App, Op, Overlay, Pager, Pane};
+use super::{App, ChosenHunks, Op, Overlay, Pager, Pane};
 use crate::protocol::ApprovalDecision;
 use crate::protocol::CheckReport;
 use crate::tui::keymap::{Action, Context};
@@ -21,48 +21,48 @@ const PAGER_LINES: usize = 20_000;
 impl App {
     pub(super) fn handle_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
-            self.dirty = false;
+            self.effects.dirty = false;
             return;
         }
         self.flash = None;
-        if self.keymap.lookup(Context::Global, &key) == Some(Action::Cancel)
+        if self.settings.keymap.lookup(Context::Global, &key) == Some(Action::Cancel)
             && !self.typing_reason()
         {
             self.interrupt();
             return;
         }
-        if let Some(overlay) = self.overlay.take() {
+        if let Some(overlay) = self.popups.pop() {
             self.overlay_key(overlay, &key);
             return;
         }
-        if self.approval.as_ref().is_some_and(|a| a.visible) {
+        if self.approvals.is_visible() {
             self.approval_key(&key);
             return;
         }
-        if self.browser.is_some() {
+        if self.screen.browser().is_some() {
             self.browser_key(&key);
             return;
         }
-        if self.review.is_some() {
+        if self.screen.review().is_some() {
             self.review_key(&key);
             return;
         }
-        let context = self.focus.context();
+        let context = self.panes.focus.context();
         // `?` in an empty task box is a question, not text.
-        if self.focus == Pane::Input
-            && self.input.is_empty()
-            && self.keymap.lookup(Context::Global, &key) == Some(Action::Help)
+        if self.panes.focus == Pane::Input
+            && self.composer.input.is_empty()
+            && self.settings.keymap.lookup(Context::Global, &key) == Some(Action::Help)
         {
-            self.overlay = Some(Overlay::Help(context, 0));
+            self.popups.raise(Overlay::Help(context, 0));
             return;
         }
-        match self.keymap.lookup(context, &key) {
-            Some(action) if self.focus == Pane::Input => self.input_action(action, key),
+        match self.settings.keymap.lookup(context, &key) {
+            Some(action) if self.panes.focus == Pane::Input => self.input_action(action, key),
             Some(action) => self.act(action),
-            None if self.focus == Pane::Input => {
-                self.input.input(key);
+            None if self.panes.focus == Pane::Input => {
+                self.composer.input.input(key);
             }
-            None => self.dirty = false,
+            None => self.effects.dirty = false,
         }
     }
 
@@ -70,17 +70,17 @@ impl App {
     /// between lines or through what was sent before, PageUp/PageDown scroll the
     /// activity so it can be read while typing.
     fn input_action(&mut self, action: Action, key: KeyEvent) {
-        let row = self.input.cursor().0;
-        let last_row = self.input.lines().len().saturating_sub(1);
+        let row = self.composer.input.cursor().0;
+        let last_row = self.composer.input.lines().len().saturating_sub(1);
         match action {
             Action::Top | Action::Bottom => {
-                self.input.input(key);
+                self.composer.input.input(key);
             }
             Action::ScrollUp if row > 0 => {
-                self.input.input(key);
+                self.composer.input.input(key);
             }
             Action::ScrollDown if row < last_row => {
-                self.input.input(key);
+                self.composer.input.input(key);
             }
             Action::ScrollUp => self.recall(-1),
             Action::ScrollDown => self.recall(1),
@@ -91,40 +91,40 @@ impl App {
 
     /// Steps through the tasks and follow-ups sent before (`-1` older, `1` newer).
     fn recall(&mut self, step: isize) {
-        let len = self.history.len();
+        let len = self.composer.history.len();
         if len == 0 {
             return;
         }
-        let next = match (self.history_at, step < 0) {
+        let next = match (self.composer.history_at, step < 0) {
             (None, true) => Some(len - 1),
             (None, false) => None,
             (Some(i), true) => Some(i.saturating_sub(1)),
             (Some(i), false) if i + 1 < len => Some(i + 1),
             (Some(_), false) => None,
         };
-        self.history_at = next;
-        let text = next.map(|i| self.history[i].clone()).unwrap_or_default();
+        self.composer.history_at = next;
+        let text = next
+            .map(|i| self.composer.history[i].clone())
+            .unwrap_or_default();
         self.reset_input();
-        self.input.insert_str(text);
-        self.history_at = next;
+        self.composer.input.insert_str(text);
+        self.composer.history_at = next;
     }
 
     fn typing_reason(&self) -> bool {
-        self.approval
-            .as_ref()
-            .is_some_and(|a| a.visible && a.reason.is_some())
+        self.approvals.typing_reason()
     }
 
     /// Ctrl-C: with a run going, ask first; asked already, cancel and quit; idle, quit.
     fn interrupt(&mut self) {
-        if matches!(self.overlay, Some(Overlay::ConfirmCancel)) {
-            self.overlay = None;
+        if matches!(self.popups.top(), Some(Overlay::ConfirmCancel)) {
+            self.popups.pop();
             self.cancel_run();
-            self.quit_after_run = true;
+            self.effects.quit_after_run = true;
         } else if self.view.is_running() {
-            self.overlay = Some(Overlay::ConfirmCancel);
+            self.popups.raise(Overlay::ConfirmCancel);
         } else {
-            self.quit = true;
+            self.effects.quit = true;
         }
     }
 
@@ -137,23 +137,25 @@ impl App {
                         .note(NoteKind::Warning, "cancelling: exporting the partial patch");
                 }
                 KeyCode::Char('n') | KeyCode::Esc => {}
-                _ => self.overlay = Some(Overlay::ConfirmCancel),
+                _ => self.popups.raise(Overlay::ConfirmCancel),
             },
             Overlay::ConfirmDiscard => match key.code {
-                KeyCode::Char('y') | KeyCode::Char('q') => self.quit = true,
+                KeyCode::Char('y') | KeyCode::Char('q') => self.effects.quit = true,
                 KeyCode::Char('n') | KeyCode::Esc => {}
-                _ => self.overlay = Some(Overlay::ConfirmDiscard),
+                _ => self.popups.raise(Overlay::ConfirmDiscard),
             },
-            Overlay::Help(context, mut offset) => match self.keymap.lookup(Context::Help, key) {
-                Some(Action::Dismiss) | None => {}
-                Some(action) => {
-                    let lines = self.keymap.bindings(context).len()
-                        + self.keymap.bindings(Context::Global).len()
-                        + 2;
-                    scroll(&mut offset, lines, action, 10);
-                    self.overlay = Some(Overlay::Help(context, offset));
+            Overlay::Help(context, mut offset) => {
+                match self.settings.keymap.lookup(Context::Help, key) {
+                    Some(Action::Dismiss) | None => {}
+                    Some(action) => {
+                        let lines = self.settings.keymap.bindings(context).len()
+                            + self.settings.keymap.bindings(Context::Global).len()
+                            + 2;
+                        scroll(&mut offset, lines, action, 10);
+                        self.popups.raise(Overlay::Help(context, offset));
+                    }
                 }
-            },
+            }
             Overlay::Delivery => self.delivery_key(key),
             Overlay::ConfirmUnverified => self.confirm_unverified_key(key),
             Overlay::ConfirmUndo(run) => self.confirm_undo_key(run, false, key),
@@ -163,10 +165,10 @@ impl App {
                     self.resume(&run_id, &task);
                 }
                 KeyCode::Char('n') | KeyCode::Esc => {}
-                _ => self.overlay = Some(Overlay::ConfirmResume { run_id, task }),
+                _ => self.popups.raise(Overlay::ConfirmResume { run_id, task }),
             },
             Overlay::Pager(mut pager) => {
-                let keep = match self.keymap.lookup(Context::Help, key) {
+                let keep = match self.settings.keymap.lookup(Context::Help, key) {
                     Some(Action::Dismiss) => false,
                     Some(action) => {
                         scroll(&mut pager.scroll, pager.lines.len(), action, 10);
@@ -175,14 +177,14 @@ impl App {
                     None => true,
                 };
                 if keep {
-                    self.overlay = Some(Overlay::Pager(pager));
+                    self.popups.raise(Overlay::Pager(pager));
                 }
             }
         }
     }
 
     fn approval_key(&mut self, key: &KeyEvent) {
-        let Some(pending) = self.approval.as_mut() else {
+        let Some(pending) = self.approvals.shown.as_mut() else {
             return;
         };
         if let Some(reason) = pending.reason.as_mut() {
@@ -199,7 +201,7 @@ impl App {
             }
             return;
         }
-        match self.keymap.lookup(Context::Approval, key) {
+        match self.settings.keymap.lookup(Context::Approval, key) {
             Some(Action::Approve) => self.answer_approval(ApprovalDecision::Approve),
             Some(Action::ApproveAll) => self.answer_approval(ApprovalDecision::ApproveAll),
             Some(Action::Refuse) => {
@@ -212,21 +214,21 @@ impl App {
                 pending.visible = false;
                 self.flash = Some("an edit waits for approval: press p to see it again".into());
             }
-            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Approval, 0)),
+            Some(Action::Help) => self.popups.raise(Overlay::Help(Context::Approval, 0)),
             Some(action) => {
                 let lines = pending.patch.line_count() + pending.patch.files.len() * 2;
                 scroll(&mut pending.scroll, lines, action, 10);
             }
-            None => self.dirty = false,
+            None => self.effects.dirty = false,
         }
     }
 
     fn review_key(&mut self, key: &KeyEvent) {
-        let Some(review) = self.review.as_mut() else {
+        let Some(review) = self.screen.review_mut() else {
             return;
         };
         let (file, hunk) = (review.state.selected_file(), review.state.selected_hunk());
-        match self.keymap.lookup(Context::Review, key) {
+        match self.settings.keymap.lookup(Context::Review, key) {
             Some(Action::ToggleHunk) => review.selection.toggle(file, hunk),
             Some(Action::ToggleAll) => review.selection.toggle_all(),
             Some(Action::NextHunk) => review.state.next_hunk(&review.model),
@@ -247,24 +249,28 @@ impl App {
                 if review.selection.chosen().0 == 0 {
                     self.flash = Some("no hunk is chosen: space chooses one, A all".into());
                 } else {
-                    let patch = review.selection.selected_patch(&review.model);
-                    self.ops.push(Op::SaveReview {
-                        patch,
+                    let (_, of) = review.selection.chosen();
+                    self.effects.ops.push(Op::SaveReview {
+                        patch: review.patch.clone(),
+                        hunks: ChosenHunks {
+                            numbers: review.selection.numbers(),
+                            of,
+                        },
                         artifact_dir: review.artifact_dir.clone(),
                     });
                 }
             }
             Some(Action::Dismiss) => {
-                self.review = None;
-                self.focus = Pane::Input;
+                self.screen.close_review();
+                self.panes.focus = Pane::Input;
             }
-            Some(Action::Help) => self.overlay = Some(Overlay::Help(Context::Review, 0)),
+            Some(Action::Help) => self.popups.raise(Overlay::Help(Context::Review, 0)),
             // A chosen selection not saved yet is asked about before it is lost.
             Some(Action::Quit) if review.saved.is_none() && review.selection.chosen().0 > 0 => {
-                self.overlay = Some(Overlay::ConfirmDiscard)
+                self.popups.raise(Overlay::ConfirmDiscard)
             }
-            Some(Action::Quit) => self.quit = true,
-            _ => self.dirty = false,
+            Some(Action::Quit) => self.effects.quit = true,
+            _ => self.effects.dirty = false,
         }
     }
 
@@ -274,15 +280,17 @@ impl App {
                 if self.view.is_running() {
                     self.flash = Some("a run is going: Ctrl-C cancels it first".into());
                 } else {
-                    self.quit = true;
+                    self.effects.quit = true;
                 }
             }
             Action::Cancel => self.interrupt(),
-            Action::Help => self.overlay = Some(Overlay::Help(self.focus.context(), 0)),
+            Action::Help => self
+                .popups
+                .raise(Overlay::Help(self.panes.focus.context(), 0)),
             Action::FocusNext | Action::FocusPrev => {
                 let i = Pane::ORDER
                     .iter()
-                    .position(|p| *p == self.focus)
+                    .position(|p| *p == self.panes.focus)
                     .unwrap_or(0);
                 let n = Pane::ORDER.len();
                 let next = if action == Action::FocusNext {
@@ -290,33 +298,35 @@ impl App {
                 } else {
                     (i + n - 1) % n
                 };
-                self.focus = Pane::ORDER[next];
+                self.panes.focus = Pane::ORDER[next];
             }
-            Action::FocusInput => self.focus = Pane::Input,
-            Action::Zoom => self.zoomed = !self.zoomed && self.focus != Pane::Input,
-            Action::ShowApproval => match self.approval.as_mut() {
+            Action::FocusInput => self.panes.focus = Pane::Input,
+            Action::Zoom => {
+                self.panes.zoomed = !self.panes.zoomed && self.panes.focus != Pane::Input
+            }
+            Action::ShowApproval => match self.approvals.shown.as_mut() {
                 Some(pending) => pending.visible = true,
                 None => self.flash = Some("no edit is waiting for approval".into()),
             },
             Action::Submit => self.submit(),
             Action::ListRuns => self.open_browser(),
             Action::Undo => self.undo_last(),
-            Action::Dismiss if self.focus == Pane::Input => self.focus = Pane::Stream,
+            Action::Dismiss if self.panes.focus == Pane::Input => self.panes.focus = Pane::Stream,
             _ => self.pane_action(action),
         }
     }
 
     fn submit(&mut self) {
-        let text = self.input.lines().join("\n").trim().to_string();
+        let text = self.composer.input.lines().join("\n").trim().to_string();
         if text.is_empty() {
             return;
         }
-        if self.history.last() != Some(&text) {
-            self.history.push(text.clone());
+        if self.composer.history.last() != Some(&text) {
+            self.composer.history.push(text.clone());
         }
-        self.history_at = None;
+        self.composer.history_at = None;
         if self.view.is_running() {
-            self.ops.push(Op::FollowUp(text.clone()));
+            self.effects.ops.push(Op::FollowUp(text.clone()));
             self.view.note(
                 NoteKind::User,
                 format!("you (sent with the next turn): {text}"),
@@ -328,10 +338,10 @@ impl App {
     }
 
     fn pane_action(&mut self, action: Action) {
-        match self.focus {
+        match self.panes.focus {
             Pane::Stream => self.stream_action(action),
             Pane::Diff => {
-                let (model, state) = (&self.diff, &mut self.diff_state);
+                let (model, state) = (&self.panes.diff, &mut self.panes.diff_state);
                 match action {
                     Action::NextHunk => state.next_hunk(model),
                     Action::PrevHunk => state.prev_hunk(model),
@@ -345,27 +355,27 @@ impl App {
                     Action::ScrollLeft => state.scroll_horizontally(-SIDEWAYS),
                     Action::ScrollRight => state.scroll_horizontally(SIDEWAYS),
                     Action::Bottom => state.bottom(model),
-                    _ => self.dirty = false,
+                    _ => self.effects.dirty = false,
                 }
             }
             Pane::Matrix => match action {
                 Action::ShowOutput | Action::Expand => self.show_check_output(),
                 _ => {
                     let rows = self.view.matrix.checks.len();
-                    scroll(&mut self.matrix_row, rows, action, 5);
+                    scroll(&mut self.panes.matrix_row, rows, action, 5);
                 }
             },
             Pane::Plan => {
                 let len = self.view.plan.len();
-                scroll(&mut self.plan_scroll, len, action, 5);
+                scroll(&mut self.panes.plan_scroll, len, action, 5);
             }
-            Pane::Input => self.dirty = false,
+            Pane::Input => self.effects.dirty = false,
         }
     }
 
     fn stream_action(&mut self, action: Action) {
         let len = self.view.stream.len();
-        let state = &mut self.stream_state;
+        let state = &mut self.panes.stream;
         match action {
             Action::Expand => {
                 if !state.expanded.remove(&state.selected) {
@@ -387,14 +397,14 @@ impl App {
             result,
             output_file,
             ..
-        }) = self.view.stream.get(self.stream_state.selected)
+        }) = self.view.stream.get(self.panes.stream.selected)
         else {
             self.flash = Some("select a tool call to see its output".into());
             return;
         };
         let title = format!("{name} {}", one_line(arguments, 60));
         let text = self.read_artifact(output_file.as_deref(), result);
-        self.overlay = Some(Overlay::Pager(Pager {
+        self.popups.raise(Overlay::Pager(Pager {
             title,
             lines: tail_lines(&text),
             scroll: 0,
@@ -402,7 +412,7 @@ impl App {
     }
 
     fn show_check_output(&mut self) {
-        let row = self.matrix_row;
+        let row = self.panes.matrix_row;
         let Some(name) = self.view.matrix.checks.get(row).cloned() else {
             return;
         };
@@ -440,7 +450,7 @@ impl App {
                 .unwrap_or_default()
         );
         let text = self.read_artifact(report.output_file.as_deref(), &fallback);
-        self.overlay = Some(Overlay::Pager(Pager {
+        self.popups.raise(Overlay::Pager(Pager {
             title: format!("{name}, attempt {attempt}: {}", report.command),
             lines: tail_lines(&text),
             scroll: 0,

@@ -39,8 +39,9 @@ fn run_ref() -> RunRef {
 fn reviewing() -> App {
     let mut app = app();
     let model = DiffModel::parse(PATCH);
-    app.review = Some(Review {
+    app.screen.show_review(Review {
         run: run_ref(),
+        patch: "/state/runs/run-1/final.patch".into(),
         selection: ReviewSelection::new(&model),
         model,
         state: DiffViewState::default(),
@@ -66,7 +67,12 @@ fn applies(ops: &[Op]) -> Vec<ApplyRequest> {
 }
 
 fn state(app: &App) -> DeliveryState {
-    app.delivery.as_ref().expect("a delivery").state.clone()
+    app.deliveries
+        .shown
+        .as_ref()
+        .expect("a delivery")
+        .state
+        .clone()
 }
 
 fn entry(id: &str, applied: bool) -> RunEntry {
@@ -116,7 +122,7 @@ fn every_hunk_chosen_applies_the_verified_patch_as_it_is() {
             unverified: false,
         }]
     );
-    assert!(matches!(app.overlay, Some(Overlay::Delivery)));
+    assert!(matches!(app.overlay(), Some(Overlay::Delivery)));
     assert!(matches!(state(&app), DeliveryState::Applying { .. }));
 }
 
@@ -127,9 +133,9 @@ fn a_partial_selection_is_sent_as_a_subset_to_verify_again() {
     keys(&mut app, &["space", "enter"]);
     let requests = applies(&app.take_ops());
     assert_eq!(requests.len(), 1);
-    let subset = requests[0].subset.as_deref().expect("a subset");
-    assert!(subset.contains("+ELEVEN"), "{subset}");
-    assert!(!subset.contains("+TWO"), "{subset}");
+    let subset = requests[0].subset.as_ref().expect("a subset");
+    assert_eq!(subset.numbers, [2], "the second hunk, numbered from 1");
+    assert_eq!(subset.of, 2);
     assert!(!requests[0].unverified);
 }
 
@@ -138,7 +144,7 @@ fn nothing_chosen_applies_nothing() {
     let mut app = reviewing();
     keys(&mut app, &["A", "enter"]);
     assert!(applies(&app.take_ops()).is_empty());
-    assert!(app.delivery.is_none());
+    assert!(app.deliveries.shown.is_none());
     assert!(app.flash.as_deref().is_some_and(|f| f.contains("no hunk")));
 }
 
@@ -156,15 +162,18 @@ fn a_failed_subset_is_applied_only_on_the_explicit_choice() {
         }],
     })));
     assert!(matches!(state(&app), DeliveryState::ApplyFailed(_)));
-    assert!(app.review.is_some(), "the review stays for another choice");
-    assert!(app.applied_run.is_none());
+    assert!(
+        app.review().is_some(),
+        "the review stays for another choice"
+    );
+    assert!(app.deliveries.applied_run.is_none());
     // Keys other than the override apply nothing.
     keys(&mut app, &["u", "m", "y"]);
     assert!(applies(&app.take_ops()).is_empty());
     keys(&mut app, &["!"]);
-    assert!(matches!(app.overlay, Some(Overlay::ConfirmUnverified)));
+    assert!(matches!(app.overlay(), Some(Overlay::ConfirmUnverified)));
     keys(&mut app, &["n"]);
-    assert!(matches!(app.overlay, Some(Overlay::Delivery)));
+    assert!(matches!(app.overlay(), Some(Overlay::Delivery)));
     assert!(applies(&app.take_ops()).is_empty());
     keys(&mut app, &["!", "y"]);
     let requests = applies(&app.take_ops());
@@ -218,16 +227,16 @@ fn an_apply_closes_the_review_and_undo_is_one_key_away() {
     keys(&mut app, &["enter"]);
     app.take_ops();
     app.update(AppEvent::Applied(Ok(applied_ok())));
-    assert!(app.review.is_none());
-    assert_eq!(app.applied_run, Some(run_ref()));
+    assert!(app.review().is_none());
+    assert_eq!(app.deliveries.applied_run, Some(run_ref()));
     // On the result: u asks, y undoes.
     keys(&mut app, &["u"]);
-    assert!(matches!(app.overlay, Some(Overlay::ConfirmUndo(_))));
+    assert!(matches!(app.overlay(), Some(Overlay::ConfirmUndo(_))));
     keys(&mut app, &["n"]);
     assert!(app.take_ops().is_empty());
     // Closed, then u on the main screen asks again.
     keys(&mut app, &["esc"]);
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     keys(&mut app, &["u", "y"]);
     assert_eq!(
         app.take_ops(),
@@ -245,18 +254,22 @@ fn an_apply_closes_the_review_and_undo_is_one_key_away() {
 #[test]
 fn files_changed_since_are_restored_only_on_a_second_explicit_choice() {
     let mut app = app();
-    app.applied_run = Some(run_ref());
+    app.deliveries.applied_run = Some(run_ref());
     keys(&mut app, &["esc", "u", "y"]);
     app.take_ops();
     app.update(AppEvent::Undone(Ok(Undone {
         restored: vec!["restored a.py".into()],
         skipped: vec!["b.py".into()],
     })));
-    assert_eq!(app.applied_run, Some(run_ref()), "still partly applied");
+    assert_eq!(
+        app.deliveries.applied_run,
+        Some(run_ref()),
+        "still partly applied"
+    );
     keys(&mut app, &["y"]);
     assert!(app.take_ops().is_empty(), "y alone forces nothing");
     keys(&mut app, &["F"]);
-    assert!(matches!(app.overlay, Some(Overlay::ConfirmForceUndo(_))));
+    assert!(matches!(app.overlay(), Some(Overlay::ConfirmForceUndo(_))));
     keys(&mut app, &["y"]);
     assert_eq!(
         app.take_ops(),
@@ -269,7 +282,7 @@ fn files_changed_since_are_restored_only_on_a_second_explicit_choice() {
         restored: vec!["restored b.py".into()],
         skipped: Vec::new(),
     })));
-    assert!(app.applied_run.is_none());
+    assert!(app.deliveries.applied_run.is_none());
     keys(&mut app, &["F"]);
     assert!(app.take_ops().is_empty(), "nothing left to force");
 }
@@ -280,7 +293,7 @@ fn while_an_apply_goes_on_keys_neither_close_it_nor_start_another() {
     keys(&mut app, &["enter"]);
     app.take_ops();
     keys(&mut app, &["esc", "enter", "q"]);
-    assert!(matches!(app.overlay, Some(Overlay::Delivery)));
+    assert!(matches!(app.overlay(), Some(Overlay::Delivery)));
     assert!(!app.should_quit());
     app.update(AppEvent::DeliveryProgress("running tests".into()));
     assert_eq!(
@@ -303,7 +316,7 @@ fn the_browser_lists_opens_and_closes_runs() {
     let mut app = app();
     keys(&mut app, &["ctrl-r"]);
     assert_eq!(app.take_ops(), [Op::ListRuns]);
-    assert!(app.browser.as_ref().is_some_and(|b| b.loading));
+    assert!(app.browser().is_some_and(|b| b.loading));
     app.update(AppEvent::RunsListed(Ok(vec![
         entry("run-3", false),
         entry("run-2", true),
@@ -318,8 +331,7 @@ fn the_browser_lists_opens_and_closes_runs() {
     );
     app.update(AppEvent::RunOpened(Ok(detail(entry("run-2", true)))));
     let open = |app: &App| {
-        app.browser
-            .as_ref()
+        app.browser()
             .and_then(|b| b.open.as_ref())
             .map(|o| o.section)
     };
@@ -330,9 +342,9 @@ fn the_browser_lists_opens_and_closes_runs() {
     assert_eq!(open(&app), Some(Section::Events));
     keys(&mut app, &["esc"]);
     assert_eq!(open(&app), None);
-    assert!(app.browser.is_some());
+    assert!(app.browser().is_some());
     keys(&mut app, &["esc"]);
-    assert!(app.browser.is_none());
+    assert!(app.browser().is_none());
 }
 
 #[test]
@@ -348,7 +360,7 @@ fn the_browser_applies_and_undoes_the_run_it_points_at() {
     keys(&mut app, &["j", "a"]);
     assert!(app.take_ops().is_empty());
     keys(&mut app, &["u"]);
-    match &app.overlay {
+    match app.overlay() {
         Some(Overlay::ConfirmUndo(run)) => assert_eq!(run.id, "run-2"),
         other => panic!("{other:?}"),
     }
@@ -392,7 +404,7 @@ fn a_refreshed_list_keeps_the_selected_run_selected() {
         entry("run-2", false),
         entry("run-1", true),
     ])));
-    let browser = app.browser.as_ref().expect("browser");
+    let browser = app.browser().expect("browser");
     assert_eq!(browser.runs[browser.selected].id, "run-1");
     assert!(browser.runs[browser.selected].applied);
 }
@@ -402,10 +414,10 @@ fn an_interrupted_run_is_offered_and_resumed_only_on_yes() {
     let mut app = app();
     app.offer_resume("run-9", "fix the pager");
     keys(&mut app, &["x"]);
-    assert!(matches!(app.overlay, Some(Overlay::ConfirmResume { .. })));
+    assert!(matches!(app.overlay(), Some(Overlay::ConfirmResume { .. })));
     assert!(app.take_ops().is_empty(), "nothing happens on another key");
     keys(&mut app, &["n"]);
-    assert!(app.overlay.is_none());
+    assert!(app.overlay().is_none());
     assert!(app.take_ops().is_empty(), "n dismisses the offer");
     app.offer_resume("run-9", "fix the pager");
     keys(&mut app, &["y"]);
@@ -447,7 +459,7 @@ fn the_browser_resumes_only_a_run_that_stopped_and_is_not_applied() {
         "{ops:?}"
     );
     assert!(
-        app.browser.is_none(),
+        app.browser().is_none(),
         "the browser closes on the resumed run"
     );
 }

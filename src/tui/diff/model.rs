@@ -64,9 +64,11 @@ impl FileDiff {
     /// Whether the file can only be taken or left as a whole in a review: additions,
     /// deletions, binary files and changes without hunks (modes, pure renames).
     pub(crate) fn is_whole_unit(&self) -> bool {
-        matches!(self.status, FileStatus::Added | FileStatus::Deleted)
-            || self.binary
-            || self.hunks.is_empty()
+        crate::delivery::hunks::taken_whole(
+            matches!(self.status, FileStatus::Added | FileStatus::Deleted),
+            self.binary,
+            self.hunks.len(),
+        )
     }
 
     /// The header lines worth showing for a file without hunks (modes, renames),
@@ -130,19 +132,6 @@ pub struct DiffLine {
 }
 
 impl DiffModel {
-    /// Parses git-style unified diff text. Never fails: what it cannot read is skipped.
-    pub fn parse(unified: &str) -> DiffModel {
-        let mut model = super::parse::parse(unified);
-        for hunk in model
-            .files
-            .iter_mut()
-            .flat_map(|file| file.hunks.iter_mut())
-        {
-            super::emphasis::emphasise(hunk);
-        }
-        model
-    }
-
     /// Whether there is no file in the diff.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()

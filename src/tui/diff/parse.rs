@@ -9,6 +9,21 @@
 use super::model::{DiffLine, DiffModel, FileDiff, FileStatus, Hunk, LineKind};
 use super::paths;
 
+impl DiffModel {
+    /// Parses git-style unified diff text. Never fails: what it cannot read is skipped.
+    pub fn parse(unified: &str) -> DiffModel {
+        let mut model = parse(unified);
+        for hunk in model
+            .files
+            .iter_mut()
+            .flat_map(|file| file.hunks.iter_mut())
+        {
+            super::emphasis::emphasise(hunk);
+        }
+        model
+    }
+}
+
 /// Parses `unified` without emphasis (see [`DiffModel::parse`]).
 pub(super) fn parse(unified: &str) -> DiffModel {
     let mut files = Vec::new();

@@ -5,13 +5,13 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 
-use crate::tui::app::App;
-use crate::tui::draw::centered;
-use crate::tui::theme::Meaning;
+use super::chrome::centered;
+use crate::tui::screen::approval::Approvals;
+use crate::tui::theme::{Meaning, Theme};
 
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
-    let theme = &app.theme;
-    let Some(pending) = app.approval.as_mut() else {
+/// The edit asked about, over the whole screen.
+pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approvals) {
+    let Some(pending) = approvals.shown.as_mut() else {
         return;
     };
     let width = (area.width.saturating_mul(9) / 10).max(60);
@@ -19,7 +19,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     let modal = centered(area, width, height);
     frame.render_widget(Clear, modal);
     let (added, removed) = pending.patch.totals();
-    let queued = app.approvals.len();
+    let queued = approvals.queue.len();
     let more = if queued > 0 {
         format!(" ({queued} more waiting)")
     } else {

@@ -8,24 +8,31 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph, Wrap};
 
-use crate::tui::app::{
-    App, ApplyFailure, CheckLine, Delivery, DeliveryState, Overlay, RunRef, Verified,
+use super::chrome::centered;
+use crate::tui::screen::delivery::{
+    Applied, ApplyFailure, CheckLine, Delivery, DeliveryState, RunRef, Undone, Verified,
 };
-use crate::tui::draw::centered;
+use crate::tui::screen::popups::Overlay;
 use crate::tui::text::clean;
 use crate::tui::theme::{Meaning, Theme};
 
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
-    match &app.overlay {
-        Some(Overlay::Delivery) => {
-            if let Some(delivery) = &app.delivery {
-                result(app, frame, area, delivery);
+/// Draws `popup` if it is one of the apply and undo popups; `delivery` is
+/// the apply or undo on screen.
+pub fn draw(
+    theme: &Theme,
+    frame: &mut Frame,
+    area: Rect,
+    popup: &Overlay,
+    delivery: Option<&Delivery>,
+) {
+    match popup {
+        Overlay::Delivery => {
+            if let Some(delivery) = delivery {
+                result(theme, frame, area, delivery);
             }
         }
-        Some(Overlay::ConfirmUnverified) => {
-            let subset = app
-                .delivery
-                .as_ref()
+        Overlay::ConfirmUnverified => {
+            let subset = delivery
                 .and_then(|d| d.request.as_ref())
                 .is_some_and(|r| r.subset.is_some());
             let what = if subset {
@@ -34,7 +41,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 "This run's patch did not pass verification."
             };
             confirm(
-                app,
+                theme,
                 frame,
                 area,
                 " Apply unverified? ",
@@ -46,8 +53,8 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 &[("y", "apply unverified"), ("n", "back")],
             );
         }
-        Some(Overlay::ConfirmUndo(run)) => confirm(
-            app,
+        Overlay::ConfirmUndo(run) => confirm(
+            theme,
             frame,
             area,
             " Undo the apply? ",
@@ -57,8 +64,8 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
             ],
             &[("y", "undo"), ("n", "keep the change")],
         ),
-        Some(Overlay::ConfirmForceUndo(run)) => confirm(
-            app,
+        Overlay::ConfirmForceUndo(run) => confirm(
+            theme,
             frame,
             area,
             " Restore the changed files too? ",
@@ -103,14 +110,13 @@ fn key_line<'a>(theme: &Theme, pairs: &[(&'a str, &'a str)]) -> Line<'a> {
 }
 
 fn confirm(
-    app: &App,
+    theme: &Theme,
     frame: &mut Frame,
     area: Rect,
     title: &str,
     text: Vec<String>,
     keys: &[(&str, &str)],
 ) {
-    let theme = &app.theme;
     let mut lines: Vec<Line> = text
         .into_iter()
         .map(|t| Line::from(Span::styled(format!(" {t}"), theme.get(Meaning::Text))))
@@ -186,175 +192,203 @@ fn check_lines<'a>(theme: &Theme, checks: &[CheckLine], max: usize) -> Vec<Line<
     lines
 }
 
-fn result(app: &App, frame: &mut Frame, area: Rect, delivery: &Delivery) {
-    let theme = &app.theme;
-    let text = theme.get(Meaning::Text);
-    let pass = theme.get(Meaning::CheckPass);
-    let fail = theme.get(Meaning::CheckFail);
+/// The lines of a result, with the room a list may take in them.
+struct Body<'t> {
+    theme: &'t Theme,
+    room: usize,
+    lines: Vec<Line<'static>>,
+}
+
+impl Body<'_> {
+    fn say(&mut self, meaning: Meaning, text: impl Into<String>) {
+        let style = self.theme.get(meaning);
+        self.lines
+            .push(Line::from(Span::styled(format!(" {}", text.into()), style)));
+    }
+
+    fn list(&mut self, items: &[String], max: usize) {
+        let style = self.theme.get(Meaning::Text);
+        self.lines.extend(listed(items, max, style));
+    }
+
+    fn checks(&mut self, checks: &[CheckLine], max: usize) {
+        self.lines.extend(check_lines(self.theme, checks, max));
+    }
+}
+
+type Keys = Vec<(&'static str, &'static str)>;
+
+fn result(theme: &Theme, frame: &mut Frame, area: Rect, delivery: &Delivery) {
     let width = area.width.saturating_sub(4).min(100);
-    // Room for the list inside the modal, whatever else it says.
-    let room = usize::from(area.height.saturating_sub(12)).max(1);
-    let say = |style: Style, t: String| Line::from(Span::styled(format!(" {t}"), style));
+    let mut body = Body {
+        theme,
+        // Room for the list inside the modal, whatever else it says.
+        room: usize::from(area.height.saturating_sub(12)).max(1),
+        lines: Vec::new(),
+    };
     let RunRef { id, task, .. } = &delivery.run;
-    let mut lines = vec![say(
-        text,
+    body.say(
+        Meaning::Text,
         format!("Task: {}", clean(task).replace('\n', " ")),
-    )];
-    let keys: Vec<(&str, &str)>;
-    let title;
-    match &delivery.state {
+    );
+    let id = clean(id);
+    let (title, keys) = match &delivery.state {
         DeliveryState::Applying { progress } => {
-            title = format!(" Applying run {} ", clean(id));
             let subset = delivery
                 .request
                 .as_ref()
                 .is_some_and(|r| r.subset.is_some());
-            lines.push(say(
-                text,
+            body.say(
+                Meaning::Text,
                 if subset {
-                    "The chosen hunks are verified again before anything is written…".into()
+                    "The chosen hunks are verified again before anything is written…"
                 } else {
-                    "Checking the run's receipt, then writing every file or none…".into()
+                    "Checking the run's receipt, then writing every file or none…"
                 },
-            ));
+            );
             if let Some(progress) = progress {
-                lines.push(say(
-                    theme.get(Meaning::CheckRunning),
-                    clean(progress).replace('\n', " "),
-                ));
+                body.say(Meaning::CheckRunning, clean(progress).replace('\n', " "));
             }
-            keys = Vec::new();
+            (format!(" Applying run {id} "), Vec::new())
         }
-        DeliveryState::Applied(applied) => {
-            title = format!(" Applied run {} ", clean(id));
-            lines.push(say(
-                pass,
-                format!(
-                    "✓ {} file(s) written to the source, left uncommitted.",
-                    applied.changes.len()
-                ),
-            ));
-            match &applied.verified {
-                Verified::Run => lines.push(say(text, "The run's verified patch, whole.".into())),
-                Verified::Subset(checks) => {
-                    lines.push(say(
-                        text,
-                        "The chosen hunks passed the run's checks again:".into(),
-                    ));
-                    lines.extend(check_lines(theme, checks, 4));
-                }
-                Verified::Unverified(checks) => {
-                    lines.push(say(
-                        fail,
-                        "UNVERIFIED: applied on your explicit choice, recorded so.".into(),
-                    ));
-                    lines.extend(check_lines(theme, checks, 4));
-                }
-            }
-            let changes: Vec<String> = applied
-                .changes
-                .iter()
-                .map(|(letter, path)| {
-                    let merged = if applied.merged.iter().any(|m| path.ends_with(m.as_str())) {
-                        "  (merged with your edit)"
-                    } else {
-                        ""
-                    };
-                    format!("{letter} {path}{merged}")
-                })
-                .collect();
-            lines.extend(listed(&changes, room, text));
-            keys = vec![("u", "undo it"), ("Esc", "close")];
-        }
-        DeliveryState::ApplyFailed(failure) => {
-            title = format!(" Run {} not applied ", clean(id));
-            match failure {
-                ApplyFailure::SubsetFailed { why, checks } => {
-                    lines.push(say(
-                        fail,
-                        "✗ The chosen hunks are not verified: nothing was written.".into(),
-                    ));
-                    lines.push(say(text, clean(why).replace('\n', " ")));
-                    lines.extend(check_lines(theme, checks, room));
-                    keys = vec![("!", "apply them unverified…"), ("Esc", "back")];
-                }
-                ApplyFailure::Unverified(why) => {
-                    lines.push(say(fail, "✗ Nothing was written:".into()));
-                    lines.push(say(text, clean(why).replace('\n', " ")));
-                    keys = vec![("!", "apply it unverified…"), ("Esc", "close")];
-                }
-                ApplyFailure::Overlap(paths) => {
-                    lines.push(say(
-                        fail,
-                        "✗ The source changed since the run where the patch changes it; nothing was written:"
-                            .into(),
-                    ));
-                    lines.extend(listed(paths, room, text));
-                    keys = vec![("m", "try a three-way merge"), ("Esc", "close")];
-                }
-                ApplyFailure::Unmerged(paths) => {
-                    lines.push(say(
-                        fail,
-                        "✗ These files do not merge cleanly; nothing was written:".into(),
-                    ));
-                    lines.extend(listed(paths, room, text));
-                    keys = vec![("Esc", "close")];
-                }
-                ApplyFailure::Other(why) => {
-                    lines.push(say(fail, "✗ Nothing was written:".into()));
-                    lines.push(say(text, clean(why).replace('\n', " ")));
-                    keys = vec![("Esc", "close")];
-                }
-            }
-        }
+        DeliveryState::Applied(applied) => (
+            format!(" Applied run {id} "),
+            applied_lines(&mut body, applied),
+        ),
+        DeliveryState::ApplyFailed(failure) => (
+            format!(" Run {id} not applied "),
+            failed_lines(&mut body, failure),
+        ),
         DeliveryState::Undoing { force } => {
-            title = format!(" Undoing run {} ", clean(id));
-            lines.push(say(
-                text,
+            body.say(
+                Meaning::Text,
                 if *force {
-                    "Restoring every file as it was before the apply…".into()
+                    "Restoring every file as it was before the apply…"
                 } else {
-                    "Restoring the files as they were before the apply…".into()
+                    "Restoring the files as they were before the apply…"
                 },
-            ));
-            keys = Vec::new();
+            );
+            (format!(" Undoing run {id} "), Vec::new())
         }
         DeliveryState::Undone(undone) => {
-            title = format!(" Undid run {} ", clean(id));
-            lines.push(say(
-                pass,
-                format!(
-                    "✓ {} file(s) put back as they were before the apply.",
-                    undone.restored.len()
-                ),
-            ));
-            let half = (room / 2).max(1);
-            lines.extend(listed(&undone.restored, half, text));
-            if undone.skipped.is_empty() {
-                keys = vec![("Esc", "close")];
-            } else {
-                lines.push(say(
-                    fail,
-                    format!(
-                        "{} file(s) changed since the apply, left as they are:",
-                        undone.skipped.len()
-                    ),
-                ));
-                lines.extend(listed(&undone.skipped, half, text));
-                keys = vec![("F", "restore them too…"), ("Esc", "close")];
-            }
+            (format!(" Undid run {id} "), undone_lines(&mut body, undone))
         }
         DeliveryState::UndoFailed(why) => {
-            title = format!(" Run {} not undone ", clean(id));
-            lines.push(say(fail, "✗ Nothing was restored:".into()));
-            lines.push(say(text, clean(why).replace('\n', " ")));
-            keys = vec![("Esc", "close")];
+            body.say(Meaning::CheckFail, "✗ Nothing was restored:");
+            body.say(Meaning::Text, clean(why).replace('\n', " "));
+            (format!(" Run {id} not undone "), vec![("Esc", "close")])
         }
-    }
+    };
+    let mut lines = body.lines;
     lines.push(Line::from(""));
     if !keys.is_empty() {
         lines.push(key_line(theme, &keys));
     }
     let height = lines.len() as u16 + 2 + wrapped_extra(&lines, width);
     modal(theme, frame, centered(area, width, height), title, lines);
+}
+
+fn applied_lines(body: &mut Body, applied: &Applied) -> Keys {
+    body.say(
+        Meaning::CheckPass,
+        format!(
+            "✓ {} file(s) written to the source, left uncommitted.",
+            applied.changes.len()
+        ),
+    );
+    match &applied.verified {
+        Verified::Run => body.say(Meaning::Text, "The run's verified patch, whole."),
+        Verified::Subset(checks) => {
+            body.say(
+                Meaning::Text,
+                "The chosen hunks passed the run's checks again:",
+            );
+            body.checks(checks, 4);
+        }
+        Verified::Unverified(checks) => {
+            body.say(
+                Meaning::CheckFail,
+                "UNVERIFIED: applied on your explicit choice, recorded so.",
+            );
+            body.checks(checks, 4);
+        }
+    }
+    let changes: Vec<String> = applied
+        .changes
+        .iter()
+        .map(|(letter, path)| {
+            let merged = if applied.merged.iter().any(|m| path.ends_with(m.as_str())) {
+                "  (merged with your edit)"
+            } else {
+                ""
+            };
+            format!("{letter} {path}{merged}")
+        })
+        .collect();
+    body.list(&changes, body.room);
+    vec![("u", "undo it"), ("Esc", "close")]
+}
+
+fn failed_lines(body: &mut Body, failure: &ApplyFailure) -> Keys {
+    match failure {
+        ApplyFailure::SubsetFailed { why, checks } => {
+            body.say(
+                Meaning::CheckFail,
+                "✗ The chosen hunks are not verified: nothing was written.",
+            );
+            body.say(Meaning::Text, clean(why).replace('\n', " "));
+            body.checks(checks, body.room);
+            vec![("!", "apply them unverified…"), ("Esc", "back")]
+        }
+        ApplyFailure::Unverified(why) => {
+            body.say(Meaning::CheckFail, "✗ Nothing was written:");
+            body.say(Meaning::Text, clean(why).replace('\n', " "));
+            vec![("!", "apply it unverified…"), ("Esc", "close")]
+        }
+        ApplyFailure::Overlap(paths) => {
+            body.say(
+                Meaning::CheckFail,
+                "✗ The source changed since the run where the patch changes it; nothing was written:",
+            );
+            body.list(paths, body.room);
+            vec![("m", "try a three-way merge"), ("Esc", "close")]
+        }
+        ApplyFailure::Unmerged(paths) => {
+            body.say(
+                Meaning::CheckFail,
+                "✗ These files do not merge cleanly; nothing was written:",
+            );
+            body.list(paths, body.room);
+            vec![("Esc", "close")]
+        }
+        ApplyFailure::Other(why) => {
+            body.say(Meaning::CheckFail, "✗ Nothing was written:");
+            body.say(Meaning::Text, clean(why).replace('\n', " "));
+            vec![("Esc", "close")]
+        }
+    }
+}
+
+fn undone_lines(body: &mut Body, undone: &Undone) -> Keys {
+    body.say(
+        Meaning::CheckPass,
+        format!(
+            "✓ {} file(s) put back as they were before the apply.",
+            undone.restored.len()
+        ),
+    );
+    let half = (body.room / 2).max(1);
+    body.list(&undone.restored, half);
+    if undone.skipped.is_empty() {
+        return vec![("Esc", "close")];
+    }
+    body.say(
+        Meaning::CheckFail,
+        format!(
+            "{} file(s) changed since the apply, left as they are:",
+            undone.skipped.len()
+        ),
+    );
+    body.list(&undone.skipped, half);
+    vec![("F", "restore them too…"), ("Esc", "close")]
 }

@@ -4,65 +4,29 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Block, Paragraph};
 
+use super::chrome::pane_block;
 use crate::protocol::VerificationReason;
-use crate::tui::app::{App, Pane};
-use crate::tui::draw::pane_block;
 use crate::tui::run_view::duration;
 use crate::tui::run_view::{Attempt, CellState, Matrix};
-use crate::tui::theme::Meaning;
+use crate::tui::theme::{Meaning, Theme};
 
 const CELL: usize = 16;
 
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
-    let matrix = &app.view.matrix;
-    let focused = app.focus == Pane::Matrix;
-    let verdict = match matrix
-        .attempts
-        .iter()
-        .rev()
-        .find(|a| a.reason != VerificationReason::Baseline)
-    {
-        Some(Attempt {
-            passed: Some(true), ..
-        }) => " — passed",
-        Some(Attempt {
-            passed: Some(false),
-            ..
-        }) => " — failed",
-        Some(_) => " — running",
-        None => "",
-    };
-    let mut block = pane_block(app, format!(" Verification{verdict} "), focused);
-    // Why the newest verification's first failing check failed, in the words
-    // of its output, on the bottom border: visible however small the pane.
-    let why = matrix.attempts.last().and_then(|latest| {
-        matrix
-            .checks
-            .iter()
-            .zip(&latest.cells)
-            .find_map(|(name, cell)| match cell {
-                // Its output's telling line, else why it failed beyond its
-                // exit (it changed the workspace, it hit a limit).
-                CellState::Done(report) if !report.passed => report
-                    .first_error
-                    .as_ref()
-                    .or(report.failure.as_ref())
-                    .map(|why| format!(" ✗ {name}: {why} ")),
-                _ => None,
-            })
-    });
-    if let Some(why) = why {
-        let room = (area.width as usize).saturating_sub(4);
-        block = block.title_bottom(Line::from(Span::styled(
-            clip(&why, room),
-            app.theme.get(Meaning::CheckFail),
-        )));
-    }
+/// `selected` is the check the person moved to, shown while the pane is `focused`.
+pub fn draw(
+    frame: &mut Frame,
+    area: Rect,
+    matrix: &Matrix,
+    theme: &Theme,
+    selected: usize,
+    focused: bool,
+) {
+    let block = frame_of(matrix, theme, area, focused);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let dim = app.theme.get(Meaning::Text).add_modifier(Modifier::DIM);
+    let dim = theme.get(Meaning::Text).add_modifier(Modifier::DIM);
     if matrix.checks.is_empty() {
         frame.render_widget(Paragraph::new(Span::styled("no checks yet", dim)), inner);
         return;
@@ -95,9 +59,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     }
     lines.push(Line::from(header));
     for (row, name) in matrix.checks.iter().enumerate() {
-        let mut name_style = app.theme.get(Meaning::Text);
-        if focused && row == app.matrix_row {
-            name_style = name_style.patch(app.theme.get(Meaning::Selection));
+        let mut name_style = theme.get(Meaning::Text);
+        if focused && row == selected {
+            name_style = name_style.patch(theme.get(Meaning::Selection));
         }
         let mut spans = vec![Span::styled(
             format!("{:<name_width$}", clip(name, name_width)),
@@ -105,7 +69,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         )];
         spans.push(Span::raw(" "));
         for attempt in &shown {
-            let (text, style) = cell(app, attempt.cells.get(row));
+            let (text, style) = cell(theme, attempt.cells.get(row));
             spans.push(Span::styled(
                 format!("{:<CELL$}", clip(&text, CELL - 1)),
                 style,
@@ -118,9 +82,7 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
         return;
     }
     let start = if lines.len() > rows {
-        (app.matrix_row + 2)
-            .saturating_sub(rows)
-            .min(lines.len() - rows)
+        (selected + 2).saturating_sub(rows).min(lines.len() - rows)
     } else {
         0
     };
@@ -134,16 +96,64 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(visible), inner);
 }
 
-fn cell(app: &App, state: Option<&CellState>) -> (String, Style) {
+/// The pane's frame: the verdict in the title, and why the newest
+/// verification failed on the bottom border.
+fn frame_of(matrix: &Matrix, theme: &Theme, area: Rect, focused: bool) -> Block<'static> {
+    let verdict = match matrix
+        .attempts
+        .iter()
+        .rev()
+        .find(|a| a.reason != VerificationReason::Baseline)
+    {
+        Some(Attempt {
+            passed: Some(true), ..
+        }) => " — passed",
+        Some(Attempt {
+            passed: Some(false),
+            ..
+        }) => " — failed",
+        Some(_) => " — running",
+        None => "",
+    };
+    let mut block = pane_block(theme, format!(" Verification{verdict} "), focused);
+    // Why the newest verification's first failing check failed, in the words
+    // of its output, on the bottom border: visible however small the pane.
+    let why = matrix.attempts.last().and_then(|latest| {
+        matrix
+            .checks
+            .iter()
+            .zip(&latest.cells)
+            .find_map(|(name, cell)| match cell {
+                // Its output's telling line, else why it failed beyond its
+                // exit (it changed the workspace, it hit a limit).
+                CellState::Done(report) if !report.passed => report
+                    .first_error
+                    .as_ref()
+                    .or(report.failure.as_ref())
+                    .map(|why| format!(" ✗ {name}: {why} ")),
+                _ => None,
+            })
+    });
+    if let Some(why) = why {
+        let room = (area.width as usize).saturating_sub(4);
+        block = block.title_bottom(Line::from(Span::styled(
+            clip(&why, room),
+            theme.get(Meaning::CheckFail),
+        )));
+    }
+    block
+}
+
+fn cell(theme: &Theme, state: Option<&CellState>) -> (String, Style) {
     match state {
         None | Some(CellState::Pending) => (
             "·".into(),
-            app.theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+            theme.get(Meaning::Text).add_modifier(Modifier::DIM),
         ),
-        Some(CellState::Running) => ("… running".into(), app.theme.get(Meaning::CheckRunning)),
+        Some(CellState::Running) => ("… running".into(), theme.get(Meaning::CheckRunning)),
         Some(CellState::Stopped) => (
             "– stopped".into(),
-            app.theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+            theme.get(Meaning::Text).add_modifier(Modifier::DIM),
         ),
         Some(CellState::Done(report)) => {
             let exit = report
@@ -151,15 +161,9 @@ fn cell(app: &App, state: Option<&CellState>) -> (String, Style) {
                 .map_or_else(|| "—".to_string(), |c| c.to_string());
             let time = duration(report.duration_ms);
             if report.passed {
-                (
-                    format!("✓ {exit} {time}"),
-                    app.theme.get(Meaning::CheckPass),
-                )
+                (format!("✓ {exit} {time}"), theme.get(Meaning::CheckPass))
             } else {
-                (
-                    format!("✗ {exit} {time}"),
-                    app.theme.get(Meaning::CheckFail),
-                )
+                (format!("✗ {exit} {time}"), theme.get(Meaning::CheckFail))
             }
         }
     }

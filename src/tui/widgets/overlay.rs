@@ -5,34 +5,41 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Clear, Paragraph};
 
-use crate::tui::app::{App, Overlay};
-use crate::tui::draw::centered;
+use super::chrome::centered;
+use crate::tui::keymap::Keymap;
 use crate::tui::keymap::{Action, Context};
-use crate::tui::theme::Meaning;
+use crate::tui::screen::Review;
+use crate::tui::screen::popups::Overlay;
+use crate::tui::theme::{Meaning, Theme};
 
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
-    if let Some(Overlay::Pager(pager)) = app.overlay.as_mut() {
+/// What the popups are drawn with.
+pub struct Scene<'a> {
+    pub theme: &'a Theme,
+    pub keymap: &'a Keymap,
+    /// The review on screen, for what leaving it would drop.
+    pub review: Option<&'a Review>,
+}
+
+/// Draws `popup`; the apply and undo popups are [`super::delivery`]'s.
+pub fn draw(scene: &Scene, frame: &mut Frame, area: Rect, popup: &mut Overlay) {
+    if let Overlay::Pager(pager) = popup {
         // The last page stays full: scrolling to the end shows the end, not one line.
         let rows = usize::from(area.height.saturating_sub(4));
         pager.scroll = pager.scroll.min(pager.lines.len().saturating_sub(rows));
     }
-    let app = &*app;
-    match &app.overlay {
-        None => {}
-        Some(Overlay::Help(context, offset)) => help(app, frame, area, *context, *offset),
-        Some(Overlay::ConfirmCancel) => confirm_cancel(app, frame, area),
-        Some(Overlay::ConfirmDiscard) => confirm_discard(app, frame, area),
-        Some(Overlay::ConfirmResume { run_id, task }) => {
-            confirm_resume(app, frame, area, run_id, task);
+    match &*popup {
+        Overlay::Help(context, offset) => help(scene, frame, area, *context, *offset),
+        Overlay::ConfirmCancel => confirm_cancel(scene, frame, area),
+        Overlay::ConfirmDiscard => confirm_discard(scene, frame, area),
+        Overlay::ConfirmResume { run_id, task } => {
+            confirm_resume(scene, frame, area, run_id, task);
         }
         // The apply and undo screens draw themselves.
-        Some(
-            Overlay::Delivery
-            | Overlay::ConfirmUnverified
-            | Overlay::ConfirmUndo(_)
-            | Overlay::ConfirmForceUndo(_),
-        ) => {}
-        Some(Overlay::Pager(pager)) => {
+        Overlay::Delivery
+        | Overlay::ConfirmUnverified
+        | Overlay::ConfirmUndo(_)
+        | Overlay::ConfirmForceUndo(_) => {}
+        Overlay::Pager(pager) => {
             let rect = centered(
                 area,
                 area.width.saturating_sub(4),
@@ -45,7 +52,7 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
                 .iter()
                 .skip(top)
                 .take(rows)
-                .map(|l| Line::from(Span::styled(l.clone(), app.theme.get(Meaning::Text))))
+                .map(|l| Line::from(Span::styled(l.clone(), scene.theme.get(Meaning::Text))))
                 .collect();
             let title = format!(
                 " {} — line {}/{} — Esc closes ",
@@ -53,28 +60,28 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
                 (top + rows).min(pager.lines.len()),
                 pager.lines.len()
             );
-            modal(app, frame, rect, title, lines);
+            modal(scene, frame, rect, title, lines);
         }
     }
 }
 
-fn modal(app: &App, frame: &mut Frame, rect: Rect, title: String, lines: Vec<Line>) {
+fn modal(scene: &Scene, frame: &mut Frame, rect: Rect, title: String, lines: Vec<Line>) {
     frame.render_widget(Clear, rect);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_type(BorderType::Rounded)
-        .border_style(app.theme.get(Meaning::BorderFocused))
+        .border_style(scene.theme.get(Meaning::BorderFocused))
         .title(Line::from(Span::styled(
             title,
-            app.theme.get(Meaning::Title),
+            scene.theme.get(Meaning::Title),
         )));
     frame.render_widget(Paragraph::new(lines).block(block), rect);
 }
 
 /// Every key of the current context, then the global ones it does not hide.
-fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usize) {
-    let key_style = app.theme.get(Meaning::HelpKey);
-    let text = app.theme.get(Meaning::Text);
+fn help(scene: &Scene, frame: &mut Frame, area: Rect, context: Context, offset: usize) {
+    let key_style = scene.theme.get(Meaning::HelpKey);
+    let text = scene.theme.get(Meaning::Text);
     let mut lines = Vec::new();
     let mut section = |name: &str, bindings: Vec<(String, Action, &str)>| {
         if bindings.is_empty() {
@@ -82,7 +89,7 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usiz
         }
         lines.push(Line::from(Span::styled(
             name.to_string(),
-            app.theme.get(Meaning::Title),
+            scene.theme.get(Meaning::Title),
         )));
         // One line per action, with every key that does it.
         let mut grouped: Vec<(String, Action, &str)> = Vec::new();
@@ -102,11 +109,11 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usiz
             ]));
         }
     };
-    let own = app.keymap.bindings(context);
+    let own = scene.keymap.bindings(context);
     let own_keys: Vec<String> = own.iter().map(|(k, _, _)| k.clone()).collect();
     section(&format!("{} keys", context.title()), own);
     if context != Context::Global {
-        let global: Vec<_> = app
+        let global: Vec<_> = scene
             .keymap
             .bindings(Context::Global)
             .into_iter()
@@ -131,7 +138,7 @@ fn help(app: &App, frame: &mut Frame, area: Rect, context: Context, offset: usiz
         " Keys — Esc, q or ? closes ".to_string()
     };
     let lines: Vec<Line> = lines.into_iter().skip(offset).collect();
-    modal(app, frame, rect, title, lines);
+    modal(scene, frame, rect, title, lines);
 }
 
 /// The modal contexts take only a few global keys: cancelling, help and scrolling
@@ -171,9 +178,9 @@ fn global_works_in(context: Context, action: Action) -> bool {
     }
 }
 
-fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
-    let key = app.theme.get(Meaning::HelpKey);
-    let text = app.theme.get(Meaning::Text);
+fn confirm_cancel(scene: &Scene, frame: &mut Frame, area: Rect) {
+    let key = scene.theme.get(Meaning::HelpKey);
+    let text = scene.theme.get(Meaning::Text);
     let lines = vec![
         Line::from(Span::styled(
             " Stop the agent? The partial patch is kept.",
@@ -190,12 +197,12 @@ fn confirm_cancel(app: &App, frame: &mut Frame, area: Rect) {
         ]),
     ];
     let rect = centered(area, 62, 5);
-    modal(app, frame, rect, " Cancel the run? ".into(), lines);
+    modal(scene, frame, rect, " Cancel the run? ".into(), lines);
 }
 
-fn confirm_resume(app: &App, frame: &mut Frame, area: Rect, run_id: &str, task: &str) {
-    let key = app.theme.get(Meaning::HelpKey);
-    let text = app.theme.get(Meaning::Text);
+fn confirm_resume(scene: &Scene, frame: &mut Frame, area: Rect, run_id: &str, task: &str) {
+    let key = scene.theme.get(Meaning::HelpKey);
+    let text = scene.theme.get(Meaning::Text);
     let width = area.width.saturating_sub(4).min(72);
     let room = usize::from(width.saturating_sub(4));
     let task: String = crate::terminal_text::clean_for_screen(task)
@@ -222,7 +229,7 @@ fn confirm_resume(app: &App, frame: &mut Frame, area: Rect, run_id: &str, task: 
     ];
     let rect = centered(area, width, 6);
     modal(
-        app,
+        scene,
         frame,
         rect,
         " Resume the interrupted run? ".into(),
@@ -230,10 +237,10 @@ fn confirm_resume(app: &App, frame: &mut Frame, area: Rect, run_id: &str, task: 
     );
 }
 
-fn confirm_discard(app: &App, frame: &mut Frame, area: Rect) {
-    let key = app.theme.get(Meaning::HelpKey);
-    let text = app.theme.get(Meaning::Text);
-    let (chosen, total) = app.review.as_ref().map_or((0, 0), |r| r.selection.chosen());
+fn confirm_discard(scene: &Scene, frame: &mut Frame, area: Rect) {
+    let key = scene.theme.get(Meaning::HelpKey);
+    let text = scene.theme.get(Meaning::Text);
+    let (chosen, total) = scene.review.map_or((0, 0), |r| r.selection.chosen());
     let lines = vec![
         Line::from(Span::styled(
             format!(" {chosen} of {total} hunks are chosen and not saved."),
@@ -251,5 +258,5 @@ fn confirm_discard(app: &App, frame: &mut Frame, area: Rect) {
         ]),
     ];
     let rect = centered(area, 62, 5);
-    modal(app, frame, rect, " Discard the review? ".into(), lines);
+    modal(scene, frame, rect, " Discard the review? ".into(), lines);
 }

@@ -6,27 +6,34 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use super::chrome::pane_block;
 use crate::protocol::PlanStatus;
-use crate::tui::app::{App, Pane};
-use crate::tui::draw::pane_block;
-use crate::tui::theme::Meaning;
+use crate::tui::run_view::RunView;
+use crate::tui::theme::{Meaning, Theme};
 
-pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
-    let plan = &app.view.plan;
+/// `scroll` is the item the person moved to, shown while the pane is `focused`.
+pub fn draw(
+    frame: &mut Frame,
+    area: Rect,
+    view: &RunView,
+    theme: &Theme,
+    scroll: usize,
+    focused: bool,
+) {
+    let plan = &view.plan;
     let done = plan.iter().filter(|i| i.status == PlanStatus::Done).count();
     let title = if plan.is_empty() {
         " Plan ".to_string()
     } else {
         format!(" Plan {done}/{} ", plan.len())
     };
-    let focused = app.focus == Pane::Plan;
-    let block = pane_block(app, title, focused);
+    let block = pane_block(theme, title, focused);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if plan.is_empty() {
         let text = Line::from(Span::styled(
             "no plan yet",
-            app.theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+            theme.get(Meaning::Text).add_modifier(Modifier::DIM),
         ));
         frame.render_widget(Paragraph::new(text), inner);
         return;
@@ -34,9 +41,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
     let rows = inner.height as usize;
     // Keep the item in progress (or the scrolled-to one) in view.
     let anchor = if focused {
-        app.plan_scroll
+        scroll
     } else {
-        app.view.current_plan_item().unwrap_or(0)
+        view.current_plan_item().unwrap_or(0)
     };
     let start = anchor
         .saturating_sub(rows.saturating_sub(1))
@@ -52,9 +59,9 @@ pub fn draw(app: &App, frame: &mut Frame, area: Rect) {
                 PlanStatus::InProgress => ("▶", Meaning::PlanInProgress),
                 PlanStatus::Pending => ("○", Meaning::PlanPending),
             };
-            let mut style = app.theme.get(meaning);
-            if focused && i == app.plan_scroll {
-                style = style.patch(app.theme.get(Meaning::Selection));
+            let mut style = theme.get(meaning);
+            if focused && i == scroll {
+                style = style.patch(theme.get(Meaning::Selection));
             }
             Line::from(vec![
                 Span::styled(format!(" {mark} "), style),

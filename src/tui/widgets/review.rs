@@ -7,14 +7,10 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::tui::app::App;
-use crate::tui::theme::Meaning;
+use crate::tui::screen::Review;
+use crate::tui::theme::{Meaning, Theme};
 
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
-    let theme = &app.theme;
-    let Some(review) = app.review.as_mut() else {
-        return;
-    };
+pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, review: &mut Review) {
     let [body, footer] = Layout::vertical([Constraint::Fill(1), Constraint::Length(2)]).areas(area);
     crate::tui::diff::render_diff(
         body,

@@ -7,23 +7,25 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::tui::app::{App, Browser, OpenRun, RunEntry, Section};
-use crate::tui::draw::pane_block;
+use super::chrome::pane_block;
+use crate::protocol::CheckReport;
+use crate::tui::run_view::RunView;
+use crate::tui::screen::runs::{Browser, OpenRun, RunEntry, Section};
 use crate::tui::text::clean;
 use crate::tui::theme::{Meaning, Theme};
 
 /// Columns at least this wide show every column of the list with its full header.
 const WIDE: u16 = 110;
 
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
-    let Some(mut browser) = app.browser.take() else {
-        return;
-    };
-    match browser.open.as_mut() {
-        Some(open) => show(app, frame, area, open),
-        None => list(app, frame, area, &browser),
+/// The list of runs, or the run opened from it; `view` is this session's run.
+pub fn draw(frame: &mut Frame, area: Rect, view: &RunView, theme: &Theme, browser: &mut Browser) {
+    if browser.open.is_some() {
+        if let Some(open) = browser.open.as_mut() {
+            show(theme, frame, area, open);
+        }
+    } else {
+        list(view, theme, frame, area, browser);
     }
-    app.browser = Some(browser);
 }
 
 fn keys<'a>(theme: &Theme, pairs: &[(&'a str, &'a str)]) -> Line<'a> {
@@ -39,27 +41,26 @@ fn keys<'a>(theme: &Theme, pairs: &[(&'a str, &'a str)]) -> Line<'a> {
 }
 
 /// What this session is about: the task of the run on the main screen.
-fn current_task(app: &App) -> Line<'static> {
-    let task = clean(&app.view.task).replace('\n', " ");
+fn current_task(view: &RunView, theme: &Theme) -> Line<'static> {
+    let task = clean(&view.task).replace('\n', " ");
     let task = if task.is_empty() {
         "(no task yet)".to_string()
     } else {
         task
     };
     Line::from(vec![
-        Span::styled(" This session: ", app.theme.get(Meaning::Title)),
-        Span::styled(task, app.theme.get(Meaning::Text)),
+        Span::styled(" This session: ", theme.get(Meaning::Title)),
+        Span::styled(task, theme.get(Meaning::Text)),
     ])
 }
 
-fn list(app: &App, frame: &mut Frame, area: Rect, browser: &Browser) {
-    let theme = &app.theme;
+fn list(view: &RunView, theme: &Theme, frame: &mut Frame, area: Rect, browser: &Browser) {
     let title = format!(
         " Runs of {} ({}) ",
-        clean(&repo_name(&app.view.repo)),
+        clean(&repo_name(&view.repo)),
         browser.runs.len()
     );
-    let block = pane_block(app, title, true).title_bottom(keys(
+    let block = pane_block(theme, title, true).title_bottom(keys(
         theme,
         &[
             ("Enter", "open"),
@@ -78,7 +79,7 @@ fn list(app: &App, frame: &mut Frame, area: Rect, browser: &Browser) {
         Constraint::Length(1),
     ])
     .areas(inner);
-    frame.render_widget(Paragraph::new(current_task(app)), task);
+    frame.render_widget(Paragraph::new(current_task(view, theme)), task);
     let wide = inner.width >= WIDE;
     let task_width = usize::from(inner.width).saturating_sub(fixed_width(wide));
     frame.render_widget(
@@ -234,8 +235,7 @@ fn repo_name(repo: &str) -> String {
 }
 
 /// The opened run: what it was, then one section at a time.
-fn show(app: &App, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
-    let theme = &app.theme;
+fn show(theme: &Theme, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
     let entry = &open.detail.entry;
     let applied = if entry.applied {
         "applied"
@@ -252,7 +252,7 @@ fn show(app: &App, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
         clean(&entry.id),
         entry.outcome
     );
-    let block = pane_block(app, title, true).title_bottom(keys(
+    let block = pane_block(theme, title, true).title_bottom(keys(
         theme,
         &[
             ("Tab", "section"),
@@ -271,29 +271,7 @@ fn show(app: &App, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
     ])
     .areas(inner);
     let text = theme.get(Meaning::Text);
-    let label = theme.get(Meaning::Title);
-    let summary = open
-        .detail
-        .summary
-        .as_deref()
-        .map(|s| clean(s).replace('\n', " "))
-        .unwrap_or_else(|| "-".into());
-    let head_lines = vec![
-        Line::from(vec![
-            Span::styled(" Task: ", label),
-            Span::styled(clean(&entry.task).replace('\n', " "), text),
-        ]),
-        Line::from(vec![
-            Span::styled(" Result: ", label),
-            Span::styled(clean(&open.detail.reason).replace('\n', " "), text),
-            Span::styled(format!(" ({} ago)", entry.age), text),
-        ]),
-        Line::from(vec![
-            Span::styled(" Summary: ", label),
-            Span::styled(summary, text),
-        ]),
-    ];
-    frame.render_widget(Paragraph::new(head_lines), head);
+    frame.render_widget(Paragraph::new(head_lines(theme, open)), head);
     let mut tab_spans = vec![Span::raw(" ")];
     for section in [Section::Diff, Section::Verification, Section::Events] {
         let style = if section == open.section {
@@ -316,44 +294,8 @@ fn show(app: &App, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
             None,
         ),
         Section::Verification => {
-            let lines: Vec<Line> = if open.detail.checks.is_empty() {
-                vec![Line::from(Span::styled(" no check ran", text))]
-            } else {
-                open.detail
-                    .checks
-                    .iter()
-                    .skip(open.scroll)
-                    .map(|check| {
-                        let (mark, style) = if check.passed {
-                            ("✓", theme.get(Meaning::CheckPass))
-                        } else {
-                            ("✗", theme.get(Meaning::CheckFail))
-                        };
-                        let exit = check
-                            .exit_code
-                            .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"));
-                        let why = check
-                            .first_error
-                            .as_deref()
-                            .or(check.failure.as_deref())
-                            .map(|w| format!(" — {}", clean(w).replace('\n', " ")))
-                            .unwrap_or_default();
-                        Line::from(vec![
-                            Span::styled(format!(" {mark} "), style),
-                            Span::styled(format!("{:<12} ", clean(&check.name)), label),
-                            Span::styled(
-                                format!(
-                                    "{exit}, {}  {}{why}",
-                                    crate::tui::run_view::duration(check.duration_ms),
-                                    clean(&check.command).replace('\n', " ")
-                                ),
-                                text,
-                            ),
-                        ])
-                    })
-                    .collect()
-            };
-            let block = pane_block(app, " Verification ", false);
+            let lines = check_lines(theme, &open.detail.checks, open.scroll);
+            let block = pane_block(theme, " Verification ", false);
             frame.render_widget(Paragraph::new(lines).block(block), body);
         }
         Section::Events => {
@@ -371,9 +313,79 @@ fn show(app: &App, frame: &mut Frame, area: Rect, open: &mut OpenRun) {
                 .take(usize::from(body.height))
                 .map(|e| Line::from(Span::styled(e.clone(), text)))
                 .collect();
-            let block = pane_block(app, title, false);
+            let block = pane_block(theme, title, false);
             frame.render_widget(Paragraph::new(lines).block(block), body);
         }
+    }
+}
+
+/// The opened run's task, result and summary.
+fn head_lines(theme: &Theme, open: &OpenRun) -> Vec<Line<'static>> {
+    let entry = &open.detail.entry;
+    let text = theme.get(Meaning::Text);
+    let label = theme.get(Meaning::Title);
+    let summary = open
+        .detail
+        .summary
+        .as_deref()
+        .map(|s| clean(s).replace('\n', " "))
+        .unwrap_or_else(|| "-".into());
+    vec![
+        Line::from(vec![
+            Span::styled(" Task: ", label),
+            Span::styled(clean(&entry.task).replace('\n', " "), text),
+        ]),
+        Line::from(vec![
+            Span::styled(" Result: ", label),
+            Span::styled(clean(&open.detail.reason).replace('\n', " "), text),
+            Span::styled(format!(" ({} ago)", entry.age), text),
+        ]),
+        Line::from(vec![
+            Span::styled(" Summary: ", label),
+            Span::styled(summary, text),
+        ]),
+    ]
+}
+
+/// The opened run's checks, from the `scroll`th.
+fn check_lines(theme: &Theme, checks: &[CheckReport], scroll: usize) -> Vec<Line<'static>> {
+    let text = theme.get(Meaning::Text);
+    let label = theme.get(Meaning::Title);
+    if checks.is_empty() {
+        vec![Line::from(Span::styled(" no check ran", text))]
+    } else {
+        checks
+            .iter()
+            .skip(scroll)
+            .map(|check| {
+                let (mark, style) = if check.passed {
+                    ("✓", theme.get(Meaning::CheckPass))
+                } else {
+                    ("✗", theme.get(Meaning::CheckFail))
+                };
+                let exit = check
+                    .exit_code
+                    .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"));
+                let why = check
+                    .first_error
+                    .as_deref()
+                    .or(check.failure.as_deref())
+                    .map(|w| format!(" — {}", clean(w).replace('\n', " ")))
+                    .unwrap_or_default();
+                Line::from(vec![
+                    Span::styled(format!(" {mark} "), style),
+                    Span::styled(format!("{:<12} ", clean(&check.name)), label),
+                    Span::styled(
+                        format!(
+                            "{exit}, {}  {}{why}",
+                            crate::tui::run_view::duration(check.duration_ms),
+                            clean(&check.command).replace('\n', " ")
+                        ),
+                        text,
+                    ),
+                ])
+            })
+            .collect()
     }
 }
 

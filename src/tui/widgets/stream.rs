@@ -11,10 +11,10 @@ use ratatui::widgets::Paragraph;
 
 use std::collections::HashSet;
 
-use crate::tui::app::{App, Pane};
-use crate::tui::draw::pane_block;
+use super::chrome::pane_block;
 use crate::tui::run_view::duration;
-use crate::tui::run_view::{NoteKind, StreamEntry, ToolState};
+use crate::tui::run_view::{NoteKind, RunView, StreamEntry, ToolState};
+use crate::tui::screen::panes::StreamState;
 use crate::tui::theme::{Meaning, Theme};
 
 /// Lines of a tool's result shown when it is expanded.
@@ -22,36 +22,41 @@ const EXPANDED_RESULT_LINES: usize = 12;
 /// Lines of streaming model text shown while it arrives.
 const STREAMING_LINES: usize = 3;
 
-pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
-    let focused = app.focus == Pane::Stream;
-    let count = app.view.stream.len();
-    let title = if app.stream_state.follow || count == 0 {
+/// Draws the activity; the selection follows the newest entry, or is kept in view.
+pub fn draw(
+    frame: &mut Frame,
+    area: Rect,
+    view: &RunView,
+    theme: &Theme,
+    state: &mut StreamState,
+    focused: bool,
+) {
+    let count = view.stream.len();
+    let title = if state.follow || count == 0 {
         format!(" Activity ({count}) ")
     } else {
-        format!(" Activity ({}/{count}) ", app.stream_state.selected + 1)
+        format!(" Activity ({}/{count}) ", state.selected + 1)
     };
-    let block = pane_block(app, title, focused);
+    let block = pane_block(theme, title, focused);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     if count == 0 {
-        let hint = match &app.view.phase {
+        let hint = match &view.phase {
             crate::tui::run_view::Phase::Idle => "type a task below and press Enter",
             _ => "waiting for the agent…",
         };
-        let style = app.theme.get(Meaning::Text).add_modifier(Modifier::DIM);
+        let style = theme.get(Meaning::Text).add_modifier(Modifier::DIM);
         frame.render_widget(Paragraph::new(Span::styled(hint, style)), inner);
         return;
     }
     let width = inner.width as usize;
     let rows = inner.height as usize;
-    let entries = &app.view.stream;
-    let state = &mut app.stream_state;
+    let entries = &view.stream;
     state.selected = if state.follow {
         count - 1
     } else {
         state.selected.min(count - 1)
     };
-    let theme = &app.theme;
     // Keep the selection visible: scroll up to it, or down until it fits.
     if state.offset > state.selected {
         state.offset = state.selected;
@@ -89,6 +94,14 @@ pub fn draw(app: &mut App, frame: &mut Frame, area: Rect) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
+/// How an entry is drawn: the theme, the width it has, whether it is expanded.
+struct Look<'t> {
+    theme: &'t Theme,
+    width: usize,
+    expanded: bool,
+    dim: Style,
+}
+
 /// The lines one entry takes at `width`.
 fn entry_lines(
     theme: &Theme,
@@ -98,123 +111,27 @@ fn entry_lines(
     width: usize,
     selected: bool,
 ) -> Vec<Line<'static>> {
-    let expanded = expanded.contains(&index);
-    let dim = theme.get(Meaning::Text).add_modifier(Modifier::DIM);
+    let look = Look {
+        theme,
+        width,
+        expanded: expanded.contains(&index),
+        dim: theme.get(Meaning::Text).add_modifier(Modifier::DIM),
+    };
     let mut lines = match entry {
         StreamEntry::Tool {
             name,
             arguments,
-            state: tool_state,
+            state,
             summary,
             result,
             ..
-        } => {
-            let (mark, style) = match tool_state {
-                ToolState::Running => ("…", theme.get(Meaning::ToolRunning)),
-                ToolState::Finished { ok: true, .. } => ("✓", theme.get(Meaning::ToolOk)),
-                ToolState::Finished { ok: false, .. } => ("✗", theme.get(Meaning::ToolError)),
-                ToolState::Refused => ("⊘", theme.get(Meaning::ToolError)),
-            };
-            let tail = match tool_state {
-                ToolState::Running => "running".to_string(),
-                ToolState::Finished { duration_ms, .. } if summary.is_empty() => {
-                    duration(*duration_ms)
-                }
-                ToolState::Finished { .. } => summary.clone(),
-                ToolState::Refused => format!("refused: {summary}"),
-            };
-            let brief = arguments_brief(arguments);
-            let mut head = vec![
-                Span::styled(format!("{mark} "), style),
-                Span::styled(name.clone(), style.add_modifier(Modifier::BOLD)),
-            ];
-            if !brief.is_empty() {
-                head.push(Span::styled(format!(" {brief}"), theme.get(Meaning::Text)));
-            }
-            head.push(Span::styled(format!("  {tail}"), dim));
-            let mut lines = vec![fit(head, width)];
-            if expanded && !result.is_empty() {
-                let all: Vec<&str> = result.lines().collect();
-                for line in all.iter().take(EXPANDED_RESULT_LINES) {
-                    lines.push(fit(vec![Span::styled(format!("  │ {line}"), dim)], width));
-                }
-                if all.len() > EXPANDED_RESULT_LINES {
-                    let more = all.len() - EXPANDED_RESULT_LINES;
-                    lines.push(Line::from(Span::styled(
-                        format!("  │ … {more} more lines (o: full output)"),
-                        dim,
-                    )));
-                }
-            }
-            lines
-        }
+        } => tool_lines(&look, name, arguments, state, summary, result),
         StreamEntry::Model {
             turn,
             text,
             streaming,
-        } => {
-            let style = theme.get(Meaning::Text);
-            let label = Span::styled(format!("◆ {turn} "), theme.get(Meaning::Title));
-            let body: Vec<String> = wrap(text.trim(), width.saturating_sub(4).max(10));
-            let shown: Vec<String> = if expanded {
-                body
-            } else if *streaming {
-                let start = body.len().saturating_sub(STREAMING_LINES);
-                body[start..].to_vec()
-            } else {
-                let more = body.len() > 1;
-                let mut first = body.into_iter().next().unwrap_or_default();
-                if more {
-                    first.push_str(" …");
-                }
-                vec![first]
-            };
-            let cursor = if *streaming { "▌" } else { "" };
-            let last = shown.len().saturating_sub(1);
-            shown
-                .into_iter()
-                .enumerate()
-                .map(|(n, text)| {
-                    let lead = if n == 0 {
-                        label.clone()
-                    } else {
-                        Span::raw("    ")
-                    };
-                    let mut spans = vec![lead, Span::styled(text, style)];
-                    if n == last {
-                        spans.push(Span::styled(cursor, theme.get(Meaning::ToolRunning)));
-                    }
-                    fit(spans, width)
-                })
-                .collect()
-        }
-        StreamEntry::Note { kind, text } => {
-            let (mark, style) = match kind {
-                NoteKind::Info => ("·", dim),
-                NoteKind::Warning => ("!", theme.get(Meaning::ToolRunning)),
-                NoteKind::Error => ("✗", theme.get(Meaning::ToolError)),
-                NoteKind::User => ("›", theme.get(Meaning::Title)),
-            };
-            let body = if expanded {
-                wrap(text, width.saturating_sub(2).max(10))
-            } else {
-                vec![text.lines().next().unwrap_or("").to_string()]
-            };
-            body.into_iter()
-                .enumerate()
-                .map(|(n, t)| {
-                    let lead = if n == 0 {
-                        format!("{mark} ")
-                    } else {
-                        "  ".into()
-                    };
-                    fit(
-                        vec![Span::styled(lead, style), Span::styled(t, style)],
-                        width,
-                    )
-                })
-                .collect()
-        }
+        } => model_lines(&look, *turn, text, *streaming),
+        StreamEntry::Note { kind, text } => note_lines(&look, *kind, text),
     };
     if selected {
         let highlight = theme.get(Meaning::Selection);
@@ -226,6 +143,123 @@ fn entry_lines(
         }
     }
     lines
+}
+
+fn tool_lines(
+    look: &Look,
+    name: &str,
+    arguments: &str,
+    tool_state: &ToolState,
+    summary: &str,
+    result: &str,
+) -> Vec<Line<'static>> {
+    let (mark, style) = match tool_state {
+        ToolState::Running => ("…", look.theme.get(Meaning::ToolRunning)),
+        ToolState::Finished { ok: true, .. } => ("✓", look.theme.get(Meaning::ToolOk)),
+        ToolState::Finished { ok: false, .. } => ("✗", look.theme.get(Meaning::ToolError)),
+        ToolState::Refused => ("⊘", look.theme.get(Meaning::ToolError)),
+    };
+    let tail = match tool_state {
+        ToolState::Running => "running".to_string(),
+        ToolState::Finished { duration_ms, .. } if summary.is_empty() => duration(*duration_ms),
+        ToolState::Finished { .. } => summary.to_string(),
+        ToolState::Refused => format!("refused: {summary}"),
+    };
+    let brief = arguments_brief(arguments);
+    let mut head = vec![
+        Span::styled(format!("{mark} "), style),
+        Span::styled(name.to_string(), style.add_modifier(Modifier::BOLD)),
+    ];
+    if !brief.is_empty() {
+        head.push(Span::styled(
+            format!(" {brief}"),
+            look.theme.get(Meaning::Text),
+        ));
+    }
+    head.push(Span::styled(format!("  {tail}"), look.dim));
+    let mut lines = vec![fit(head, look.width)];
+    if look.expanded && !result.is_empty() {
+        let all: Vec<&str> = result.lines().collect();
+        for line in all.iter().take(EXPANDED_RESULT_LINES) {
+            lines.push(fit(
+                vec![Span::styled(format!("  │ {line}"), look.dim)],
+                look.width,
+            ));
+        }
+        if all.len() > EXPANDED_RESULT_LINES {
+            let more = all.len() - EXPANDED_RESULT_LINES;
+            lines.push(Line::from(Span::styled(
+                format!("  │ … {more} more lines (o: full output)"),
+                look.dim,
+            )));
+        }
+    }
+    lines
+}
+
+fn model_lines(look: &Look, turn: u32, text: &str, streaming: bool) -> Vec<Line<'static>> {
+    let style = look.theme.get(Meaning::Text);
+    let label = Span::styled(format!("◆ {turn} "), look.theme.get(Meaning::Title));
+    let body: Vec<String> = wrap(text.trim(), look.width.saturating_sub(4).max(10));
+    let shown: Vec<String> = if look.expanded {
+        body
+    } else if streaming {
+        let start = body.len().saturating_sub(STREAMING_LINES);
+        body[start..].to_vec()
+    } else {
+        let more = body.len() > 1;
+        let mut first = body.into_iter().next().unwrap_or_default();
+        if more {
+            first.push_str(" …");
+        }
+        vec![first]
+    };
+    let cursor = if streaming { "▌" } else { "" };
+    let last = shown.len().saturating_sub(1);
+    shown
+        .into_iter()
+        .enumerate()
+        .map(|(n, text)| {
+            let lead = if n == 0 {
+                label.clone()
+            } else {
+                Span::raw("    ")
+            };
+            let mut spans = vec![lead, Span::styled(text, style)];
+            if n == last {
+                spans.push(Span::styled(cursor, look.theme.get(Meaning::ToolRunning)));
+            }
+            fit(spans, look.width)
+        })
+        .collect()
+}
+
+fn note_lines(look: &Look, kind: NoteKind, text: &str) -> Vec<Line<'static>> {
+    let (mark, style) = match kind {
+        NoteKind::Info => ("·", look.dim),
+        NoteKind::Warning => ("!", look.theme.get(Meaning::ToolRunning)),
+        NoteKind::Error => ("✗", look.theme.get(Meaning::ToolError)),
+        NoteKind::User => ("›", look.theme.get(Meaning::Title)),
+    };
+    let body = if look.expanded {
+        wrap(text, look.width.saturating_sub(2).max(10))
+    } else {
+        vec![text.lines().next().unwrap_or("").to_string()]
+    };
+    body.into_iter()
+        .enumerate()
+        .map(|(n, t)| {
+            let lead = if n == 0 {
+                format!("{mark} ")
+            } else {
+                "  ".into()
+            };
+            fit(
+                vec![Span::styled(lead, style), Span::styled(t, style)],
+                look.width,
+            )
+        })
+        .collect()
 }
 
 /// The interesting part of a call's JSON arguments: its string values, in order.

@@ -24,22 +24,23 @@ fn toggles_count_whole_unit_files_once() {
     assert_eq!(review.chosen(), (0, 3), "else all off");
     review.toggle(9, 9);
     assert!(!review.is_included(9, 0));
-    assert_eq!(review.selected_patch(&model), "");
+    assert!(review.numbers().is_empty());
 }
 
 #[test]
-fn leaving_out_a_hunk_moves_the_new_start_of_later_ones() {
+fn the_chosen_hunks_are_sent_as_delivery_numbers_them() {
     let model = DiffModel::parse(
-        "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,4 @@ top\n x\n+new 1\n+new 2\n y\n@@ -10 +12 @@ later\n-old\n+new\n",
+        "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1,2 +1,4 @@ top\n x\n+new 1\n+new 2\n y\n@@ -10 +12 @@ later\n-old\n+new\n\
+         diff --git a/n b/n\nnew file mode 100644\n--- /dev/null\n+++ b/n\n@@ -0,0 +1,2 @@\n+a\n+b\n@@ -7 +9 @@\n+c\n",
     );
     let mut review = ReviewSelection::new(&model);
+    assert_eq!(review.numbers(), [1, 2, 3], "a new file is one number");
     review.toggle(0, 0);
-    assert_eq!(
-        review.selected_patch(&model),
-        "diff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -10 +10 @@ later\n-old\n+new\n"
-    );
+    assert_eq!(review.numbers(), [2, 3]);
+    review.toggle(1, 1);
+    assert_eq!(review.numbers(), [2]);
     review.toggle_all();
-    assert_eq!(review.selected_patch(&model).lines().count(), 11);
+    assert_eq!(review.numbers(), [1, 2, 3]);
 }
 
 fn git(dir: &Path, args: &[&str]) -> String {
@@ -108,7 +109,12 @@ fn git_applies_the_patch_of_the_chosen_hunks() {
     review.toggle(1, 0); // not d.txt's first change
     review.toggle(2, 0); // keep gone.txt
     assert_eq!(review.chosen(), (4, 7));
-    let patch = review.selected_patch(&model);
+    // Delivery makes the patch of the numbers, numbering the hunks as the review did.
+    use crate::delivery::hunks;
+    let files = hunks::split(diff.as_bytes()).expect("git reads the diff");
+    assert_eq!(hunks::numbering(&files).len(), review.chosen().1);
+    let selection = hunks::by_numbers(&files, &review.numbers()).expect("hunks of the diff");
+    let patch = String::from_utf8(hunks::build(&files, &selection)).expect("UTF-8");
 
     let reparsed = DiffModel::parse(&patch);
     let last = reparsed.files[0].hunks.last().expect("a.txt keeps hunks");

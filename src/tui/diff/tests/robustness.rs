@@ -53,8 +53,7 @@ fn exercise(text: &str, theme: &Theme) {
     let _ = (model.is_empty(), model.line_count(), model.totals());
     let mut review = ReviewSelection::new(&model);
     review.toggle(0, 1);
-    let patch = review.selected_patch(&model);
-    let _ = DiffModel::parse(&patch);
+    let _ = review.numbers();
     let mut state = DiffViewState::default();
     for (width, height) in [(80, 24), (160, 48), (12, 4), (3, 3), (1, 1)] {
         let mut buf = Buffer::empty(Rect::new(0, 0, width, height));
