@@ -3,20 +3,23 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
 
-use super::{App, ChosenHunks, Op, Overlay, Pager, Pane};
+use super::{App, ChosenHunks, Op, Overlay, Pane, Screen};
 use crate::protocol::ApprovalDecision;
-use crate::protocol::CheckReport;
 use crate::tui::keymap::{Action, Context};
-use crate::tui::run_view::{CellState, NoteKind, StreamEntry};
+use crate::tui::run_view::NoteKind;
 
 /// Columns the diff moves per sideways scroll.
 const SIDEWAYS: isize = 8;
 
-/// How much of an output file the pager reads at most (the end is kept).
-const PAGER_BYTES: u64 = 4 * 1024 * 1024;
-
-/// How many lines of a file the pager shows at most (the tail is kept).
-const PAGER_LINES: usize = 20_000;
+/// What answers a key, in the order they cover each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum KeyOwner {
+    Popup,
+    Approval,
+    Runs,
+    Review,
+    Panes,
+}
 
 impl App {
     pub(super) fn handle_key(&mut self, key: KeyEvent) {
@@ -31,22 +34,36 @@ impl App {
             self.interrupt();
             return;
         }
-        if let Some(overlay) = self.popups.pop() {
-            self.overlay_key(overlay, &key);
-            return;
+        match self.key_owner() {
+            KeyOwner::Popup => {
+                if let Some(popup) = self.popups.pop() {
+                    self.overlay_key(popup, &key);
+                }
+            }
+            KeyOwner::Approval => self.approval_key(&key),
+            KeyOwner::Runs => self.browser_key(&key),
+            KeyOwner::Review => self.review_key(&key),
+            KeyOwner::Panes => self.panes_key(key),
         }
-        if self.approvals.is_visible() {
-            self.approval_key(&key);
-            return;
+    }
+
+    /// Who answers a key: the top popup, then the approval modal, then the screen.
+    pub(super) fn key_owner(&self) -> KeyOwner {
+        if !self.popups.is_empty() {
+            KeyOwner::Popup
+        } else if self.approvals.is_visible() {
+            KeyOwner::Approval
+        } else {
+            match &self.screen {
+                Screen::Runs { .. } => KeyOwner::Runs,
+                Screen::Review(_) => KeyOwner::Review,
+                Screen::Panes => KeyOwner::Panes,
+            }
         }
-        if self.screen.browser().is_some() {
-            self.browser_key(&key);
-            return;
-        }
-        if self.screen.review().is_some() {
-            self.review_key(&key);
-            return;
-        }
+    }
+
+    /// A key for the focused pane (the task box takes text).
+    fn panes_key(&mut self, key: KeyEvent) {
         let context = self.panes.focus.context();
         // `?` in an empty task box is a question, not text.
         if self.panes.focus == Pane::Input
@@ -389,102 +406,6 @@ impl App {
             }
         }
     }
-
-    fn show_tool_output(&mut self) {
-        let Some(StreamEntry::Tool {
-            name,
-            arguments,
-            result,
-            output_file,
-            ..
-        }) = self.view.stream.get(self.panes.stream.selected)
-        else {
-            self.flash = Some("select a tool call to see its output".into());
-            return;
-        };
-        let title = format!("{name} {}", one_line(arguments, 60));
-        let text = self.read_artifact(output_file.as_deref(), result);
-        self.popups.raise(Overlay::Pager(Pager {
-            title,
-            lines: tail_lines(&text),
-            scroll: 0,
-        }));
-    }
-
-    fn show_check_output(&mut self) {
-        let row = self.panes.matrix_row;
-        let Some(name) = self.view.matrix.checks.get(row).cloned() else {
-            return;
-        };
-        // The latest result of the row, preferring the latest failure.
-        let results: Vec<(u32, &CheckReport)> = self
-            .view
-            .matrix
-            .attempts
-            .iter()
-            .rev()
-            .filter_map(|a| match a.cells.get(row) {
-                Some(CellState::Done(report)) => Some((a.number, report)),
-                _ => None,
-            })
-            .collect();
-        let chosen = results
-            .iter()
-            .find(|(_, r)| !r.passed)
-            .or(results.first())
-            .map(|(attempt, report)| (*attempt, (*report).clone()));
-        let Some((attempt, report)) = chosen else {
-            self.flash = Some(format!("{name} has no result yet"));
-            return;
-        };
-        let exit = report
-            .exit_code
-            .map_or_else(|| "no exit code".to_string(), |c| format!("exit {c}"));
-        let fallback = format!(
-            "{}\n{exit}{}",
-            report.command,
-            report
-                .failure
-                .as_ref()
-                .map(|f| format!("\n{f}"))
-                .unwrap_or_default()
-        );
-        let text = self.read_artifact(report.output_file.as_deref(), &fallback);
-        self.popups.raise(Overlay::Pager(Pager {
-            title: format!("{name}, attempt {attempt}: {}", report.command),
-            lines: tail_lines(&text),
-            scroll: 0,
-        }));
-    }
-
-    /// A file of the run's artifact directory, or `fallback` when there is none.
-    fn read_artifact(&self, relative: Option<&str>, fallback: &str) -> String {
-        let path = match (relative, self.view.artifact_dir.as_deref()) {
-            (Some(rel), Some(dir)) => std::path::Path::new(dir).join(rel),
-            _ => return fallback.to_string(),
-        };
-        match read_tail(&path, PAGER_BYTES) {
-            Ok((text, 0)) => text,
-            Ok((text, skipped)) => format!(
-                "({skipped} earlier bytes not shown; the whole output is in {})\n{text}",
-                path.display()
-            ),
-            Err(e) => format!("{fallback}\n\n(could not read {}: {e})", path.display()),
-        }
-    }
-}
-
-/// The last `limit` bytes of a file (outputs can be huge; the screen must not
-/// stall reading them), and how many bytes came before.
-fn read_tail(path: &std::path::Path, limit: u64) -> std::io::Result<(String, u64)> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let skipped = len.saturating_sub(limit);
-    file.seek(SeekFrom::Start(skipped))?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
 }
 
 /// Moves `position` within `0..len` for a scrolling action.
@@ -499,23 +420,4 @@ pub(crate) fn scroll(position: &mut usize, len: usize, action: Action, page: usi
         Action::Bottom => last,
         _ => *position,
     };
-}
-
-fn tail_lines(text: &str) -> Vec<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    let start = lines.len().saturating_sub(PAGER_LINES);
-    lines[start..]
-        .iter()
-        .map(|l| crate::tui::text::clean(l))
-        .collect()
-}
-
-/// The first line of `text`, cut to `max` characters.
-pub(crate) fn one_line(text: &str, max: usize) -> String {
-    let line = text.lines().next().unwrap_or("");
-    if line.chars().count() <= max && !text.contains('\n') {
-        return line.to_string();
-    }
-    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
