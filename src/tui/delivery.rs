@@ -10,6 +10,7 @@ use super::app::{
     RunEntry, RunRef, Undone, Verified,
 };
 use super::diff::DiffModel;
+use super::text::read_tail;
 use crate::delivery::hunks;
 use crate::delivery::subset::{Subset, SubsetCheck, apply_subset};
 use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
@@ -321,18 +322,6 @@ fn event_line(line: &str) -> String {
     let mut cut: String = clean.chars().take(EVENT_CHARS - 1).collect();
     cut.push('…');
     cut
-}
-
-/// The last `limit` bytes of a file, and how many came before.
-fn read_tail(path: &Path, limit: u64) -> std::io::Result<(String, u64)> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let skipped = len.saturating_sub(limit);
-    file.seek(SeekFrom::Start(skipped))?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Text from the outside world (model replies, command output, file contents)
 //! made safe to draw: terminal escape sequences and control characters would
 //! otherwise move the cursor or recolour the screen behind ratatui's back.
+//! And read bounded: a file from outside is read from its end, never whole.
 
 /// Tabs become four spaces, `\r` is dropped, ANSI escape sequences are removed,
 /// other control characters (and bidirectional overrides) become `�`; newlines
@@ -9,6 +10,19 @@
 /// every other output.
 pub fn clean(text: &str) -> String {
     crate::terminal_text::clean_for_screen(&crate::trace::redact::shown(text))
+}
+
+/// The last `limit` bytes of a file (outputs can be huge; the screen must not
+/// stall reading them), and how many bytes came before.
+pub(crate) fn read_tail(path: &std::path::Path, limit: u64) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let skipped = len.saturating_sub(limit);
+    file.seek(SeekFrom::Start(skipped))?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::{App, Overlay, Pager};
 use crate::protocol::CheckReport;
 use crate::tui::run_view::{CellState, StreamEntry};
+use crate::tui::text::read_tail;
 
 /// How much of an output file the pager reads at most (the end is kept).
 const PAGER_BYTES: u64 = 4 * 1024 * 1024;
@@ -94,19 +95,6 @@ impl App {
             Err(e) => format!("{fallback}\n\n(could not read {}: {e})", path.display()),
         }
     }
-}
-
-/// The last `limit` bytes of a file (outputs can be huge; the screen must not
-/// stall reading them), and how many bytes came before.
-fn read_tail(path: &std::path::Path, limit: u64) -> std::io::Result<(String, u64)> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let skipped = len.saturating_sub(limit);
-    file.seek(SeekFrom::Start(skipped))?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
 }
 
 fn tail_lines(text: &str) -> Vec<String> {

@@ -28,7 +28,7 @@ fn app() -> App {
     App::new("/src/repo", Keymap::defaults(), theme, ApprovalMode::Final)
 }
 
-fn run_ref() -> RunRef {
+pub(super) fn run_ref() -> RunRef {
     RunRef {
         id: "run-1".into(),
         dir: "/state/runs/run-1".into(),
@@ -51,7 +51,7 @@ fn reviewing() -> App {
     app
 }
 
-fn keys(app: &mut App, keys: &[&str]) {
+pub(super) fn keys(app: &mut App, keys: &[&str]) {
     for key in keys {
         app.update(AppEvent::Key(parse_key_event(key).expect("key")));
     }

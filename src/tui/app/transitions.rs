@@ -1,29 +1,16 @@
 //! The session's transitions between screens and popups, driven with events
 //! and keys as the loop would send them; no terminal is involved.
 
+use super::tests::{keys, run_ref};
 use super::*;
 use crate::protocol::{ApprovalDecision, ApprovalMode};
-use crate::tui::keymap::{Context, parse_key_event};
+use crate::tui::keymap::Context;
 
 const PATCH: &str = "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-one\n+ONE\n";
 
 fn app(mode: ApprovalMode) -> App {
     let theme = Theme::load_coloured("default", None).expect("theme");
     App::new("/src/repo", Keymap::defaults(), theme, mode)
-}
-
-fn keys(app: &mut App, keys: &[&str]) {
-    for key in keys {
-        app.update(AppEvent::Key(parse_key_event(key).expect("key")));
-    }
-}
-
-fn run_ref() -> RunRef {
-    RunRef {
-        id: "run-1".into(),
-        dir: "/state/runs/run-1".into(),
-        task: "fix it".into(),
-    }
 }
 
 fn review() -> Review {
