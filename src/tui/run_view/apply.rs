@@ -130,30 +130,33 @@ impl RunView {
                 outcome,
                 reason,
                 duration_ms,
-            } => {
-                self.sandbox = SandboxState::Removed;
-                for attempt in &mut self.matrix.attempts {
-                    if attempt.passed.is_none() {
-                        for cell in &mut attempt.cells {
-                            if matches!(cell, CellState::Running | CellState::Pending) {
-                                *cell = CellState::Stopped;
-                            }
-                        }
-                    }
-                }
-                for entry in &mut self.stream {
-                    if let StreamEntry::Model { streaming, .. } = entry {
-                        *streaming = false;
-                    }
-                }
-                self.phase = Phase::Finished {
-                    outcome: *outcome,
-                    reason: reason.clone(),
-                    duration_ms: *duration_ms,
-                };
-            }
+            } => self.finish(Phase::Finished {
+                outcome: *outcome,
+                reason: reason.clone(),
+                duration_ms: *duration_ms,
+            }),
             _ => {}
         }
+    }
+
+    /// The run ended: the sandbox is gone, and what was still going stopped.
+    fn finish(&mut self, phase: Phase) {
+        self.sandbox = SandboxState::Removed;
+        for attempt in &mut self.matrix.attempts {
+            if attempt.passed.is_none() {
+                for cell in &mut attempt.cells {
+                    if matches!(cell, CellState::Running | CellState::Pending) {
+                        *cell = CellState::Stopped;
+                    }
+                }
+            }
+        }
+        for entry in &mut self.stream {
+            if let StreamEntry::Model { streaming, .. } = entry {
+                *streaming = false;
+            }
+        }
+        self.phase = phase;
     }
 
     /// The model: requests, streamed text, responses, retries and fallbacks, compaction.
