@@ -9,25 +9,42 @@
 //! front ends   cli/ (one file per command)   tui/ (full-screen session)   headless.rs (JSON)
 //!                  │ Command (approve, refuse, follow up, cancel)     ▲ RunEvent
 //!                  ▼                                                  │
-//! protocol/    RunEvent · Command · RunReport — depends on nothing else in the crate
-//!                  │                                                  │
 //! runtime/     the driver: sets a run up, performs effects, races cancel and deadline
 //!                  │ Input ▲ Effect
 //! agent/       the reducer over explicit phases: every decision, no IO
-//!                  │
-//! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
-//! tools/       the ten tools, their schemas and result caps
-//! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
 //! delivery/    apply and undo: receipt checks, conflicts, atomic writes, journal
-//! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
-//! verify/      frozen checks, the verification matrix, zero-test detection, bootstrap
-//! trace/       artifacts: manifest, state, hash-chained events, report, receipt, redaction
-//! state.rs     the state directory      owner.rs  which process owns what      ids.rs  names
+//! tools/       the ten tools, their schemas and result caps
 //! runs.rs      finding runs: every run, one by id, prefix or `last`
+//! trace/       artifacts: manifest, state, hash-chained events, report, receipt, redaction
+//! verify/      frozen checks, the verification matrix, zero-test detection, bootstrap
+//! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
+//! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
+//! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
+//! state.rs     the state directory      owner.rs  which process owns what      ids.rs  names
+//! protocol/    RunEvent · Command · RunReport — depends on nothing else in the crate
 //! ```
 //!
-//! Arrows point from a module to what it uses: nothing below `runtime` knows about
-//! the runtime, and nothing at all is used by `protocol`.
+//! # Layers
+//!
+//! Top first. A module uses only modules on the lines below its own; modules
+//! on one line do not use each other. `protocol` uses nothing of the crate.
+//! A test (`layering_tests`) holds every file of `src/` to this list, and
+//! finds any files that use each other in a circle.
+//!
+//! ```text
+//! cli
+//! tui
+//! runtime  headless
+//! agent  delivery
+//! tools  runs
+//! trace
+//! verify
+//! sandbox
+//! workspace
+//! model  state
+//! terminal_text  ids  owner
+//! protocol
+//! ```
 
 // Tests may unwrap and expect: a panic there is a failed test, not a crash.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -50,3 +67,6 @@ pub mod trace;
 pub mod tui;
 pub mod verify;
 pub mod workspace;
+
+#[cfg(test)]
+mod layering_tests;

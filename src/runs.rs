@@ -372,6 +372,61 @@ fn canonical(p: &Path) -> PathBuf {
     p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
+/// `45s`, `12m`, `3h`, `5d` since `created`; `?` if it does not parse.
+pub(crate) fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
+    let Ok(t) = chrono::DateTime::parse_from_rfc3339(created) else {
+        return "?".into();
+    };
+    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86400 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// The checks of the latest verification in the event log.
+pub(crate) fn latest_checks(events: &Path) -> Vec<crate::protocol::CheckReport> {
+    verifications(events).0
+}
+
+/// The checks of the latest verification and of the last baseline
+/// verification in the event log, read in one pass.
+pub(crate) fn verifications(
+    events: &Path,
+) -> (
+    Vec<crate::protocol::CheckReport>,
+    Vec<crate::protocol::CheckReport>,
+) {
+    let Ok(text) = std::fs::read_to_string(events) else {
+        return (Vec::new(), Vec::new());
+    };
+    let (mut latest, mut baseline) = (Vec::new(), Vec::new());
+    let mut baseline_attempt = None;
+    for line in text.lines() {
+        match serde_json::from_str::<crate::protocol::RunEvent>(line) {
+            Ok(crate::protocol::RunEvent::VerificationStarted {
+                attempt, reason, ..
+            }) => {
+                latest.clear();
+                if reason == crate::protocol::VerificationReason::Baseline {
+                    baseline_attempt = Some(attempt);
+                    baseline.clear();
+                }
+            }
+            Ok(crate::protocol::RunEvent::VerificationCheck { attempt, check }) => {
+                if Some(attempt) == baseline_attempt {
+                    baseline.push(check.clone());
+                }
+                latest.push(check);
+            }
+            _ => {}
+        }
+    }
+    (latest, baseline)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,6 +93,28 @@ pub(crate) fn clean_for_screen(text: &str) -> String {
     out
 }
 
+/// One line of hostile output for a terminal: escape sequences dropped
+/// whole, other unsafe characters as spaces, and at most `max_chars`
+/// characters (then `…`).
+pub(crate) fn clean_line(line: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    let mut count = 0;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            skip_escape(&mut chars);
+            continue;
+        }
+        out.push(if is_unsafe(c) { ' ' } else { c });
+        count += 1;
+        if count >= max_chars {
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
 /// Skips the rest of an escape sequence: CSI (`ESC [ … final`), OSC
 /// (`ESC ] … BEL/ST`), or a single character after ESC.
 fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {

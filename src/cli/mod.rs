@@ -64,6 +64,7 @@ pub(crate) mod runs;
 mod sandbox;
 mod session;
 mod show_subset;
+mod show_verify;
 mod trust;
 
 use std::path::PathBuf;

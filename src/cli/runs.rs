@@ -10,11 +10,10 @@ use std::process::ExitCode;
 use serde::Serialize;
 
 use super::{EXIT_FAILURE, EXIT_USAGE};
-use crate::protocol::{CheckReport, PlanItem, PlanStatus, RunEvent};
-use crate::runs::{self, RunLookupError, RunRecord, RunStatus};
+use crate::protocol::{CheckReport, PlanItem, PlanStatus};
+use crate::runs::{self, RunLookupError, RunRecord, RunStatus, age, verifications};
 use crate::state::StateDir;
 use crate::trace::artifacts::{EVENTS_FILE, FINAL_PATCH_FILE, STATE_FILE};
-use crate::trace::{Receipt, ReceiptKey, verify_chain};
 
 /// One row of `runs`, and the summary `show --json` starts with.
 #[derive(Debug, Serialize)]
@@ -196,20 +195,6 @@ fn repo_name(repo: &str) -> String {
         .unwrap_or_else(|| repo.to_string())
 }
 
-/// `45s`, `12m`, `3h`, `5d` since `created`; `?` if it does not parse.
-pub(crate) fn age(created: &str, now: chrono::DateTime<chrono::Utc>) -> String {
-    let Ok(t) = chrono::DateTime::parse_from_rfc3339(created) else {
-        return "?".into();
-    };
-    let s = (now - t.with_timezone(&chrono::Utc)).num_seconds().max(0);
-    match s {
-        0..60 => format!("{s}s"),
-        60..3600 => format!("{}m", s / 60),
-        3600..86400 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86400),
-    }
-}
-
 /// `812ms`, `48.2s`, `3m 05s`.
 fn duration(ms: u64) -> String {
     match ms {
@@ -245,7 +230,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
     };
     let details = Details::read(&run);
     let checks = if flags.verify {
-        Some(verify(&run, &state))
+        Some(super::show_verify::verify(&run, &state))
     } else {
         None
     };
@@ -333,42 +318,6 @@ impl Details {
             stat,
         }
     }
-}
-
-/// The checks of the latest verification in the event log.
-pub(crate) fn latest_checks(events: &Path) -> Vec<CheckReport> {
-    verifications(events).0
-}
-
-/// The checks of the latest verification and of the last baseline
-/// verification in the event log, read in one pass.
-fn verifications(events: &Path) -> (Vec<CheckReport>, Vec<CheckReport>) {
-    let Ok(text) = std::fs::read_to_string(events) else {
-        return (Vec::new(), Vec::new());
-    };
-    let (mut latest, mut baseline) = (Vec::new(), Vec::new());
-    let mut baseline_attempt = None;
-    for line in text.lines() {
-        match serde_json::from_str::<RunEvent>(line) {
-            Ok(RunEvent::VerificationStarted {
-                attempt, reason, ..
-            }) => {
-                latest.clear();
-                if reason == crate::protocol::VerificationReason::Baseline {
-                    baseline_attempt = Some(attempt);
-                    baseline.clear();
-                }
-            }
-            Ok(RunEvent::VerificationCheck { attempt, check }) => {
-                if Some(attempt) == baseline_attempt {
-                    baseline.push(check.clone());
-                }
-                latest.push(check);
-            }
-            _ => {}
-        }
-    }
-    (latest, baseline)
 }
 
 /// One `show` line per check, with why it failed.
@@ -561,138 +510,6 @@ fn print_events(path: &Path) {
         }
         Err(e) => err!("minicoder: cannot read {}: {e}", path.display()),
     }
-}
-
-/// One re-check of `show --verify`.
-#[derive(Debug)]
-pub(super) struct Check {
-    pub what: &'static str,
-    pub ok: bool,
-    pub detail: String,
-}
-
-/// Re-checks the event chain, the receipt's HMAC, and that the patch and the
-/// event log are the ones the receipt signed.
-fn verify(run: &RunRecord, state: &StateDir) -> Vec<Check> {
-    let events = run.dir.join(EVENTS_FILE);
-    let mut checks = vec![match verify_chain(&events) {
-        Ok(summary) => Check {
-            what: "events chain",
-            ok: true,
-            detail: format!("{} lines, each linked to the one before", summary.lines),
-        },
-        Err(e) => Check {
-            what: "events chain",
-            ok: false,
-            detail: e.to_string(),
-        },
-    }];
-    let receipt = match Receipt::load(run.dir.join(crate::trace::artifacts::RECEIPT_FILE)) {
-        Ok(r) => r,
-        Err(e) => {
-            let why = if run.finished() {
-                e.to_string()
-            } else {
-                "none: the run has not finished, so nothing vouches for its patch".to_string()
-            };
-            checks.push(Check {
-                what: "receipt",
-                ok: false,
-                detail: why,
-            });
-            return checks;
-        }
-    };
-    let key = match ReceiptKey::load_existing(state) {
-        Ok(k) => k,
-        Err(e) => {
-            checks.push(Check {
-                what: "receipt",
-                ok: false,
-                detail: e.to_string(),
-            });
-            return checks;
-        }
-    };
-    let manifest = run
-        .manifest
-        .verify(&key, &run.dir.join(crate::trace::artifacts::MANIFEST_FILE));
-    checks.push(Check {
-        what: "manifest",
-        ok: manifest.is_ok(),
-        detail: match &manifest {
-            Ok(()) => "the run's inputs are as it started (signed)".into(),
-            Err(e) => e.to_string(),
-        },
-    });
-    let signed = receipt.verify(&key);
-    checks.push(Check {
-        what: "receipt",
-        ok: signed.is_ok(),
-        detail: match &signed {
-            Ok(()) => "its HMAC verifies under this machine's key".into(),
-            Err(e) => e.to_string(),
-        },
-    });
-    let patch = std::fs::read(run.dir.join(FINAL_PATCH_FILE));
-    checks.push(match patch {
-        Ok(bytes) => {
-            let actual = crate::trace::event_log::sha256_hex(&bytes);
-            Check {
-                what: "patch hash",
-                ok: actual == receipt.patch_sha256,
-                detail: if actual == receipt.patch_sha256 {
-                    format!("final.patch is the patch the receipt signed ({actual})")
-                } else {
-                    format!(
-                        "final.patch changed since the receipt was signed: sha256 {actual}, signed {}",
-                        receipt.patch_sha256
-                    )
-                },
-            }
-        }
-        Err(e) => Check {
-            what: "patch hash",
-            ok: false,
-            detail: format!("cannot read final.patch: {e}"),
-        },
-    });
-    checks.push(match crate::trace::digest(&events) {
-        Ok(actual) if actual == receipt.events_sha256 => Check {
-            what: "events digest",
-            ok: true,
-            detail: "events.jsonl is the log the receipt signed".into(),
-        },
-        Ok(actual) => Check {
-            what: "events digest",
-            ok: false,
-            detail: format!(
-                "events.jsonl changed since the receipt was signed: sha256 {actual}, signed {}",
-                receipt.events_sha256
-            ),
-        },
-        Err(e) => Check {
-            what: "events digest",
-            ok: false,
-            detail: e.to_string(),
-        },
-    });
-    checks.extend(super::show_subset::verify_apply(run, &key));
-    // The same verdict as `apply` reaches, in one call.
-    if checks.iter().all(|c| c.ok)
-        && let Err(e) = receipt.verify_against(
-            &key,
-            &std::fs::read(run.dir.join(FINAL_PATCH_FILE)).unwrap_or_default(),
-            &events,
-        )
-    {
-        checks.push(Check {
-            what: "receipt",
-            ok: false,
-            detail: e.to_string(),
-        });
-    }
-    checks
 }
 
 #[cfg(test)]

@@ -2,84 +2,10 @@
 //! its signed record, whether it was applied, and `--verify`'s checks of the
 //! record and of the journal that names it.
 
-use super::runs::Check;
 use crate::delivery::subset_record::SubsetRecord;
 use crate::runs::RunRecord;
 use crate::state::StateDir;
 use crate::trace::ReceiptKey;
-
-/// The subset record, when there is one, and the apply journal beside it:
-/// each must verify, and a journal of a subset must name the record there.
-pub(super) fn verify_apply(run: &RunRecord, key: &ReceiptKey) -> Vec<Check> {
-    let mut checks = Vec::new();
-    if !crate::delivery::subset::artifact_record(&run.dir).exists() {
-        let names_one = crate::delivery::Journal::load(key, &run.dir)
-            .ok()
-            .flatten()
-            .is_some_and(|j| j.subset.is_some());
-        if names_one {
-            checks.push(Check {
-                what: "subset record",
-                ok: false,
-                detail: "the apply journal names a subset record that is not there".into(),
-            });
-        }
-        return checks;
-    }
-    let journal = match crate::delivery::Journal::load(key, &run.dir) {
-        Ok(journal) => {
-            if journal.is_some() {
-                checks.push(Check {
-                    what: "apply journal",
-                    ok: true,
-                    detail: "its HMAC verifies under this machine's key".into(),
-                });
-            }
-            journal
-        }
-        Err(e) => {
-            checks.push(Check {
-                what: "apply journal",
-                ok: false,
-                detail: e.to_string(),
-            });
-            None
-        }
-    };
-    let link = journal.and_then(|j| j.subset);
-    checks.push(match SubsetRecord::load(key, &run.dir) {
-        Ok(Some((record, sha256))) => match &link {
-            Some(link) if link.record_sha256 != sha256 => Check {
-                what: "subset record",
-                ok: false,
-                detail: format!(
-                    "the apply journal names the record {}, the record there is {sha256}",
-                    link.record_sha256
-                ),
-            },
-            _ => Check {
-                what: "subset record",
-                ok: true,
-                detail: format!(
-                    "its HMAC verifies and subset.patch is the patch it signed ({}; checks {})",
-                    record.chosen,
-                    if record.passed { "passed" } else { "failed" }
-                ),
-            },
-        },
-        Ok(None) => Check {
-            what: "subset record",
-            ok: false,
-            detail: "the subset record vanished while it was checked".into(),
-        },
-        Err(e) => Check {
-            what: "subset record",
-            ok: false,
-            detail: e.to_string(),
-        },
-    });
-    checks
-}
 
 /// The subset record for `show --json`: the record, or why it does not load.
 pub(super) fn subset_json(run: &RunRecord, state: &StateDir) -> serde_json::Value {

@@ -8,6 +8,18 @@ pub(crate) const GIT_MODE_FILE: u32 = 0o100644;
 pub(crate) const GIT_MODE_EXEC: u32 = 0o100755;
 pub(crate) const GIT_MODE_LINK: u32 = 0o120000;
 
+/// One path apply writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    pub path: Vec<u8>,
+    /// What the source holds now.
+    pub pre: Image,
+    /// What it will hold.
+    pub post: Image,
+    /// Whether `post` is a three-way merge with the user's edit.
+    pub merged: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Image {
     Absent,

@@ -11,8 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::DeliveryError;
-use super::image::{GIT_MODE_LINK, Image};
-use super::plan::Write;
+use super::image::{GIT_MODE_LINK, Image, Write};
 use crate::workspace::quote_path;
 
 /// Links followed while resolving one target, as the kernel allows.

@@ -18,21 +18,10 @@ use git2::{Diff, IndexEntry, IndexTime, ObjectType, Odb, Oid, Repository};
 
 use super::DeliveryError;
 use super::conflict::{FileChange, Overlap, overlaps};
+pub use super::image::Write;
 use super::image::{GIT_MODE_LINK, Image};
 use super::source::Source;
 use crate::workspace::quote_path;
-
-/// One path apply writes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Write {
-    pub path: Vec<u8>,
-    /// What the source holds now.
-    pub pre: Image,
-    /// What it will hold.
-    pub post: Image,
-    /// Whether `post` is a three-way merge with the user's edit.
-    pub merged: bool,
-}
 
 /// What applying the patch does, or why it must not.
 #[derive(Debug, Clone, Default)]

@@ -129,14 +129,14 @@ pub(crate) async fn reverify(
         write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(failed)?;
         claim.deps = Some((dir.clone(), owner_file));
         std::fs::create_dir(&dir).map_err(failed)?;
-        if let Some((uid, gid)) = crate::runtime::workspace_owner() {
+        if let Some((uid, gid)) = crate::workspace::workspace_owner() {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(failed)?;
         }
     }
     let deps = claim.deps.as_ref().map(|(dir, _)| dir.clone());
 
     progress("copying the source");
-    let owner = crate::runtime::workspace_owner();
+    let owner = crate::workspace::workspace_owner();
     let (base_fingerprint, limits, excludes) = {
         let (repo, dir) = (repo.to_path_buf(), claim.dir.clone());
         tokio::task::spawn_blocking(

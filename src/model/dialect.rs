@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::env::Env;
-use super::provider::ProviderKind;
+use super::provider_kind::ProviderKind;
 
 /// Whether to ask a provider for thinking.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

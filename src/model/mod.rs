@@ -12,6 +12,7 @@ pub mod env;
 mod error;
 pub mod openai;
 pub mod provider;
+pub(crate) mod provider_kind;
 pub(crate) mod provider_state;
 pub mod retry;
 pub mod scripted;

@@ -80,7 +80,7 @@ pub enum RunEvent {
         checks: Vec<String>,
         /// The source's HEAD and what of its working tree is not in HEAD.
         #[serde(default)]
-        source: super::report::SourceState,
+        source: super::source::SourceState,
     },
     /// The run goes on after an interruption (or, with a follow-up, after
     /// it finished), from a saved state; `run.started` follows.

@@ -9,6 +9,7 @@ pub mod event;
 pub mod model;
 pub mod plan;
 pub mod report;
+pub mod source;
 
 pub use command::{ApprovalDecision, ApprovalMode, Command};
 pub use event::{
@@ -19,5 +20,6 @@ pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
     PhaseDurations, PreparePhases, PreparedCopy, ProjectTrust, RecoverySummary, RunReport,
-    SourceState, TokenTotals, VerificationSummary, exit_code_for,
+    TokenTotals, VerificationSummary, exit_code_for,
 };
+pub use source::SourceState;

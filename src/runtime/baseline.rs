@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::parts::{Run, workspace_owner};
+use super::parts::Run;
 use crate::owner::{ProcessIdentity, write_owner_file};
 use crate::protocol::CheckReport;
 use crate::sandbox::gc::workspace_owner_file;
 use crate::verify::{VerificationResult, Verifier, VerifierSettings};
+use crate::workspace::workspace_owner;
 use crate::workspace::{WorkspaceRoot, export_from};
 
 pub(crate) struct BaselineDone {

@@ -154,7 +154,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         }
         Effect::CallModel(request) => {
             let label = format!("turn {}", run.agent.stats().turns);
-            super::resume::save(run, &label);
+            super::resume_point::save(run, &label);
             let t = Instant::now();
             let input = call_model(run, request).await;
             run.counters.durations.model_ms += elapsed_ms(t);

@@ -140,7 +140,7 @@ pub(crate) async fn finish(
         Some(c) => c,
         None => conclude(&mut run).0,
     };
-    super::resume::save(&mut run, "the end");
+    super::resume_point::save(&mut run, "the end");
     let duration_ms = run.id.started.elapsed().as_millis() as u64;
     run.bus.emit(RunEvent::RunFinished {
         outcome,

@@ -18,15 +18,16 @@ mod parts;
 mod prefetch;
 pub(crate) mod prepare_next;
 mod resume;
+mod resume_point;
 mod setup;
 mod steering;
 mod tool_exec;
 
+pub(crate) use crate::workspace::workspace_owner;
 pub use bus::EventBus;
 pub use options::{ApprovalMode, Limits, RunOptions, TrustGrant};
-pub(crate) use parts::workspace_owner;
-pub(crate) use resume::interrupted_run;
 pub use resume::{ResumeRequest, resume};
+pub(crate) use resume_point::interrupted_run;
 pub use setup::{new_run_id, short_hash};
 
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

@@ -103,11 +103,3 @@ impl Run {
         self.artifacts.path().join("outputs")
     }
 }
-
-/// The owner of the private workspace (the sandbox user) when we can give
-/// files away, i.e. when running as root.
-pub(crate) fn workspace_owner() -> Option<(u32, u32)> {
-    rustix::process::geteuid()
-        .is_root()
-        .then_some((crate::sandbox::SANDBOX_UID, crate::sandbox::SANDBOX_GID))
-}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::bus::EventBus;
-use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace, workspace_owner};
+use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace};
 use super::prefetch::Prefetching;
 use super::steering::Steering;
 use super::{RunChannels, RunError, RunOptions};
@@ -22,6 +22,7 @@ use crate::sandbox::{self, CommandContainer, SandboxError};
 use crate::state::StateDir;
 use crate::trace::{ArtifactDir, Manifest, ManifestCheck, ManifestInstruction, ManifestLimits};
 use crate::verify::{self, CheckSpec, Verifier, VerifierSettings};
+use crate::workspace::workspace_owner;
 use crate::workspace::{
     CheckpointStore, CopyProgress, LimitOverrides, PrivateWorkspace, SecretPaths, WorkspaceLimits,
 };
@@ -38,7 +39,7 @@ pub fn new_run_id() -> String {
 /// A run that goes on from a saved state instead of starting afresh.
 pub(crate) struct Resuming {
     pub run_id: String,
-    pub point: super::resume::ResumePoint,
+    pub point: super::resume_point::ResumePoint,
 }
 
 pub(crate) async fn prepare(
@@ -699,7 +700,7 @@ async fn rebuild_workspace(
     ws_dir: &Path,
     state: &StateDir,
     run_id: &str,
-    point: &super::resume::ResumePoint,
+    point: &super::resume_point::ResumePoint,
 ) -> Result<Made, RunError> {
     let (ws_dir, store, secrets, overrides, point, source) = (
         ws_dir.to_path_buf(),

@@ -5,6 +5,9 @@ use futures_util::StreamExt;
 
 use super::SandboxError;
 
+/// The longest build-output line shown as progress, in characters.
+const PROGRESS_LINE_CHARS: usize = 200;
+
 /// What a build reports while it works.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildProgress {
@@ -88,7 +91,10 @@ pub(crate) async fn forward_build(
         {
             // A recipe's output is the repository's: no escape sequence of
             // it reaches the terminal.
-            progress(BuildProgress::Line(crate::verify::first_error::clean(line)));
+            progress(BuildProgress::Line(crate::terminal_text::clean_line(
+                line,
+                PROGRESS_LINE_CHARS,
+            )));
         }
     }
     Ok(())

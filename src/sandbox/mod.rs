@@ -30,9 +30,7 @@ pub use error::SandboxError;
 pub use output::{CapturedStream, StreamCapture, StreamView};
 pub use spec::ContainerSpec;
 
-/// The unprivileged uid and gid commands run as, and that owns the workspace.
-pub const SANDBOX_UID: u32 = 10001;
-pub const SANDBOX_GID: u32 = 10001;
+pub use crate::workspace::{SANDBOX_GID, SANDBOX_UID};
 
 /// Label keys carried by every container and volume minicoder creates.
 pub mod labels {

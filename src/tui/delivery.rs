@@ -64,7 +64,7 @@ impl RunStore {
         };
         let checks = match &run.report {
             Some(report) => report.verification.checks.clone(),
-            None => crate::cli::runs::latest_checks(&dir.join(EVENTS_FILE)),
+            None => crate::runs::latest_checks(&dir.join(EVENTS_FILE)),
         };
         Ok(RunDetail {
             entry: entry(&run, &self.state, chrono::Utc::now()),
@@ -222,7 +222,7 @@ fn entry(run: &RunRecord, state: &StateDir, now: chrono::DateTime<chrono::Utc>) 
     RunEntry {
         id: run.id.clone(),
         dir: run.dir.display().to_string(),
-        age: crate::cli::runs::age(&run.manifest.created, now),
+        age: crate::runs::age(&run.manifest.created, now),
         task: run.manifest.task.clone(),
         outcome: run.status(state).as_str().to_string(),
         verified: report.map(|r| r.verification.passed),

@@ -14,38 +14,26 @@
 //! `!PATTERN` keeps a path the defaults leave out.
 
 use std::collections::BTreeSet;
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
 use super::VerifyError;
+pub use super::check_spec::CheckSpec;
 use super::detect::detect_checks;
 use super::names::{derive_check_name, valid_check_name};
 use crate::workspace::SecretPaths;
 
 /// The configuration file, at the root of the source repository.
 pub const CONFIG_FILE: &str = ".minicoder.json";
+/// The most of `.minicoder.json` that is read: a larger file is refused.
+pub const MAX_CONFIG_BYTES: u64 = 256 << 10;
 /// At most this many checks: a longer list is refused, not cut.
 pub const MAX_CHECKS: usize = 16;
 /// At most this many `"packages"`.
 pub(crate) const MAX_PACKAGES: usize = 64;
-
-/// One check of the verification matrix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckSpec {
-    pub name: String,
-    /// Run with `/bin/sh -c` in `/workspace`.
-    pub command: String,
-}
-
-impl CheckSpec {
-    pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
-        Self {
-            name: name.into(),
-            command: command.into(),
-        }
-    }
-}
 
 /// The validated contents of `.minicoder.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,7 +95,7 @@ struct NamedCheck {
 /// [`super::project::load_project`]'s to say.
 pub fn load_config(repo: &Path) -> Result<Option<ProjectConfig>, VerifyError> {
     let path = repo.join(CONFIG_FILE);
-    super::project::read_config_text(&path)?
+    read_config_text(&path)?
         .map(|text| parse_config(&path, &text))
         .transpose()
 }
@@ -335,6 +323,67 @@ fn strip_position(message: &str) -> String {
 /// The path of the configuration file of `repo`.
 pub(crate) fn config_path(repo: &Path) -> PathBuf {
     repo.join(CONFIG_FILE)
+}
+
+/// The text of `.minicoder.json`, `None` when there is none: a regular
+/// file, not followed through a symlink, at most [`MAX_CONFIG_BYTES`].
+pub(crate) fn read_config_text(path: &Path) -> Result<Option<String>, VerifyError> {
+    let invalid = |message: String| VerifyError::ConfigInvalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // Not through a link, and a FIFO does not block the open.
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path);
+    let file = match file {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(invalid(
+                "it is a symbolic link; minicoder reads a project's configuration only from a regular file inside the repository: replace the link with the file".to_string(),
+            ));
+        }
+        Err(source) => {
+            return Err(VerifyError::ConfigRead {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let meta = file.metadata().map_err(|source| VerifyError::ConfigRead {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_file() {
+        return Err(invalid(
+            "it is not a regular file; make it one or remove it".to_string(),
+        ));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(invalid(format!(
+            "it holds {} bytes; a configuration holds at most {} KiB",
+            meta.len(),
+            MAX_CONFIG_BYTES >> 10
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| VerifyError::ConfigRead {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(invalid(format!(
+            "it grew past {} KiB while it was read",
+            MAX_CONFIG_BYTES >> 10
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| invalid("it is not UTF-8 text; write it as JSON".to_string()))
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 use std::path::Path;
 
 use super::VerifyError;
-use super::config::CheckSpec;
+use super::check_spec::CheckSpec;
 use super::detect_python::{Found, detect_makefile, detect_python, read_head};
 
 /// The package scripts that become checks, in this order.
@@ -206,17 +206,10 @@ fn is_placeholder_script(script: &str) -> bool {
         })
 }
 
-/// A `[tool.pytest...]` table in pyproject.toml.
-pub(crate) fn configures_pytest(pyproject: &str) -> bool {
-    pyproject
-        .lines()
-        .map(str::trim_start)
-        .any(|line| line.starts_with("[tool.pytest"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::verify::detect_python::configures_pytest;
 
     #[test]
     fn placeholder_and_watch_scripts_are_recognised() {

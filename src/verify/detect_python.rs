@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::VerifyError;
-use super::config::CheckSpec;
+use super::check_spec::CheckSpec;
 
 /// How much of a configuration or test file is read.
 const READ_LIMIT: u64 = 256 << 10;
@@ -28,7 +28,7 @@ pub(crate) fn detect_python(repo: &Path) -> Result<Option<Found>, VerifyError> {
     for (file, table) in configured {
         if let Some(text) = read_head(&repo.join(file))?
             && if file == "pyproject.toml" {
-                super::detect::configures_pytest(&text)
+                configures_pytest(&text)
             } else {
                 has_table(&text, table)
             }
@@ -191,6 +191,14 @@ pub(crate) fn read_head(path: &Path) -> Result<Option<String>, VerifyError> {
             source,
         })?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))
+}
+
+/// A `[tool.pytest...]` table in pyproject.toml.
+pub(crate) fn configures_pytest(pyproject: &str) -> bool {
+    pyproject
+        .lines()
+        .map(str::trim_start)
+        .any(|line| line.starts_with("[tool.pytest"))
 }
 
 #[cfg(test)]

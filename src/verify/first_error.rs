@@ -131,36 +131,9 @@ fn tail(text: &str) -> &str {
     window.find('\n').map_or("", |at| &window[at + 1..])
 }
 
-/// Control characters (escape sequences included) dropped, length bounded:
-/// one line of hostile output made fit for a terminal.
-pub(crate) fn clean(line: &str) -> String {
-    let mut out = String::new();
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // CSI: ESC [ … final byte; anything else: the next character.
-            if chars.next_if_eq(&'[').is_some() {
-                for n in chars.by_ref() {
-                    if ('\u{40}'..='\u{7e}').contains(&n) {
-                        break;
-                    }
-                }
-            } else {
-                chars.next();
-            }
-            continue;
-        }
-        if c.is_control() {
-            out.push(' ');
-            continue;
-        }
-        out.push(c);
-        if out.chars().count() >= MAX_CHARS {
-            out.push('…');
-            break;
-        }
-    }
-    out
+/// One line of hostile output made fit for a terminal, bounded.
+fn clean(line: &str) -> String {
+    crate::terminal_text::clean_line(line, MAX_CHARS)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! - [`preflight`]: every check's program must be in the image before any model turn.
 
 pub mod bootstrap;
+pub mod check_spec;
 pub mod config;
 pub(crate) mod dependencies;
 pub mod deps;

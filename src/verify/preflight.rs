@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::VerifyError;
-use super::config::CheckSpec;
+use super::check_spec::CheckSpec;
 use super::detect_python::read_head;
 use super::shell_words::{
     program_of, safe_module, safe_path, safe_relative, safe_word, simple_commands,

@@ -17,29 +17,19 @@
 //! a regular file and `.minicoder` a directory, neither a symlink, the file
 //! read up to [`MAX_CONFIG_BYTES`].
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::VerifyError;
-use super::config::{CONFIG_FILE, ProjectConfig, parse_config};
+pub use super::config::MAX_CONFIG_BYTES;
+use super::config::{CONFIG_FILE, ProjectConfig, parse_config, read_config_text};
+pub use super::trust::Trust;
 use crate::sandbox::derived::{self, ImageRequest};
 use crate::workspace::WorkspaceLimits;
 
 /// The project directory (recipe, and later hooks), at the repository root.
 pub const PROJECT_DIR: &str = ".minicoder";
-/// The most of `.minicoder.json` that is read: a larger file is refused.
-pub const MAX_CONFIG_BYTES: u64 = 256 << 10;
-
-/// How far the person trusts a repository's configuration.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Trust {
-    /// The bootstrap and the recipe's build steps get the network.
-    pub network: bool,
-}
 
 /// The repository's configuration as found at run start.
 #[derive(Debug, Clone, Default)]
@@ -132,67 +122,6 @@ pub fn load_project(repo: &Path) -> Result<ProjectFiles, VerifyError> {
         hash,
         detected,
     })
-}
-
-/// The text of `.minicoder.json`, `None` when there is none: a regular
-/// file, not followed through a symlink, at most [`MAX_CONFIG_BYTES`].
-pub(crate) fn read_config_text(path: &Path) -> Result<Option<String>, VerifyError> {
-    let invalid = |message: String| VerifyError::ConfigInvalid {
-        path: path.to_path_buf(),
-        message,
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        // Not through a link, and a FIFO does not block the open.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path);
-    let file = match file {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-            return Err(invalid(
-                "it is a symbolic link; minicoder reads a project's configuration only from a regular file inside the repository: replace the link with the file".to_string(),
-            ));
-        }
-        Err(source) => {
-            return Err(VerifyError::ConfigRead {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let meta = file.metadata().map_err(|source| VerifyError::ConfigRead {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if !meta.is_file() {
-        return Err(invalid(
-            "it is not a regular file; make it one or remove it".to_string(),
-        ));
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(invalid(format!(
-            "it holds {} bytes; a configuration holds at most {} KiB",
-            meta.len(),
-            MAX_CONFIG_BYTES >> 10
-        )));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_CONFIG_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|source| VerifyError::ConfigRead {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if bytes.len() as u64 > MAX_CONFIG_BYTES {
-        return Err(invalid(format!(
-            "it grew past {} KiB while it was read",
-            MAX_CONFIG_BYTES >> 10
-        )));
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| invalid("it is not UTF-8 text; write it as JSON".to_string()))
 }
 
 impl ProjectFiles {

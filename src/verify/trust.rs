@@ -13,8 +13,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::project::Trust;
 use crate::state::StateDir;
+
+/// How far the person trusts a repository's configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trust {
+    /// The bootstrap and the recipe's build steps get the network.
+    pub network: bool,
+}
 
 const VERSION: u32 = 1;
 /// The most of `trust.json` that is read.

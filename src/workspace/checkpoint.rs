@@ -16,13 +16,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use git2::{
-    DiffFormat, ObjectType, Oid, Repository, Signature, Sort, Tree, TreeWalkMode, TreeWalkResult,
-};
+use git2::{DiffFormat, ObjectType, Oid, Repository, Sort, Tree, TreeWalkMode, TreeWalkResult};
 
 use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
 use super::journal::{Changes, Journal};
-use super::tree::{DirTrees, outermost, touches, write_tree, write_tree_reusing};
+use super::tree::{DirTrees, outermost, signature, touches, write_tree, write_tree_reusing};
 use super::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
 };
@@ -785,11 +783,6 @@ pub(super) fn write_entry(
         MODE_EXEC => root.write_with_mode(path, blob.content(), 0o755),
         _ => root.write_with_mode(path, blob.content(), 0o644),
     }
-}
-
-pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {
-    Signature::now("minicoder", "minicoder@localhost")
-        .map_err(WorkspaceError::git("making a signature"))
 }
 
 /// Path bytes → (mode, blob id) for every blob and link of a tree.

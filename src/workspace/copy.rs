@@ -38,11 +38,11 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use super::checkpoint::signature;
 use super::fingerprint::{now_ns, oid_bytes};
 use super::pack::{Pack, PackWriter, encode_blob, reuse_packs};
 use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
 use super::stat_cache::{CachedHash, StatKey};
+use super::tree::signature;
 use super::tree::{TreeItem, build_tree};
 use super::walk::stat_key;
 use super::{WorkspaceError, WorkspaceRoot, verify_path};

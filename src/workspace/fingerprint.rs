@@ -36,7 +36,7 @@
 //! all: it stands in the fingerprint by its size and modification time
 //! ([`EntryDigest::Oversize`]), and checkpoints leave it out.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io::{Read, Write};
@@ -44,28 +44,17 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
-use std::sync::Arc;
-
 use git2::{ObjectType, Oid};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 
-use super::ignored::IgnoreRules;
+use super::ignored::ExcludeSet;
 use super::stat_cache::{CachedHash, StatCache, StatKey};
 use super::walk::{
     Found, OnDir, ScanCounts, Start, io_error, open_dir_below, open_dir_beneath, stat_key,
     walk_from,
 };
 use super::{EntryKind, WorkspaceError, verify_component};
-
-/// The tool caches left out by default, matched by directory name at any depth.
-pub const DEFAULT_EXCLUDES: [&str; 5] = [
-    "__pycache__",
-    ".pytest_cache",
-    "target",
-    "node_modules",
-    ".venv",
-];
 
 /// Files larger than this are fingerprinted by size and modification time
 /// only, and left out of checkpoints (`max_file_bytes` in `.minicoder.json`).
@@ -76,70 +65,6 @@ pub(crate) const CHUNK: usize = 256 << 10;
 pub(crate) const MODE_FILE: u32 = 0o100644;
 pub(crate) const MODE_EXEC: u32 = 0o100755;
 pub(crate) const MODE_LINK: u32 = 0o120000;
-
-/// Directory names left out of fingerprints and checkpoints. `.git` is always
-/// left out and cannot be included. With the repository's ignore rules
-/// ([`ExcludeSet::with_ignore_rules`]), what they ignore is left out too.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExcludeSet {
-    names: BTreeSet<OsString>,
-    rules: Option<Arc<IgnoreRules>>,
-}
-
-impl Default for ExcludeSet {
-    fn default() -> Self {
-        Self::new(DEFAULT_EXCLUDES)
-    }
-}
-
-impl ExcludeSet {
-    pub fn new<I, S>(names: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<OsString>,
-    {
-        Self {
-            names: names.into_iter().map(Into::into).collect(),
-            rules: None,
-        }
-    }
-
-    /// The same, also leaving out what `rules` ignore.
-    pub fn with_ignore_rules(mut self, rules: Arc<IgnoreRules>) -> Self {
-        self.rules = Some(rules);
-        self
-    }
-
-    /// The repository's ignore rules, if they are honoured.
-    pub fn ignore_rules(&self) -> Option<&Arc<IgnoreRules>> {
-        self.rules.as_ref()
-    }
-
-    /// Whether the entry `rel` (relative, `/`-separated), its directories
-    /// above not left out, is left out by the ignore rules.
-    pub(crate) fn ignores(&self, rel: &[u8], is_dir: bool) -> bool {
-        self.rules.as_ref().is_some_and(|r| r.ignores(rel, is_dir))
-    }
-
-    /// Only `.git`.
-    pub fn none() -> Self {
-        Self::new(Vec::<OsString>::new())
-    }
-
-    pub fn with(mut self, name: impl Into<OsString>) -> Self {
-        self.names.insert(name.into());
-        self
-    }
-
-    pub fn names(&self) -> impl Iterator<Item = &OsStr> {
-        self.names.iter().map(OsString::as_os_str)
-    }
-
-    /// Whether a directory called `name` is left out.
-    pub(crate) fn excludes_dir(&self, name: &OsStr) -> bool {
-        name == ".git" || self.names.contains(name)
-    }
-}
 
 /// The SHA-256 fingerprint of a workspace; displays as lowercase hex.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

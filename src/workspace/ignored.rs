@@ -12,9 +12,11 @@
 //! ignored, whatever the rules say (Git tracks a tracked file whatever its
 //! ignore rules say), and neither is a directory holding one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 
 use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 use ignore::Match;
@@ -22,6 +24,79 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha2::{Digest, Sha256};
 
 use super::WorkspaceError;
+
+/// The tool caches left out by default, matched by directory name at any depth.
+pub const DEFAULT_EXCLUDES: [&str; 5] = [
+    "__pycache__",
+    ".pytest_cache",
+    "target",
+    "node_modules",
+    ".venv",
+];
+
+/// Directory names left out of fingerprints and checkpoints. `.git` is always
+/// left out and cannot be included. With the repository's ignore rules
+/// ([`ExcludeSet::with_ignore_rules`]), what they ignore is left out too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExcludeSet {
+    names: BTreeSet<OsString>,
+    rules: Option<Arc<IgnoreRules>>,
+}
+
+impl Default for ExcludeSet {
+    fn default() -> Self {
+        Self::new(DEFAULT_EXCLUDES)
+    }
+}
+
+impl ExcludeSet {
+    pub fn new<I, S>(names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Self {
+            names: names.into_iter().map(Into::into).collect(),
+            rules: None,
+        }
+    }
+
+    /// The same, also leaving out what `rules` ignore.
+    pub fn with_ignore_rules(mut self, rules: Arc<IgnoreRules>) -> Self {
+        self.rules = Some(rules);
+        self
+    }
+
+    /// The repository's ignore rules, if they are honoured.
+    pub fn ignore_rules(&self) -> Option<&Arc<IgnoreRules>> {
+        self.rules.as_ref()
+    }
+
+    /// Whether the entry `rel` (relative, `/`-separated), its directories
+    /// above not left out, is left out by the ignore rules.
+    pub(crate) fn ignores(&self, rel: &[u8], is_dir: bool) -> bool {
+        self.rules.as_ref().is_some_and(|r| r.ignores(rel, is_dir))
+    }
+
+    /// Only `.git`.
+    pub fn none() -> Self {
+        Self::new(Vec::<OsString>::new())
+    }
+
+    pub fn with(mut self, name: impl Into<OsString>) -> Self {
+        self.names.insert(name.into());
+        self
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &OsStr> {
+        self.names.iter().map(OsString::as_os_str)
+    }
+
+    /// Whether a directory called `name` is left out.
+    pub(crate) fn excludes_dir(&self, name: &OsStr) -> bool {
+        name == ".git" || self.names.contains(name)
+    }
+}
 
 /// At most this much of one ignore file is read.
 const MAX_RULES_BYTES: usize = 1 << 20;

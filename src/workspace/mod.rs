@@ -15,6 +15,8 @@ pub(crate) mod prepared;
 pub(crate) mod protected;
 mod rebuild;
 pub(crate) mod recycle;
+mod remove;
+mod sandbox_user;
 mod secrets;
 mod source_state;
 pub(crate) mod stat_cache;
@@ -28,16 +30,20 @@ pub(crate) use copy::copied_as_they_are;
 pub use copy::{CopyProgress, PrivateWorkspace, submodules_of};
 pub use error::WorkspaceError;
 pub use fingerprint::{
-    DEFAULT_EXCLUDES, DEFAULT_MAX_FILE_BYTES, EntryDigest, ExcludeSet, Fingerprint,
-    FingerprintEntry, Fingerprinter, Snapshot, digest, fingerprint,
+    DEFAULT_MAX_FILE_BYTES, EntryDigest, Fingerprint, FingerprintEntry, Fingerprinter, Snapshot,
+    digest, fingerprint,
 };
 pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
 pub(crate) use ignored::read_bounded;
 pub use ignored::{
-    IgnoreRules, ignored_entries, remove_new_ignored, run_excludes, source_excludes,
+    DEFAULT_EXCLUDES, ExcludeSet, IgnoreRules, ignored_entries, remove_new_ignored, run_excludes,
+    source_excludes,
 };
 pub use limits::{LimitOverrides, Usage, WorkspaceLimits};
 pub(crate) use rebuild::{RebuildFrom, baseline_commit_raw};
+pub(crate) use remove::remove_detached;
+pub(crate) use sandbox_user::workspace_owner;
+pub use sandbox_user::{SANDBOX_GID, SANDBOX_UID};
 pub use secrets::{
     DEFAULT_SECRET_PATHS, LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
 };

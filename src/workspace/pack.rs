@@ -669,7 +669,7 @@ fn cannot_be_changed_by_sandbox(st: &rustix::fs::Stat) -> bool {
     let me = rustix::process::geteuid().as_raw();
     rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
         && st.st_uid == me
-        && me != crate::sandbox::SANDBOX_UID
+        && me != super::SANDBOX_UID
         && st.st_mode & 0o222 == 0
 }
 

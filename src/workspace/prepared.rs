@@ -464,7 +464,7 @@ pub(crate) fn take(
         clear_dir(dest);
         let _ = std::fs::remove_dir_all(store_dir);
     }
-    crate::sandbox::gc::remove_detached(&[&taking]);
+    super::remove_detached(&[&taking]);
     taken
 }
 
@@ -679,7 +679,7 @@ pub(crate) fn prune(root: &Path, older_than: Option<std::time::SystemTime>) -> u
                     let trash = dir.join(format!("old-{}", crate::ids::random_hex(4)));
                     if std::fs::rename(&ready, &trash).is_ok() {
                         removed += 1;
-                        crate::sandbox::gc::remove_detached(&[&trash]);
+                        super::remove_detached(&[&trash]);
                     }
                 }
             }

@@ -87,7 +87,7 @@ impl PrivateWorkspace {
                 let tree = repo
                     .find_tree(fallback_tree)
                     .map_err(WorkspaceError::git("reading the baseline tree"))?;
-                let sig = super::checkpoint::signature()?;
+                let sig = super::tree::signature()?;
                 repo.commit(None, &sig, &sig, "minicoder baseline", &tree, &[])
                     .map_err(WorkspaceError::git("committing the baseline"))?
             }

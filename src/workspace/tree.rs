@@ -5,11 +5,17 @@
 //! and written only if it is not among the trees this store is known to
 //! hold already (an unchanged directory costs no object-database call).
 
-use git2::{ObjectType, Odb, Oid};
+use git2::{ObjectType, Odb, Oid, Signature};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 
 use super::{FingerprintEntry, WorkspaceError};
+
+/// The author and committer of every checkpoint commit.
+pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {
+    Signature::now("minicoder", "minicoder@localhost")
+        .map_err(WorkspaceError::git("making a signature"))
+}
 
 const MODE_TREE: u32 = 0o040000;
 
