@@ -427,6 +427,19 @@ pub(crate) fn verifications(
     (latest, baseline)
 }
 
+/// The last `limit` bytes of a file (a run's outputs can be huge: whoever
+/// shows them must not stall reading them), and how many bytes came before.
+pub(crate) fn read_tail(path: &Path, limit: u64) -> std::io::Result<(String, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let skipped = len.saturating_sub(limit);
+    file.seek(SeekFrom::Start(skipped))?;
+    let mut bytes = Vec::new();
+    file.take(limit).read_to_end(&mut bytes)?;
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

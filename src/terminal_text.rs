@@ -115,6 +115,18 @@ pub(crate) fn clean_line(line: &str, max_chars: usize) -> String {
     out
 }
 
+/// At most `max_chars` characters of `text`, the last one `…` when cut.
+pub(crate) fn cut_to(text: &str, max_chars: usize) -> String {
+    match text.char_indices().nth(max_chars) {
+        None => text.to_string(),
+        Some(_) => {
+            let mut kept: String = text.chars().take(max_chars.saturating_sub(1)).collect();
+            kept.push('…');
+            kept
+        }
+    }
+}
+
 /// Skips the rest of an escape sequence: CSI (`ESC [ … final`), OSC
 /// (`ESC ] … BEL/ST`), or a single character after ESC.
 fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {

@@ -224,16 +224,9 @@ fn clean_line(line: &str) -> String {
     out
 }
 
-/// At most `max` characters of `s`, with `…` when cut.
+/// The first `max` characters of `s`, and `…` when more followed.
 pub(crate) fn clip(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        None => s.to_string(),
-        Some((cut, _)) => {
-            let mut out = s[..cut].to_string();
-            out.push('…');
-            out
-        }
-    }
+    crate::terminal_text::cut_to(s, max.saturating_add(1))
 }
 
 #[cfg(test)]

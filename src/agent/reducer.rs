@@ -605,11 +605,7 @@ fn completion_summary(arguments: &str) -> Option<String> {
     if text.is_empty() {
         return None;
     }
-    let mut kept: String = text.chars().take(MAX_SUMMARY_CHARS).collect();
-    if kept.len() < text.len() {
-        kept.push('…');
-    }
-    Some(kept)
+    Some(crate::terminal_text::cut_to(text, MAX_SUMMARY_CHARS + 1))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::{EXIT_FAILURE, EXIT_USAGE};
 use crate::delivery::subset::{self, Subset};
-use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
+use crate::delivery::{self, ApplyOptions, ApplyReport, DeliveryError, UndoOptions};
 use crate::runs::RunRecord;
 use crate::state::StateDir;
 use crate::trace::ReceiptKey;
@@ -71,27 +71,7 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
     }
     config_notice(&report.changes);
     if report.dry_run {
-        let mut blocked = false;
-        if !report.overlaps.is_empty() {
-            out!(
-                "changed since the run's baseline: {}",
-                report.overlaps.join(", ")
-            );
-            blocked = !options.merge;
-        }
-        if !report.unmerged.is_empty() {
-            out!("do not merge cleanly: {}", report.unmerged.join(", "));
-            blocked = true;
-        }
-        out!(
-            "dry run: nothing was written{}",
-            if blocked { "; apply would refuse" } else { "" }
-        );
-        return if blocked {
-            ExitCode::from(EXIT_FAILURE)
-        } else {
-            ExitCode::SUCCESS
-        };
+        return dry_run_verdict(&report, options.merge);
     }
     match &report.commit {
         Some(id) => out!("committed {id} (no hooks run)"),
@@ -101,6 +81,29 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         ),
     }
     ExitCode::SUCCESS
+}
+
+/// What a dry run found in the way, and whether apply would refuse.
+fn dry_run_verdict(report: &ApplyReport, merge: bool) -> ExitCode {
+    if !report.overlaps.is_empty() {
+        out!(
+            "changed since the run's baseline: {}",
+            report.overlaps.join(", ")
+        );
+    }
+    if !report.unmerged.is_empty() {
+        out!("do not merge cleanly: {}", report.unmerged.join(", "));
+    }
+    let blocked = report.would_refuse(merge);
+    out!(
+        "dry run: nothing was written{}",
+        if blocked { "; apply would refuse" } else { "" }
+    );
+    if blocked {
+        ExitCode::from(EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// Says when the patch changes the repository's own minicoder
@@ -189,27 +192,7 @@ pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCo
         out!("  {letter} {path}");
     }
     if options.dry_run {
-        let mut blocked = false;
-        if !report.overlaps.is_empty() {
-            out!(
-                "changed since the run's baseline: {}",
-                report.overlaps.join(", ")
-            );
-            blocked = !options.merge;
-        }
-        if !report.unmerged.is_empty() {
-            out!("do not merge cleanly: {}", report.unmerged.join(", "));
-            blocked = true;
-        }
-        out!(
-            "dry run: nothing was written{}",
-            if blocked { "; apply would refuse" } else { "" }
-        );
-        return if blocked {
-            ExitCode::from(EXIT_FAILURE)
-        } else {
-            ExitCode::SUCCESS
-        };
+        return dry_run_verdict(report, options.merge);
     }
     let v = &done.verification;
     if !v.record.as_os_str().is_empty() {

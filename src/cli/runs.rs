@@ -13,6 +13,7 @@ use super::{EXIT_FAILURE, EXIT_USAGE};
 use crate::protocol::{CheckReport, PlanItem, PlanStatus};
 use crate::runs::{self, RunLookupError, RunRecord, RunStatus, age, verifications};
 use crate::state::StateDir;
+use crate::terminal_text::cut_to as cut;
 use crate::trace::artifacts::{EVENTS_FILE, FINAL_PATCH_FILE, STATE_FILE};
 
 /// One row of `runs`, and the summary `show --json` starts with.
@@ -176,16 +177,6 @@ fn table(rows: &[RunRow], now: chrono::DateTime<chrono::Utc>, width: usize) -> V
 
 fn escaped(text: &str) -> String {
     crate::terminal_text::escape_line(text).into_owned()
-}
-
-/// At most `max` characters, the last one `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut kept: String = text.chars().take(max.saturating_sub(1)).collect();
-    kept.push('…');
-    kept
 }
 
 fn repo_name(repo: &str) -> String {

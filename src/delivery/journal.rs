@@ -12,7 +12,6 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -115,6 +114,16 @@ pub fn dir(artifact_dir: &Path) -> PathBuf {
     artifact_dir.join(JOURNAL_DIR)
 }
 
+impl crate::trace::signing::SealedJson for Journal {
+    const DOMAIN: &'static [u8] = DOMAIN;
+    fn hmac(&self) -> &str {
+        &self.hmac
+    }
+    fn hmac_mut(&mut self) -> &mut String {
+        &mut self.hmac
+    }
+}
+
 impl Journal {
     pub fn new(run_id: &str, repo: &Path, unverified: bool, receipt_sha256: String) -> Self {
         Self {
@@ -140,24 +149,6 @@ impl Journal {
         });
     }
 
-    fn mac(&self, key: &ReceiptKey) -> Result<Hmac<Sha256>, DeliveryError> {
-        let unsigned = Journal {
-            hmac: String::new(),
-            ..self.clone()
-        };
-        let bytes = serde_json::to_vec(&unsigned).map_err(|e| DeliveryError::Journal {
-            why: format!("cannot serialize it: {e}"),
-        })?;
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes()).map_err(|_| {
-            DeliveryError::Journal {
-                why: "HMAC refused the key".into(),
-            }
-        })?;
-        mac.update(DOMAIN);
-        mac.update(&bytes);
-        Ok(mac)
-    }
-
     /// Signs and writes the journal (atomically) with the pre-images it
     /// lists, which must be given in `pre_images` (content by SHA-256).
     pub fn write(
@@ -180,8 +171,9 @@ impl Journal {
                 }
             }
         }
-        self.hmac.clear();
-        self.hmac = hex::encode(self.mac(key)?.finalize().into_bytes());
+        crate::trace::signing::seal(key, self).map_err(|e| DeliveryError::Journal {
+            why: format!("cannot sign it: {e}"),
+        })?;
         let text = serde_json::to_vec_pretty(self).map_err(|e| DeliveryError::Journal {
             why: format!("cannot serialize it: {e}"),
         })?;
@@ -225,15 +217,11 @@ impl Journal {
             serde_json::from_slice(&bytes).map_err(|e| DeliveryError::JournalTampered {
                 why: format!("it does not parse ({e})"),
             })?;
-        let claimed = hex::decode(&journal.hmac).map_err(|_| DeliveryError::JournalTampered {
-            why: "its HMAC is not hex".into(),
-        })?;
-        journal
-            .mac(key)?
-            .verify_slice(&claimed)
-            .map_err(|_| DeliveryError::JournalTampered {
+        if !crate::trace::signing::is_sealed(key, &journal) {
+            return Err(DeliveryError::JournalTampered {
                 why: "its HMAC does not match its content".into(),
-            })?;
+            });
+        }
         if journal.version != JOURNAL_VERSION {
             return Err(DeliveryError::JournalTampered {
                 why: format!("version {} is not {JOURNAL_VERSION}", journal.version),

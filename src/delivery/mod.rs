@@ -162,6 +162,26 @@ pub struct ApplyReport {
     pub submodules: Vec<String>,
 }
 
+impl ApplyReport {
+    /// Whether applying what a dry run found would be refused.
+    pub fn would_refuse(&self, merge: bool) -> bool {
+        refusal(&self.overlaps, &self.unmerged, merge).is_some()
+    }
+}
+
+/// The one rule that refuses a planned patch as a whole: files that do not
+/// merge cleanly, or, without `--merge`, files the user changed where the
+/// patch changes them.
+fn refusal(overlaps: &[String], unmerged: &[String], merge: bool) -> Option<DeliveryError> {
+    if !unmerged.is_empty() {
+        return Some(DeliveryError::Unmerged(unmerged.to_vec()));
+    }
+    if !merge && !overlaps.is_empty() {
+        return Some(DeliveryError::Overlap(overlaps.to_vec()));
+    }
+    None
+}
+
 /// `minicoder apply`.
 pub fn apply(
     state: &StateDir,
@@ -240,11 +260,9 @@ fn refuse_blocked(
     options: &ApplyOptions,
     report: &ApplyReport,
 ) -> Result<(), DeliveryError> {
-    if !plan.unmerged.is_empty() {
-        return Err(DeliveryError::Unmerged(plan.unmerged.clone()));
-    }
-    if !options.merge && !plan.overlaps.is_empty() {
-        return Err(DeliveryError::Overlap(report.overlaps.clone()));
+    let overlaps: Vec<String> = plan.overlaps.iter().map(|o| o.display()).collect();
+    if let Some(refusal) = refusal(&overlaps, &plan.unmerged, options.merge) {
+        return Err(refusal);
     }
     if options.commit {
         // A commit of the outer repository cannot hold a submodule's files.
@@ -302,15 +320,7 @@ fn deliver(
     // The journal is on disk before the first write: whatever happens next,
     // `undo` knows every pre-image.
     journal.write(key, &run.dir, &pres)?;
-    let steps: Vec<transaction::Step<'_>> = plan
-        .writes
-        .iter()
-        .map(|w| transaction::Step {
-            path: &w.path,
-            pre: &w.pre,
-            post: &w.post,
-        })
-        .collect();
+    let steps = transaction::steps_of(&plan.writes);
     if let Err(e) = transaction::run(source, &steps) {
         if matches!(e, DeliveryError::RolledBack(_)) {
             Journal::discard(&run.dir);

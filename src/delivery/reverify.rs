@@ -303,15 +303,7 @@ fn apply_to_copy(
             }
         )));
     }
-    let steps: Vec<transaction::Step<'_>> = plan
-        .writes
-        .iter()
-        .map(|w| transaction::Step {
-            path: &w.path,
-            pre: &w.pre,
-            post: &w.post,
-        })
-        .collect();
+    let steps = transaction::steps_of(&plan.writes);
     transaction::run(&copy, &steps)?;
     if let Some((uid, gid)) = owner {
         for w in &plan.writes {

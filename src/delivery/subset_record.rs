@@ -9,9 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 
 use super::DeliveryError;
 use super::journal::Recorded;
@@ -84,25 +82,17 @@ pub fn patch_path(artifact_dir: &Path) -> PathBuf {
     super::journal::dir(artifact_dir).join(PATCH_FILE)
 }
 
-impl SubsetRecord {
-    fn mac(&self, key: &ReceiptKey) -> Result<Hmac<Sha256>, DeliveryError> {
-        let unsigned = SubsetRecord {
-            hmac: String::new(),
-            ..self.clone()
-        };
-        let bytes = serde_json::to_vec(&unsigned).map_err(|e| DeliveryError::Journal {
-            why: format!("cannot serialize the subset record: {e}"),
-        })?;
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key.as_bytes()).map_err(|_| {
-            DeliveryError::Journal {
-                why: "HMAC refused the key".into(),
-            }
-        })?;
-        mac.update(DOMAIN);
-        mac.update(&bytes);
-        Ok(mac)
+impl crate::trace::signing::SealedJson for SubsetRecord {
+    const DOMAIN: &'static [u8] = DOMAIN;
+    fn hmac(&self) -> &str {
+        &self.hmac
     }
+    fn hmac_mut(&mut self) -> &mut String {
+        &mut self.hmac
+    }
+}
 
+impl SubsetRecord {
     /// Signs the record and writes it with the subset's patch; returns the
     /// SHA-256 of the record as written.
     pub(crate) fn write(
@@ -117,8 +107,9 @@ impl SubsetRecord {
             source: e,
         })?;
         self.patch_sha256 = crate::trace::event_log::sha256_hex(patch);
-        self.hmac.clear();
-        self.hmac = hex::encode(self.mac(key)?.finalize().into_bytes());
+        crate::trace::signing::seal(key, self).map_err(|e| DeliveryError::Journal {
+            why: format!("cannot sign the subset record: {e}"),
+        })?;
         let text = serde_json::to_vec_pretty(self).map_err(|e| DeliveryError::Journal {
             why: format!("cannot serialize the subset record: {e}"),
         })?;
@@ -142,11 +133,11 @@ impl SubsetRecord {
         };
         let record: SubsetRecord =
             serde_json::from_slice(&bytes).map_err(|e| refuse(format!("does not parse ({e})")))?;
-        let claimed = hex::decode(&record.hmac).map_err(|_| refuse("has no hex HMAC".into()))?;
-        record
-            .mac(key)?
-            .verify_slice(&claimed)
-            .map_err(|_| refuse("does not verify: its HMAC does not match its content".into()))?;
+        if !crate::trace::signing::is_sealed(key, &record) {
+            return Err(refuse(
+                "does not verify: its HMAC does not match its content".into(),
+            ));
+        }
         if record.version != RECORD_VERSION {
             return Err(refuse(format!(
                 "is of version {}, not {RECORD_VERSION}",

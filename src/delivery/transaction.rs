@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use super::DeliveryError;
-use super::image::Image;
+use super::image::{Image, Write};
 use super::source::Source;
 
 /// One path to set: from `pre` (what is there now) to `post`.
@@ -17,6 +17,18 @@ pub(crate) struct Step<'a> {
     pub path: &'a [u8],
     pub pre: &'a Image,
     pub post: &'a Image,
+}
+
+/// The steps that make the source hold what `writes` say.
+pub(crate) fn steps_of(writes: &[Write]) -> Vec<Step<'_>> {
+    writes
+        .iter()
+        .map(|w| Step {
+            path: &w.path,
+            pre: &w.pre,
+            post: &w.post,
+        })
+        .collect()
 }
 
 /// Performs `steps` on `source`, all or none.

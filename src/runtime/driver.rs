@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::baseline::{self, BaselineJob};
 use super::check_output;
 use super::finish::{self, Conclusion};
-use super::parts::Run;
+use super::parts::{Run, elapsed_ms};
 use super::setup::started_event;
 use super::tool_exec::{self, Parts};
 use crate::agent::effects::{Effect, FailureKind, Input};
@@ -232,10 +232,6 @@ fn feed_changes(run: &mut Run, l: &mut Loop) {
     if let Some(files) = run.counters.diff_stat.take() {
         l.feed(run, Input::WorkspaceChanged { files });
     }
-}
-
-fn elapsed_ms(t: Instant) -> u64 {
-    t.elapsed().as_millis() as u64
 }
 
 fn check_names(run: &Run) -> Vec<String> {
@@ -537,7 +533,7 @@ async fn call_model(run: &mut Run, request: ModelRequest) -> Input {
                     })
                     .collect(),
                 usage: reply.usage,
-                duration_ms: started.elapsed().as_millis() as u64,
+                duration_ms: elapsed_ms(started),
             });
             run.counters.model_used = Some(reply.model.clone());
             Input::ModelReplied(reply)

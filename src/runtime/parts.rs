@@ -103,3 +103,8 @@ impl Run {
         self.artifacts.path().join("outputs")
     }
 }
+
+/// Milliseconds since `since`.
+pub(crate) fn elapsed_ms(since: std::time::Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::bus::EventBus;
-use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace};
+use super::parts::{Run, RunCounters, RunIdentity, RunSandbox, RunWorkspace, elapsed_ms};
 use super::prefetch::Prefetching;
 use super::steering::Steering;
 use super::{RunChannels, RunError, RunOptions};
@@ -796,10 +796,6 @@ impl Progress {
             bytes: done.bytes,
         });
     }
-}
-
-fn elapsed_ms(since: Instant) -> u64 {
-    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Waits for a container that is no longer wanted and removes it.

@@ -172,7 +172,7 @@ impl Parts<'_> {
             summary: output.summary.clone(),
             result: output.content.clone(),
             output_file,
-            duration_ms: started.elapsed().as_millis() as u64,
+            duration_ms: super::parts::elapsed_ms(started),
             changed_files: output.changed_files.clone(),
         });
         if mutates {

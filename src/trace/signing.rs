@@ -57,6 +57,35 @@ pub(crate) fn verify_bytes(key: &ReceiptKey, bytes: &[u8], claimed: &str) -> boo
     mac.verify_slice(&claimed).is_ok()
 }
 
+/// A record that carries its own HMAC in its `hmac` field: signed over its
+/// `DOMAIN` followed by its JSON as serde writes it, with that field empty.
+pub(crate) trait SealedJson: Serialize + Clone {
+    const DOMAIN: &'static [u8];
+    fn hmac(&self) -> &str;
+    fn hmac_mut(&mut self) -> &mut String;
+}
+
+fn sealed_bytes<T: SealedJson>(value: &T) -> Result<Vec<u8>, TraceError> {
+    let mut unsigned = value.clone();
+    unsigned.hmac_mut().clear();
+    let mut bytes = T::DOMAIN.to_vec();
+    serde_json::to_writer(&mut bytes, &unsigned)
+        .map_err(TraceError::serialize("a sealed record"))?;
+    Ok(bytes)
+}
+
+/// Sets `value`'s `hmac` field to its HMAC.
+pub(crate) fn seal<T: SealedJson>(key: &ReceiptKey, value: &mut T) -> Result<(), TraceError> {
+    let hmac = sign_bytes(key, &sealed_bytes(value)?)?;
+    *value.hmac_mut() = hmac;
+    Ok(())
+}
+
+/// Whether `value`'s `hmac` field is its HMAC, compared in constant time.
+pub(crate) fn is_sealed<T: SealedJson>(key: &ReceiptKey, value: &T) -> bool {
+    sealed_bytes(value).is_ok_and(|bytes| verify_bytes(key, &bytes, value.hmac()))
+}
+
 /// JSON with object keys in byte order and no insignificant whitespace.
 fn write_canonical(value: &serde_json::Value, out: &mut String) {
     use serde_json::Value;

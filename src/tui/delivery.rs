@@ -10,10 +10,10 @@ use super::app::{
     RunEntry, RunRef, Undone, Verified,
 };
 use super::diff::DiffModel;
-use super::text::read_tail;
 use crate::delivery::hunks;
 use crate::delivery::subset::{Subset, SubsetCheck, apply_subset};
 use crate::delivery::{self, ApplyOptions, DeliveryError, UndoOptions};
+use crate::runs::read_tail;
 use crate::runs::{RunRecord, list_for_repo};
 use crate::state::StateDir;
 use crate::trace::ReceiptKey;

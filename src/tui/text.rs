@@ -12,19 +12,6 @@ pub fn clean(text: &str) -> String {
     crate::terminal_text::clean_for_screen(&crate::trace::redact::shown(text))
 }
 
-/// The last `limit` bytes of a file (outputs can be huge; the screen must not
-/// stall reading them), and how many bytes came before.
-pub(crate) fn read_tail(path: &std::path::Path, limit: u64) -> std::io::Result<(String, u64)> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut file = std::fs::File::open(path)?;
-    let len = file.metadata()?.len();
-    let skipped = len.saturating_sub(limit);
-    file.seek(SeekFrom::Start(skipped))?;
-    let mut bytes = Vec::new();
-    file.take(limit).read_to_end(&mut bytes)?;
-    Ok((String::from_utf8_lossy(&bytes).into_owned(), skipped))
-}
-
 #[cfg(test)]
 mod tests {
     use super::clean;

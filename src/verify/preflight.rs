@@ -307,12 +307,7 @@ fn debian_package(need: &Need) -> Option<String> {
 }
 
 fn clip(command: &str) -> String {
-    let one_line = command.replace(['\n', '\r'], " ");
-    if one_line.chars().count() > 60 {
-        format!("{}…", one_line.chars().take(59).collect::<String>())
-    } else {
-        one_line
-    }
+    crate::terminal_text::cut_to(&command.replace(['\n', '\r'], " "), 60)
 }
 
 /// What one command needs, reading it in `repo` (whose files give package

@@ -262,23 +262,33 @@ pub fn quote(path: &[u8]) -> Cow<'_, str> {
 /// The bytes of a path written by [`quote`] (or by git); `None` when a
 /// quoted name is malformed.
 pub fn unquote(text: &str) -> Option<Vec<u8>> {
-    let Some(inner) = text.strip_prefix('"') else {
+    if !text.starts_with('"') {
         return Some(text.as_bytes().to_vec());
-    };
-    let inner = inner.strip_suffix('"')?.as_bytes();
-    let mut out = Vec::with_capacity(inner.len());
+    }
+    match unquote_prefix(text)? {
+        (bytes, "") => Some(bytes),
+        _ => None,
+    }
+}
+
+/// The quoted name (`"…"`, as git writes one) at the start of `text`: its
+/// bytes and what follows it; `None` when it is malformed or unterminated.
+pub fn unquote_prefix(text: &str) -> Option<(Vec<u8>, &str)> {
+    let inner = text.strip_prefix('"')?;
+    let bytes = inner.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < inner.len() {
-        let b = inner[i];
+    while i < bytes.len() {
+        let b = bytes[i];
         i += 1;
         if b == b'"' {
-            return None;
+            return Some((out, &inner[i..]));
         }
         if b != b'\\' {
             out.push(b);
             continue;
         }
-        let e = *inner.get(i)?;
+        let e = *bytes.get(i)?;
         i += 1;
         out.push(match e {
             b'a' => 0x07,
@@ -291,7 +301,7 @@ pub fn unquote(text: &str) -> Option<Vec<u8>> {
             b'"' => b'"',
             b'\\' => b'\\',
             b'0'..=b'3' => {
-                let digits = inner.get(i..i + 2)?;
+                let digits = bytes.get(i..i + 2)?;
                 if !digits.iter().all(|d| (b'0'..=b'7').contains(d)) {
                     return None;
                 }
@@ -301,7 +311,7 @@ pub fn unquote(text: &str) -> Option<Vec<u8>> {
             _ => return None,
         });
     }
-    Some(out)
+    None
 }
 
 #[cfg(test)]

@@ -33,7 +33,10 @@ pub use fingerprint::{
     DEFAULT_MAX_FILE_BYTES, EntryDigest, Fingerprint, FingerprintEntry, Fingerprinter, Snapshot,
     digest, fingerprint,
 };
-pub use git_path::{quote as quote_path, unquote as unquote_path, verify_component, verify_path};
+pub use git_path::{
+    quote as quote_path, unquote as unquote_path, unquote_prefix as unquote_path_prefix,
+    verify_component, verify_path,
+};
 pub(crate) use ignored::read_bounded;
 pub use ignored::{
     DEFAULT_EXCLUDES, ExcludeSet, IgnoreRules, ignored_entries, remove_new_ignored, run_excludes,

@@ -3,8 +3,8 @@
 
 use super::{App, Overlay, Pager};
 use crate::protocol::CheckReport;
+use crate::runs::read_tail;
 use crate::tui::run_view::{CellState, StreamEntry};
-use crate::tui::text::read_tail;
 
 /// How much of an output file the pager reads at most (the end is kept).
 const PAGER_BYTES: u64 = 4 * 1024 * 1024;

@@ -60,49 +60,6 @@ fn strip_prefix(name: String, prefix: &str) -> String {
 /// Reads a C-style quoted string at the start of `text`; returns it and what follows.
 /// Octal escapes are bytes (UTF-8 names arrive that way); invalid UTF-8 is replaced.
 pub(super) fn unquote(text: &str) -> Option<(String, &str)> {
-    let body = text.strip_prefix('"')?;
-    let bytes = body.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'"' => {
-                let name = String::from_utf8_lossy(&out).into_owned();
-                return Some((name, &body[at + 1..]));
-            }
-            b'\\' => {
-                let escaped = *bytes.get(at + 1)?;
-                at += 2;
-                let byte = match escaped {
-                    b'a' => 0x07,
-                    b'b' => 0x08,
-                    b't' => b'\t',
-                    b'n' => b'\n',
-                    b'v' => 0x0b,
-                    b'f' => 0x0c,
-                    b'r' => b'\r',
-                    b'0'..=b'7' => {
-                        let mut value = u32::from(escaped - b'0');
-                        for _ in 0..2 {
-                            match bytes.get(at) {
-                                Some(digit @ b'0'..=b'7') => {
-                                    value = value * 8 + u32::from(digit - b'0');
-                                    at += 1;
-                                }
-                                _ => break,
-                            }
-                        }
-                        u8::try_from(value).unwrap_or(b'?')
-                    }
-                    other => other,
-                };
-                out.push(byte);
-            }
-            byte => {
-                out.push(byte);
-                at += 1;
-            }
-        }
-    }
-    None
+    let (bytes, rest) = crate::workspace::unquote_path_prefix(text)?;
+    Some((String::from_utf8_lossy(&bytes).into_owned(), rest))
 }

@@ -8,6 +8,7 @@ use ratatui::widgets::{Block, Paragraph};
 
 use super::chrome::pane_block;
 use crate::protocol::VerificationReason;
+use crate::terminal_text::cut_to as clip;
 use crate::tui::run_view::duration;
 use crate::tui::run_view::{Attempt, CellState, Matrix};
 use crate::tui::theme::{Meaning, Theme};
@@ -167,14 +168,6 @@ fn cell(theme: &Theme, state: Option<&CellState>) -> (String, Style) {
             }
         }
     }
-}
-
-fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let cut: String = text.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
 
 /// What an attempt was, as its column says: "baseline", "completion 2",

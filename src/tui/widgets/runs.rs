@@ -9,6 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use super::chrome::pane_block;
 use crate::protocol::CheckReport;
+use crate::terminal_text::cut_to as cut;
 use crate::tui::run_view::RunView;
 use crate::tui::screen::runs::{Browser, OpenRun, RunEntry, Section};
 use crate::tui::text::clean;
@@ -215,16 +216,6 @@ fn row_text(cells: &[String], task_width: usize, marker: &str) -> String {
 fn pad(text: &str, width: usize) -> String {
     let len = text.chars().count();
     format!("{text}{}", " ".repeat(width.saturating_sub(len)))
-}
-
-/// At most `max` characters, the last one `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut kept: String = text.chars().take(max.saturating_sub(1)).collect();
-    kept.push('…');
-    kept
 }
 
 fn repo_name(repo: &str) -> String {
