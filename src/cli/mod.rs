@@ -363,15 +363,48 @@ pub fn main() -> ExitCode {
         err!("minicoder: {e}");
         return ExitCode::from(EXIT_FAILURE);
     }
-    match &cli.command {
+    if let Some(code) = run_without_async(&cli.command) {
+        return code;
+    }
+    if matches!(
+        cli.command,
+        Some(Command::Sandbox {
+            command: SandboxCommand::Probe
+        })
+    ) {
+        sandbox::set_probe_sentinel();
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            err!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILURE);
+        }
+    };
+    let result = runtime.block_on(dispatch(cli));
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            err!("error: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+/// The commands that need no async runtime; `None` for the others.
+fn run_without_async(command: &Option<Command>) -> Option<ExitCode> {
+    Some(match command {
         Some(Command::PrepareCopy { repo, recycle }) => {
-            return match crate::runtime::prepare_next::prepare_copy(repo, recycle.as_deref()) {
+            match crate::runtime::prepare_next::prepare_copy(repo, recycle.as_deref()) {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     tracing::warn!("preparing a copy of {}: {e}", repo.display());
                     ExitCode::from(EXIT_FAILURE)
                 }
-            };
+            }
         }
         Some(Command::Apply {
             run,
@@ -395,87 +428,62 @@ pub fn main() -> ExitCode {
                     Ok(numbers) => Some(crate::delivery::subset::Subset::Hunks(numbers)),
                     Err(why) => {
                         err!("minicoder: --hunks {list}: {why}");
-                        return ExitCode::from(EXIT_USAGE);
+                        return Some(ExitCode::from(EXIT_USAGE));
                     }
                 },
                 (None, false) => Some(crate::delivery::subset::Subset::Paths(paths.clone())),
                 (None, true) => None,
             };
-            return match subset {
+            match subset {
                 Some(subset) => apply::apply_subset(run, &subset, options),
                 None => apply::apply(run, options),
-            };
+            }
         }
-        Some(Command::Undo { run, force, commit }) => {
-            return apply::undo(
-                run,
-                crate::delivery::UndoOptions {
-                    force: *force,
-                    commit: *commit,
-                },
-            );
-        }
-        _ => {}
-    }
-    if matches!(
-        cli.command,
+        Some(Command::Undo { run, force, commit }) => apply::undo(
+            run,
+            crate::delivery::UndoOptions {
+                force: *force,
+                commit: *commit,
+            },
+        ),
+        _ => return None,
+    })
+}
+
+/// The commands that run on the async runtime.
+async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
         Some(Command::Sandbox {
-            command: SandboxCommand::Probe
-        })
-    ) {
-        sandbox::set_probe_sentinel();
-    }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            err!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILURE);
-        }
-    };
-    let result = runtime.block_on(async {
-        match cli.command {
-            Some(Command::Sandbox {
-                command: SandboxCommand::Build { force },
-            }) => sandbox::build(force).await,
-            Some(Command::Sandbox {
-                command: SandboxCommand::Probe,
-            }) => sandbox::probe().await,
-            Some(Command::Doctor) => doctor::run().await,
-            Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
-            Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),
-            Some(Command::Run(args)) => run::run(args).await,
-            Some(Command::Resume(args)) => resume::run(args).await,
-            Some(Command::Demo) => demo::run().await,
-            Some(Command::Gc { caches, older_than }) => gc::run(caches, older_than).await,
-            Some(Command::Runs { repo, json }) => runs::list(repo.as_deref(), json),
-            Some(Command::Show {
-                run,
+            command: SandboxCommand::Build { force },
+        }) => sandbox::build(force).await,
+        Some(Command::Sandbox {
+            command: SandboxCommand::Probe,
+        }) => sandbox::probe().await,
+        Some(Command::Doctor) => doctor::run().await,
+        Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
+        Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),
+        Some(Command::Run(args)) => run::run(args).await,
+        Some(Command::Resume(args)) => resume::run(args).await,
+        Some(Command::Demo) => demo::run().await,
+        Some(Command::Gc { caches, older_than }) => gc::run(caches, older_than).await,
+        Some(Command::Runs { repo, json }) => runs::list(repo.as_deref(), json),
+        Some(Command::Show {
+            run,
+            diff,
+            events,
+            verify,
+            json,
+        }) => runs::show(
+            &run,
+            runs::ShowFlags {
                 diff,
                 events,
                 verify,
                 json,
-            }) => runs::show(
-                &run,
-                runs::ShowFlags {
-                    diff,
-                    events,
-                    verify,
-                    json,
-                },
-            ),
-            None => session::run_here(cli.session).await,
-            _ => Ok(ExitCode::from(EXIT_USAGE)),
-        }
-    });
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            err!("error: {e:#}");
-            ExitCode::from(EXIT_FAILURE)
-        }
+            },
+        ),
+        None => session::run_here(cli.session).await,
+        _ => Ok(ExitCode::from(EXIT_USAGE)),
     }
 }
 

@@ -131,52 +131,17 @@ pub async fn apply_subset(
             progress(&format!("{what}: {line}"))
         })
         .await?;
-    let mut record = SubsetRecord {
-        version: super::subset_record::RECORD_VERSION,
-        run_id: run.id.clone(),
-        repo: source.root().display().to_string(),
-        receipt_sha256: verified.receipt_sha256.clone(),
-        patch_sha256: String::new(),
-        chosen,
-        hunks: n_hunks,
-        total_hunks,
-        files: report
-            .changes
-            .iter()
-            .map(|(letter, path)| format!("{letter} {path}"))
-            .collect(),
-        run_baseline_fingerprint: run.manifest.baseline_fingerprint.clone(),
-        base_is_run_baseline: done.base_fingerprint == run.manifest.baseline_fingerprint,
-        base_fingerprint: done.base_fingerprint.clone(),
-        image: done.image.clone(),
-        writes: first
-            .writes
-            .iter()
-            .map(|w| RecordedWrite {
-                path: quote_path(&w.path).into_owned(),
-                post: journal::Recorded::of(&w.post),
-            })
-            .collect(),
-        checks: done.checks.iter().map(recorded).collect(),
-        passed: done.passed,
-        verified: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-        hmac: String::new(),
-    };
+    let mut record = record_of(
+        run,
+        &source,
+        &verified,
+        &report,
+        &first,
+        &done,
+        (chosen, n_hunks, total_hunks),
+    );
     let record_sha256 = record.write(key, &run.dir, &patch)?;
-    result.verification = SubsetVerification {
-        passed: done.passed,
-        checks: record
-            .checks
-            .iter()
-            .map(|c| SubsetCheck {
-                name: c.name.clone(),
-                passed: c.passed,
-                detail: c.detail.clone(),
-            })
-            .collect(),
-        record: super::subset_record::record_path(&run.dir),
-        base_is_run_baseline: record.base_is_run_baseline,
-    };
+    result.verification = verification_of(&record, &run.dir, done.passed);
     if !done.passed && !options.unverified {
         return Err(DeliveryError::SubsetFailed {
             checks: result.verification.checks.clone(),
@@ -217,6 +182,67 @@ pub async fn apply_subset(
     report.succeeded = !unverified;
     result.report = report;
     Ok(result)
+}
+
+/// The signed record of a subset's verification, before it is written.
+fn record_of(
+    run: &RunRecord,
+    source: &super::Source,
+    verified: &super::verify::VerifiedRun,
+    report: &super::ApplyReport,
+    first: &plan::Plan,
+    done: &super::reverify::Reverified,
+    (chosen, n_hunks, total_hunks): (String, usize, usize),
+) -> SubsetRecord {
+    SubsetRecord {
+        version: super::subset_record::RECORD_VERSION,
+        run_id: run.id.clone(),
+        repo: source.root().display().to_string(),
+        receipt_sha256: verified.receipt_sha256.clone(),
+        patch_sha256: String::new(),
+        chosen,
+        hunks: n_hunks,
+        total_hunks,
+        files: report
+            .changes
+            .iter()
+            .map(|(letter, path)| format!("{letter} {path}"))
+            .collect(),
+        run_baseline_fingerprint: run.manifest.baseline_fingerprint.clone(),
+        base_is_run_baseline: done.base_fingerprint == run.manifest.baseline_fingerprint,
+        base_fingerprint: done.base_fingerprint.clone(),
+        image: done.image.clone(),
+        writes: first
+            .writes
+            .iter()
+            .map(|w| RecordedWrite {
+                path: quote_path(&w.path).into_owned(),
+                post: journal::Recorded::of(&w.post),
+            })
+            .collect(),
+        checks: done.checks.iter().map(recorded).collect(),
+        passed: done.passed,
+        verified: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        hmac: String::new(),
+    }
+}
+
+/// What the subset's verification says, as `apply` reports it.
+fn verification_of(record: &SubsetRecord, run_dir: &Path, passed: bool) -> SubsetVerification {
+    SubsetVerification {
+        passed,
+        checks: record
+            .checks
+            .iter()
+            .map(|c| SubsetCheck {
+                name: c.name.clone(),
+                passed: c.passed,
+                detail: c.detail.clone(),
+            })
+            .collect(),
+        record: super::subset_record::record_path(run_dir),
+        base_is_run_baseline: record.base_is_run_baseline,
+    }
 }
 
 fn plan_of(
