@@ -34,7 +34,43 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     };
 
     let connected = sandbox::connect().await;
-    match &connected {
+    docker_and_image(&connected, &mut record).await;
+    super::doctor_project::report(connected.as_ref().ok(), &mut record).await;
+
+    host_git(&mut record);
+    match StateDir::from_env() {
+        Ok(state) => {
+            match check_state_dir(&state) {
+                Ok(detail) => record(Level::Ok, "state directory", detail),
+                Err(e) => record(Level::Fail, "state directory", e),
+            }
+            trusted_repositories(&state, &mut record);
+        }
+        Err(e) => record(Level::Fail, "state directory", e.to_string()),
+    }
+
+    providers(&mut record);
+    let cwd = std::env::current_dir().ok();
+    for detail in cwd
+        .and_then(|d| super::doctor_instructions::report(&d))
+        .unwrap_or_default()
+    {
+        record(Level::Ok, "project instructions", detail);
+    }
+
+    Ok(if failed {
+        ExitCode::from(super::EXIT_FAILURE)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Whether Docker answers, and the sandbox image is there and current.
+async fn docker_and_image(
+    connected: &Result<bollard::Docker, crate::sandbox::SandboxError>,
+    record: &mut dyn FnMut(Level, &str, String),
+) {
+    match connected {
         Ok(docker) => {
             let version = docker.version().await.ok();
             let engine = version
@@ -89,9 +125,10 @@ pub async fn run() -> anyhow::Result<ExitCode> {
             );
         }
     }
+}
 
-    super::doctor_project::report(connected.as_ref().ok(), &mut record).await;
-
+/// The host's git program, and the libgit2 built in.
+fn host_git(record: &mut dyn FnMut(Level, &str, String)) {
     let libgit2 = git2::Version::get();
     let (major, minor, patch) = libgit2.libgit2_version();
     match std::process::Command::new("git").arg("--version").output() {
@@ -111,18 +148,10 @@ pub async fn run() -> anyhow::Result<ExitCode> {
             ),
         ),
     }
+}
 
-    match StateDir::from_env() {
-        Ok(state) => {
-            match check_state_dir(&state) {
-                Ok(detail) => record(Level::Ok, "state directory", detail),
-                Err(e) => record(Level::Fail, "state directory", e),
-            }
-            trusted_repositories(&state, &mut record);
-        }
-        Err(e) => record(Level::Fail, "state directory", e.to_string()),
-    }
-
+/// Which providers have a key, which are usable, and the free-tier chain.
+fn providers(record: &mut dyn FnMut(Level, &str, String)) {
     for (provider, var) in PROVIDER_KEYS {
         let present = std::env::var_os(var).is_some_and(|v| !v.is_empty());
         record(
@@ -156,20 +185,6 @@ pub async fn run() -> anyhow::Result<ExitCode> {
                 .to_string()
         },
     );
-
-    let cwd = std::env::current_dir().ok();
-    for detail in cwd
-        .and_then(|d| super::doctor_instructions::report(&d))
-        .unwrap_or_default()
-    {
-        record(Level::Ok, "project instructions", detail);
-    }
-
-    Ok(if failed {
-        ExitCode::from(super::EXIT_FAILURE)
-    } else {
-        ExitCode::SUCCESS
-    })
 }
 
 /// The repositories whose configuration the person trusts.

@@ -112,63 +112,15 @@ pub(crate) async fn reverify(
         .await
         .map_err(failed)?;
 
-    let name = format!("{}-subset-{}", run.id, crate::ids::random_hex(3));
-    crate::state::private_dir(&state.workspaces_dir()).map_err(failed)?;
-    let deps_name = format!("{name}-deps");
-    let mut claim = Claim {
-        dir: state.workspace_dir(&name),
-        owner_file: sandbox::gc::workspace_owner_file(state, &name),
-        cache: state.stat_cache_paths(&name)[0].clone(),
-        deps: None,
-    };
-    write_owner_file(&claim.owner_file, &ProcessIdentity::current()).map_err(failed)?;
-    std::fs::create_dir(&claim.dir).map_err(failed)?;
-    if !bootstrap.is_empty() {
-        let dir = state.workspace_dir(&deps_name);
-        let owner_file = sandbox::gc::workspace_owner_file(state, &deps_name);
-        write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(failed)?;
-        claim.deps = Some((dir.clone(), owner_file));
-        std::fs::create_dir(&dir).map_err(failed)?;
-        if let Some((uid, gid)) = crate::workspace::workspace_owner() {
-            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(failed)?;
-        }
-    }
+    let (name, claim) = claim_workspaces(state, run, !bootstrap.is_empty())?;
     let deps = claim.deps.as_ref().map(|(dir, _)| dir.clone());
 
     progress("copying the source");
     let owner = crate::workspace::workspace_owner();
-    let (base_fingerprint, limits, excludes) = {
-        let (repo, dir) = (repo.to_path_buf(), claim.dir.clone());
-        tokio::task::spawn_blocking(
-            move || -> Result<(String, WorkspaceLimits, ExcludeSet), DeliveryError> {
-                let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
-                let copy = PrivateWorkspace::create_limited(
-                    &repo,
-                    &dir,
-                    owner,
-                    &secrets,
-                    max_file_bytes,
-                    &mut |_| {},
-                )
-                .map_err(failed)?;
-                let copied = crate::workspace::limits::measure(&dir, &mut |_| false);
-                let limits = WorkspaceLimits::new(copied.bytes, &overrides);
-                let excludes =
-                    crate::workspace::run_excludes(&dir.join(".git"), copy.baseline(), &repo);
-                let mut scanner = Fingerprinter::new(&dir, excludes.clone());
-                scanner.set_max_file_bytes(limits.max_file_bytes);
-                let snapshot = scanner.scan().map_err(failed)?;
-                Ok((snapshot.fingerprint.to_string(), limits, excludes))
-            },
-        )
-        .await
-        .map_err(failed)??
-    };
+    let (base_fingerprint, limits, excludes) =
+        copy_and_fingerprint(repo, &claim.dir, owner, secrets, overrides).await?;
 
-    let outputs = run
-        .dir
-        .join(super::journal::JOURNAL_DIR)
-        .join("subset-outputs");
+    let outputs = outputs_dir(run);
     if !bootstrap.is_empty() {
         progress("bootstrap");
         let settings = verify::BootstrapSettings {
@@ -225,12 +177,7 @@ pub(crate) async fn reverify(
     settings.excludes = excludes;
     // A run that accepted a test run with no test (pytest's exit 5) did so
     // because it was asked to.
-    settings.allow_zero_tests = run.report.as_ref().is_some_and(|r| {
-        r.verification
-            .checks
-            .iter()
-            .any(|c| c.passed && c.exit_code == Some(5))
-    });
+    settings.allow_zero_tests = accepted_zero_tests(run);
     if run.manifest.limits.command_timeout_ms > 0 {
         settings.check_timeout = Duration::from_millis(run.manifest.limits.command_timeout_ms);
     }
@@ -239,20 +186,7 @@ pub(crate) async fn reverify(
     let mut verifier = Verifier::new(docker, settings).map_err(failed)?;
     verifier.keep_ignored(kept);
     let result = {
-        let mut observe = |c: &CheckReport| {
-            let how = if c.passed {
-                "passed".to_string()
-            } else {
-                let why = c.first_error.as_ref().or(c.failure.as_ref());
-                format!(
-                    "FAILED ({}){}",
-                    c.exit_code
-                        .map_or("no exit code".into(), |e| format!("exit {e}")),
-                    why.map(|w| format!(": {w}")).unwrap_or_default()
-                )
-            };
-            progress(&format!("check {}: {how}", c.name));
-        };
+        let mut observe = |c: &CheckReport| progress(&format!("check {}: {}", c.name, verdict(c)));
         verifier.verify(1, &mut observe).await
     };
     verifier.shutdown().await;
@@ -264,6 +198,105 @@ pub(crate) async fn reverify(
         image,
         base_fingerprint,
     })
+}
+
+/// Claims a private workspace (and, for a bootstrap, a dependency
+/// directory) for the subset's verification: its name and the claim that
+/// removes them when dropped.
+fn claim_workspaces(
+    state: &StateDir,
+    run: &RunRecord,
+    bootstrap: bool,
+) -> Result<(String, Claim), DeliveryError> {
+    let name = format!("{}-subset-{}", run.id, crate::ids::random_hex(3));
+    crate::state::private_dir(&state.workspaces_dir()).map_err(failed)?;
+    let deps_name = format!("{name}-deps");
+    let mut claim = Claim {
+        dir: state.workspace_dir(&name),
+        owner_file: sandbox::gc::workspace_owner_file(state, &name),
+        cache: state.stat_cache_paths(&name)[0].clone(),
+        deps: None,
+    };
+    write_owner_file(&claim.owner_file, &ProcessIdentity::current()).map_err(failed)?;
+    std::fs::create_dir(&claim.dir).map_err(failed)?;
+    if bootstrap {
+        let dir = state.workspace_dir(&deps_name);
+        let owner_file = sandbox::gc::workspace_owner_file(state, &deps_name);
+        write_owner_file(&owner_file, &ProcessIdentity::current()).map_err(failed)?;
+        claim.deps = Some((dir.clone(), owner_file));
+        std::fs::create_dir(&dir).map_err(failed)?;
+        if let Some((uid, gid)) = crate::workspace::workspace_owner() {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(failed)?;
+        }
+    }
+    Ok((name, claim))
+}
+
+/// Copies the source into `dir` and fingerprints the copy: its fingerprint,
+/// its limits and what its scans leave out.
+async fn copy_and_fingerprint(
+    repo: &Path,
+    dir: &Path,
+    owner: Option<(u32, u32)>,
+    secrets: crate::workspace::SecretPaths,
+    overrides: crate::workspace::LimitOverrides,
+) -> Result<(String, WorkspaceLimits, ExcludeSet), DeliveryError> {
+    let (repo, dir) = (repo.to_path_buf(), dir.to_path_buf());
+    tokio::task::spawn_blocking(
+        move || -> Result<(String, WorkspaceLimits, ExcludeSet), DeliveryError> {
+            let max_file_bytes = WorkspaceLimits::new(0, &overrides).max_file_bytes;
+            let copy = PrivateWorkspace::create_limited(
+                &repo,
+                &dir,
+                owner,
+                &secrets,
+                max_file_bytes,
+                &mut |_| {},
+            )
+            .map_err(failed)?;
+            let copied = crate::workspace::limits::measure(&dir, &mut |_| false);
+            let limits = WorkspaceLimits::new(copied.bytes, &overrides);
+            let excludes =
+                crate::workspace::run_excludes(&dir.join(".git"), copy.baseline(), &repo);
+            let mut scanner = Fingerprinter::new(&dir, excludes.clone());
+            scanner.set_max_file_bytes(limits.max_file_bytes);
+            let snapshot = scanner.scan().map_err(failed)?;
+            Ok((snapshot.fingerprint.to_string(), limits, excludes))
+        },
+    )
+    .await
+    .map_err(failed)?
+}
+
+/// Where the subset's bootstrap and checks write their outputs.
+fn outputs_dir(run: &RunRecord) -> std::path::PathBuf {
+    run.dir
+        .join(super::journal::JOURNAL_DIR)
+        .join("subset-outputs")
+}
+
+/// Whether the run accepted a test run with no test (pytest's exit 5).
+fn accepted_zero_tests(run: &RunRecord) -> bool {
+    run.report.as_ref().is_some_and(|r| {
+        r.verification
+            .checks
+            .iter()
+            .any(|c| c.passed && c.exit_code == Some(5))
+    })
+}
+
+/// `passed`, or `FAILED (exit 1): why`.
+fn verdict(c: &CheckReport) -> String {
+    if c.passed {
+        return "passed".to_string();
+    }
+    let why = c.first_error.as_ref().or(c.failure.as_ref());
+    format!(
+        "FAILED ({}){}",
+        c.exit_code
+            .map_or("no exit code".into(), |e| format!("exit {e}")),
+        why.map(|w| format!(": {w}")).unwrap_or_default()
+    )
 }
 
 /// Applies the subset to the fresh copy through the same plan as the

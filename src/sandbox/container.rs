@@ -414,7 +414,29 @@ impl CommandContainer {
         })
         .await;
         let duration = started.elapsed();
-        let (exit, replaced) = match waited {
+        let (exit, replaced) = self.settle(waited, id).await?;
+        Ok(CommandOutcome {
+            exit_code: exit.exit_code,
+            signal: exit.signal,
+            timed_out: exit.timed_out,
+            stopped: exit.stopped,
+            duration,
+            stdout: stdout.finish(exit.stdout_bytes)?,
+            stderr: stderr.finish(exit.stderr_bytes)?,
+            container_replaced: replaced_before.or(replaced),
+            limit_after: None,
+        })
+    }
+
+    /// What the wait for command `id` came to: its exit frame and, when the
+    /// container had to be replaced, why. A lost container or a supervisor
+    /// past its deadline is an exit too; a refusal or a protocol fault is not.
+    async fn settle(
+        &mut self,
+        waited: Result<Result<ExitFrame, SandboxError>, tokio::time::error::Elapsed>,
+        id: u64,
+    ) -> Result<(ExitFrame, Option<String>), SandboxError> {
+        match waited {
             Ok(Ok(exit)) => {
                 if let Some(error) = exit.error {
                     self.discard().await;
@@ -438,7 +460,7 @@ impl CommandContainer {
                     self.discard().await;
                     Some("a process of the command could not be killed".to_string())
                 };
-                (exit, replaced)
+                Ok((exit, replaced))
             }
             Ok(Err(SandboxError::ContainerLost(why))) => {
                 let why = match self.live.as_ref() {
@@ -449,31 +471,20 @@ impl CommandContainer {
                     None => why,
                 };
                 self.discard().await;
-                (killed_exit(false), Some(why))
+                Ok((killed_exit(false), Some(why)))
             }
             Ok(Err(e)) => {
                 self.discard().await;
-                return Err(e);
+                Err(e)
             }
             Err(_) => {
                 self.discard().await;
-                (
+                Ok((
                     killed_exit(true),
                     Some("the supervisor did not end the command in time".to_string()),
-                )
+                ))
             }
-        };
-        Ok(CommandOutcome {
-            exit_code: exit.exit_code,
-            signal: exit.signal,
-            timed_out: exit.timed_out,
-            stopped: exit.stopped,
-            duration,
-            stdout: stdout.finish(exit.stdout_bytes)?,
-            stderr: stderr.finish(exit.stderr_bytes)?,
-            container_replaced: replaced_before.or(replaced),
-            limit_after: None,
-        })
+        }
     }
 
     /// Removes the current container; the next command starts a fresh one.
