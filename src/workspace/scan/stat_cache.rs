@@ -21,7 +21,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::WorkspaceError;
+use crate::workspace::WorkspaceError;
 
 /// How close to the recording time a file time must be to count as racy.
 /// Generous on purpose: it covers filesystems with one- or two-second

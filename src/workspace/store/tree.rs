@@ -9,7 +9,7 @@ use git2::{ObjectType, Odb, Oid, Signature};
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 
-use super::{FingerprintEntry, WorkspaceError};
+use crate::workspace::{FingerprintEntry, WorkspaceError};
 
 /// The author and committer of every checkpoint commit.
 pub(crate) fn signature() -> Result<Signature<'static>, WorkspaceError> {

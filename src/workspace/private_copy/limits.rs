@@ -32,7 +32,7 @@
 //! container, as the last measurement, and every directory it read is
 //! watched by an inotify journal of the whole tree (`.git` and the
 //! excluded directories too, unlike the checkpoints' journal; see
-//! [`super::journal`] for why its events cover every change). A command is
+//! [`crate::workspace::store::change_journal`] for why its events cover every change). A command is
 //! measured from that last walk; while it runs the watchdog reads the
 //! journal every 100 ms, and walks — while it runs and once more when it
 //! ends — only once something below the roots changed. So does the next
@@ -61,8 +61,8 @@ use std::path::Path;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use serde::{Deserialize, Serialize};
 
-use super::checkpoint::human_bytes;
-use super::fingerprint::DEFAULT_MAX_FILE_BYTES;
+use crate::workspace::scan::fingerprint::DEFAULT_MAX_FILE_BYTES;
+use crate::workspace::store::checkpoint::human_bytes;
 
 /// The default entry-count limit of a workspace.
 pub(crate) const DEFAULT_MAX_FILES: u64 = 200_000;
@@ -275,7 +275,7 @@ pub(crate) fn measure(workspace: &Path, give_up: &mut dyn FnMut(&Usage) -> bool)
 fn measure_watching(
     workspace: &Path,
     give_up: &mut dyn FnMut(&Usage) -> bool,
-    journal: Option<&super::journal::Journal>,
+    journal: Option<&crate::workspace::store::change_journal::Journal>,
 ) -> (Usage, bool) {
     let mut usage = Usage {
         free_bytes: free_bytes(workspace),
@@ -366,7 +366,7 @@ pub fn free_bytes(path: &Path) -> Option<u64> {
 fn measure_all(
     roots: &[std::path::PathBuf],
     give_up: &mut dyn FnMut(&Usage) -> bool,
-    journals: Option<&[Option<super::journal::Journal>]>,
+    journals: Option<&[Option<crate::workspace::store::change_journal::Journal>]>,
 ) -> Usage {
     let mut total = Usage::default();
     for (i, root) in roots.iter().enumerate() {
@@ -410,7 +410,7 @@ fn measure_all(
 
 /// One journal per root, watching every directory below it; `None` where
 /// a journal could not be had (each command is then walked).
-type Journals = std::sync::Arc<Vec<Option<super::journal::Journal>>>;
+type Journals = std::sync::Arc<Vec<Option<crate::workspace::store::change_journal::Journal>>>;
 
 /// The last measurement of one container's roots, kept between its
 /// commands with journals of every directory below them, so that a command
@@ -437,7 +437,7 @@ struct Measured {
 }
 
 impl Measured {
-    /// No process of the sandbox is alive: see [`super::journal::Journal::settle`].
+    /// No process of the sandbox is alive: see [`crate::workspace::store::change_journal::Journal::settle`].
     fn settle(&self) {
         for j in self.journals.iter().flatten() {
             j.settle();
@@ -518,7 +518,7 @@ impl Meter {
             None => std::sync::Arc::new(
                 roots
                     .iter()
-                    .map(|r| super::journal::Journal::start_whole(r).ok())
+                    .map(|r| crate::workspace::store::change_journal::Journal::start_whole(r).ok())
                     .collect(),
             ),
         };

@@ -42,11 +42,11 @@ use git2::{ObjectType, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
 use super::copy::{open_source, workdir_of};
-use super::fingerprint::{hash_blob, now_ns};
 use super::pack::Pack;
 use super::prepared::{Meta, PrepareSettings, Recorded};
-use super::stat_cache::RACY_WINDOW_NS;
-use super::{CheckpointStore, ExcludeSet, WorkspaceError};
+use crate::workspace::scan::fingerprint::{hash_blob, now_ns};
+use crate::workspace::scan::stat_cache::RACY_WINDOW_NS;
+use crate::workspace::{CheckpointStore, ExcludeSet, WorkspaceError};
 
 /// The file an ended run leaves beside its workspace for the process that
 /// recycles it.

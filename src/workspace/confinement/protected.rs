@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use git2::{ObjectType, Oid, TreeWalkMode, TreeWalkResult};
 
-use super::checkpoint::CheckpointStore;
-use super::{EntryKind, WorkspaceError, WorkspaceRoot};
+use crate::workspace::store::checkpoint::CheckpointStore;
+use crate::workspace::{EntryKind, WorkspaceError, WorkspaceRoot};
 
 /// The protected names at the workspace root.
 pub const PROTECTED: [&str; 2] = [".minicoder.json", ".minicoder"];
@@ -71,7 +71,7 @@ impl CheckpointStore {
         let repo = self.repository();
         for (path, mode, blob) in self.protected_in(id)? {
             let path = PathBuf::from(OsStr::from_bytes(&path));
-            super::checkpoint::write_entry(repo, root, &path, mode, blob)?;
+            crate::workspace::store::checkpoint::write_entry(repo, root, &path, mode, blob)?;
             let shown = path.display().to_string();
             if !touched.iter().any(|t| shown.starts_with(t.as_str())) {
                 touched.push(shown);
@@ -147,7 +147,7 @@ fn protected_on_disk(root: &WorkspaceRoot) -> Result<Option<Vec<Entry>>, Workspa
                 let target = root.read_link(&rel)?;
                 let blob = Oid::hash_object(ObjectType::Blob, target.as_os_str().as_bytes())
                     .map_err(WorkspaceError::git("hashing a link"))?;
-                out.push((bytes, super::fingerprint::MODE_LINK, blob));
+                out.push((bytes, crate::workspace::scan::fingerprint::MODE_LINK, blob));
             }
             EntryKind::File => {
                 if meta.len > budget {
@@ -158,9 +158,9 @@ fn protected_on_disk(root: &WorkspaceRoot) -> Result<Option<Vec<Entry>>, Workspa
                 let blob = Oid::hash_object(ObjectType::Blob, &content)
                     .map_err(WorkspaceError::git("hashing a file"))?;
                 let mode = if meta.permissions & 0o111 != 0 {
-                    super::fingerprint::MODE_EXEC
+                    crate::workspace::scan::fingerprint::MODE_EXEC
                 } else {
-                    super::fingerprint::MODE_FILE
+                    crate::workspace::scan::fingerprint::MODE_FILE
                 };
                 out.push((bytes, mode, blob));
             }

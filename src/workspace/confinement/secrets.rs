@@ -44,7 +44,7 @@ pub const DEFAULT_SECRET_PATHS: &[&str] = &[
 
 /// Why a source path is not in the workspace.
 pub const REASON_CREDENTIAL: &str = "credential file";
-/// A path git refuses (see [`super::verify_path`]) cannot be committed.
+/// A path git refuses (see [`crate::workspace::verify_path`]) cannot be committed.
 pub const REASON_GIT_REFUSES: &str = "a path git refuses";
 
 /// One source path left out of the workspace, as the manifest lists it.

@@ -62,8 +62,8 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
-use super::walk::open_dir_below;
-use super::{ExcludeSet, verify_component};
+use crate::workspace::scan::walk::open_dir_below;
+use crate::workspace::{ExcludeSet, verify_component};
 
 /// Dirty paths kept before the journal gives up and asks for a full scan.
 pub(crate) const DEFAULT_BOUND: usize = 100_000;
@@ -459,5 +459,5 @@ impl Shared {
 }
 
 #[cfg(test)]
-#[path = "journal_tests.rs"]
+#[path = "change_journal_tests.rs"]
 mod tests;

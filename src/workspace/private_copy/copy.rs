@@ -38,15 +38,17 @@ use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
-use super::fingerprint::{now_ns, oid_bytes};
 use super::pack::{Pack, PackWriter, encode_blob, reuse_packs};
-use super::secrets::{LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths};
-use super::stat_cache::{CachedHash, StatKey};
-use super::tree::signature;
-use super::tree::{TreeItem, build_tree};
-use super::walk::stat_key;
-use super::{WorkspaceError, WorkspaceRoot, verify_path};
 use crate::protocol::SourceState;
+use crate::workspace::confinement::secrets::{
+    LeftOut, REASON_CREDENTIAL, REASON_GIT_REFUSES, SecretPaths,
+};
+use crate::workspace::scan::fingerprint::{now_ns, oid_bytes};
+use crate::workspace::scan::stat_cache::{CachedHash, StatKey};
+use crate::workspace::scan::walk::stat_key;
+use crate::workspace::store::tree::signature;
+use crate::workspace::store::tree::{TreeItem, build_tree};
+use crate::workspace::{WorkspaceError, WorkspaceRoot, verify_path};
 
 const MODE_GITLINK: u32 = 0o160000;
 
@@ -111,7 +113,7 @@ impl PrivateWorkspace {
             dest,
             owner_uid_gid,
             secrets,
-            super::DEFAULT_MAX_FILE_BYTES,
+            crate::workspace::DEFAULT_MAX_FILE_BYTES,
             &mut |_| {},
         )
     }
@@ -1126,7 +1128,7 @@ fn copy_range(
         }
     }
     if at < end && buf.is_empty() {
-        buf.resize(super::fingerprint::CHUNK, 0);
+        buf.resize(crate::workspace::scan::fingerprint::CHUNK, 0);
     }
     while at < end {
         let want = usize::try_from(end - at)
@@ -1339,7 +1341,7 @@ pub(super) fn recopy_and_commit(
             (None, _) => {
                 let path = dest.join(OsStr::from_bytes(&k.path));
                 let st = rustix::fs::lstat(&path).map_err(|e| WorkspaceError::io(&path, e))?;
-                Content::Copied(super::walk::stat_key(&st))
+                Content::Copied(crate::workspace::scan::walk::stat_key(&st))
             }
         };
         files.push(CopiedFile {

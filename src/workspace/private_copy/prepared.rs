@@ -43,10 +43,10 @@ use sha2::{Digest, Sha256};
 use super::copy::{
     Copier, KeptFile, left_out_reason, open_source, recopy_and_commit, source_paths, workdir_of,
 };
-use super::fingerprint::now_ns;
-use super::secrets::{LeftOut, SecretPaths};
-use super::stat_cache::{RACY_WINDOW_NS, StatKey};
-use super::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
+use crate::workspace::confinement::secrets::{LeftOut, SecretPaths};
+use crate::workspace::scan::fingerprint::now_ns;
+use crate::workspace::scan::stat_cache::{RACY_WINDOW_NS, StatKey};
+use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
 const MAGIC: &[u8; 8] = b"MCPREP4\n";
 const READY: &str = "ready";
@@ -464,7 +464,7 @@ pub(crate) fn take(
         clear_dir(dest);
         let _ = std::fs::remove_dir_all(store_dir);
     }
-    super::remove_detached(&[&taking]);
+    crate::workspace::remove_detached(&[&taking]);
     taken
 }
 
@@ -679,7 +679,7 @@ pub(crate) fn prune(root: &Path, older_than: Option<std::time::SystemTime>) -> u
                     let trash = dir.join(format!("old-{}", crate::ids::random_hex(4)));
                     if std::fs::rename(&ready, &trash).is_ok() {
                         removed += 1;
-                        super::remove_detached(&[&trash]);
+                        crate::workspace::remove_detached(&[&trash]);
                     }
                 }
             }

@@ -23,7 +23,7 @@ use rustix::fs::{AtFlags, Dir, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 use rustix::process::{Gid, Uid};
 
-use super::WorkspaceError;
+use crate::workspace::WorkspaceError;
 
 const RESOLVE: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_MAGICLINKS);
 

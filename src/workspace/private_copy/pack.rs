@@ -26,7 +26,7 @@ use git2::{ObjectType, Oid};
 use rustix::fs::{Mode, OFlags};
 use sha1::{Digest, Sha1};
 
-use super::WorkspaceError;
+use crate::workspace::WorkspaceError;
 
 /// The largest stored deflate block.
 const BLOCK: usize = 65_535;
@@ -669,7 +669,7 @@ fn cannot_be_changed_by_sandbox(st: &rustix::fs::Stat) -> bool {
     let me = rustix::process::geteuid().as_raw();
     rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile
         && st.st_uid == me
-        && me != super::SANDBOX_UID
+        && me != crate::workspace::SANDBOX_UID
         && st.st_mode & 0o222 == 0
 }
 

@@ -50,10 +50,13 @@ mod tests {
 
     /// As the copy finds it, listing the source.
     fn source_state(dir: &Path) -> SourceState {
-        let repo = super::super::copy::open_source(dir).unwrap();
-        super::super::copy::source_paths(&repo, &crate::workspace::SecretPaths::default())
-            .unwrap()
-            .1
+        let repo = crate::workspace::private_copy::copy::open_source(dir).unwrap();
+        crate::workspace::private_copy::copy::source_paths(
+            &repo,
+            &crate::workspace::SecretPaths::default(),
+        )
+        .unwrap()
+        .1
     }
 
     fn commit_all(repo: &Repository) -> String {

@@ -13,10 +13,10 @@ use std::os::unix::ffi::OsStrExt;
 
 use git2::{Delta, Diff, FileMode, Oid, Tree};
 
-use super::super::git_path::{quote, verify_path};
-use super::super::tree::write_tree;
-use super::super::{EntryDigest, FingerprintEntry, WorkspaceError};
 use super::CheckpointStore;
+use crate::workspace::confinement::git_path::{quote, verify_path};
+use crate::workspace::store::tree::write_tree;
+use crate::workspace::{EntryDigest, FingerprintEntry, WorkspaceError};
 
 /// The complete change from a checkpoint to the workspace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

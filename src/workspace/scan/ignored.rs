@@ -2,7 +2,7 @@
 //! command creates that `.gitignore`, `.git/info/exclude` or the person's
 //! core excludes match (`*.o`, `build/`, a test binary) is not the agent's
 //! change. Such a path is left out of fingerprints, checkpoints and so the
-//! patch and `changed_files`, as the tool caches of [`super::ExcludeSet`]
+//! patch and `changed_files`, as the tool caches of [`crate::workspace::ExcludeSet`]
 //! are; a check that writes only such paths has not changed the workspace.
 //!
 //! The rules are fixed when the run starts — the `.gitignore` files of the
@@ -23,7 +23,7 @@ use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha2::{Digest, Sha256};
 
-use super::WorkspaceError;
+use crate::workspace::WorkspaceError;
 
 /// The tool caches left out by default, matched by directory name at any depth.
 pub const DEFAULT_EXCLUDES: [&str; 5] = [
@@ -272,7 +272,7 @@ const MAX_IGNORED_ENTRIES: usize = 100_000;
 /// ignore rules ignore, without descending into an ignored directory.
 fn walk_ignored(
     root: &Path,
-    excludes: &super::ExcludeSet,
+    excludes: &crate::workspace::ExcludeSet,
     found: &mut dyn FnMut(&[u8], &Path, bool) -> bool,
 ) {
     // Without a rule nothing is ignored: no walk.
@@ -315,7 +315,7 @@ fn walk_ignored(
 
 /// The ignored entries of the workspace at `root` now (what the bootstrap
 /// built, kept by [`remove_new_ignored`]); at most [`MAX_IGNORED_ENTRIES`].
-pub fn ignored_entries(root: &Path, excludes: &super::ExcludeSet) -> HashSet<Vec<u8>> {
+pub fn ignored_entries(root: &Path, excludes: &crate::workspace::ExcludeSet) -> HashSet<Vec<u8>> {
     let mut kept = HashSet::new();
     walk_ignored(root, excludes, &mut |rel, _, _| {
         kept.insert(rel.to_vec());
@@ -331,7 +331,7 @@ pub fn ignored_entries(root: &Path, excludes: &super::ExcludeSet) -> HashSet<Vec
 /// built. Returns the paths removed.
 pub fn remove_new_ignored(
     root: &Path,
-    excludes: &super::ExcludeSet,
+    excludes: &crate::workspace::ExcludeSet,
     kept: &HashSet<Vec<u8>>,
 ) -> Vec<Vec<u8>> {
     let mut removed = Vec::new();
@@ -355,7 +355,7 @@ pub fn remove_new_ignored(
 /// (a commit or tree in the repository at `git_dir`) and of the source
 /// repository `source`. Rules that cannot be read leave only the caches
 /// out, and say so in the log.
-pub fn run_excludes(git_dir: &Path, baseline: Oid, source: &Path) -> super::ExcludeSet {
+pub fn run_excludes(git_dir: &Path, baseline: Oid, source: &Path) -> crate::workspace::ExcludeSet {
     let rules = Repository::open(git_dir)
         .map_err(|source| WorkspaceError::Git {
             context: format!("opening {}", git_dir.display()),
@@ -363,10 +363,12 @@ pub fn run_excludes(git_dir: &Path, baseline: Oid, source: &Path) -> super::Excl
         })
         .and_then(|repo| IgnoreRules::from_tree(&repo, baseline, &source_excludes(source)));
     match rules {
-        Ok(rules) => super::ExcludeSet::default().with_ignore_rules(std::sync::Arc::new(rules)),
+        Ok(rules) => {
+            crate::workspace::ExcludeSet::default().with_ignore_rules(std::sync::Arc::new(rules))
+        }
         Err(e) => {
             tracing::warn!("the repository's ignore rules are not honoured: {e}");
-            super::ExcludeSet::default()
+            crate::workspace::ExcludeSet::default()
         }
     }
 }

@@ -54,7 +54,7 @@ use super::walk::{
     Found, OnDir, ScanCounts, Start, io_error, open_dir_below, open_dir_beneath, stat_key,
     walk_from,
 };
-use super::{EntryKind, WorkspaceError, verify_component};
+use crate::workspace::{EntryKind, WorkspaceError, verify_component};
 
 /// Files larger than this are fingerprinted by size and modification time
 /// only, and left out of checkpoints (`max_file_bytes` in `.minicoder.json`).
@@ -857,7 +857,7 @@ fn git_mode(st_mode: u32) -> u32 {
     }
 }
 
-pub(super) fn oid_bytes(oid: Oid) -> [u8; 20] {
+pub(in crate::workspace) fn oid_bytes(oid: Oid) -> [u8; 20] {
     let mut out = [0; 20];
     let b = oid.as_bytes();
     let n = b.len().min(20);
@@ -866,7 +866,7 @@ pub(super) fn oid_bytes(oid: Oid) -> [u8; 20] {
 }
 
 /// Now, in nanoseconds since the epoch (0 before it).
-pub(super) fn now_ns() -> i64 {
+pub(in crate::workspace) fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

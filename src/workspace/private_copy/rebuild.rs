@@ -8,7 +8,7 @@ use std::path::Path;
 use git2::{ObjectType, Oid, Repository};
 
 use super::copy::{chown_tree, prepare_dest};
-use super::{CheckpointStore, LeftOut, PrivateWorkspace, WorkspaceError, WorkspaceRoot};
+use crate::workspace::{CheckpointStore, LeftOut, PrivateWorkspace, WorkspaceError, WorkspaceRoot};
 
 /// The raw bytes of commit `id` in the workspace repository at `workspace`,
 /// read right after the copy made it (before any command ran there).
@@ -87,7 +87,7 @@ impl PrivateWorkspace {
                 let tree = repo
                     .find_tree(fallback_tree)
                     .map_err(WorkspaceError::git("reading the baseline tree"))?;
-                let sig = super::tree::signature()?;
+                let sig = crate::workspace::store::tree::signature()?;
                 repo.commit(None, &sig, &sig, "minicoder baseline", &tree, &[])
                     .map_err(WorkspaceError::git("committing the baseline"))?
             }

@@ -24,7 +24,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
 
 use super::stat_cache::{CachedHash, StatKey};
-use super::{ExcludeSet, WorkspaceError, verify_component};
+use crate::workspace::{ExcludeSet, WorkspaceError, verify_component};
 
 /// Workers beyond the calling thread never help much on small machines and
 /// only add contention on large ones.

@@ -149,8 +149,8 @@ fn racy_entries_are_rehashed_and_trusted_ones_are_not() {
     e.key.ctime_ns = st.ctime() * 1_000_000_000 + st.ctime_nsec();
     e.key.mtime_ns = st.mtime() * 1_000_000_000 + st.mtime_nsec();
     e.key.ino = st.ino();
-    e.recorded_ns =
-        e.key.mtime_ns.max(e.key.ctime_ns) + 10 * crate::workspace::stat_cache::RACY_WINDOW_NS;
+    e.recorded_ns = e.key.mtime_ns.max(e.key.ctime_ns)
+        + 10 * crate::workspace::scan::stat_cache::RACY_WINDOW_NS;
     g.cache.set_entries(entries);
     assert_eq!(
         g.scan().expect("scan").fingerprint,

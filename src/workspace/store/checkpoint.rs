@@ -18,10 +18,10 @@ use std::sync::Arc;
 
 use git2::{DiffFormat, ObjectType, Oid, Repository, Sort, Tree, TreeWalkMode, TreeWalkResult};
 
-use super::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
-use super::journal::{Changes, Journal};
+use super::change_journal::{Changes, Journal};
 use super::tree::{DirTrees, outermost, signature, touches, write_tree, write_tree_reusing};
-use super::{
+use crate::workspace::scan::fingerprint::{EntryDigest, MODE_EXEC, MODE_LINK, store_new_blob};
+use crate::workspace::{
     ExcludeSet, Fingerprint, Fingerprinter, SecretPaths, Snapshot, WorkspaceError, WorkspaceRoot,
 };
 
@@ -126,7 +126,7 @@ impl CheckpointStore {
     /// checkpoint examines only what changed since the previous one. Where
     /// the workspace cannot be watched, every checkpoint scans it whole.
     pub fn watch(self) -> Self {
-        self.watch_bounded(super::journal::DEFAULT_BOUND)
+        self.watch_bounded(super::change_journal::DEFAULT_BOUND)
     }
 
     /// [`Self::watch`], keeping at most `bound` changed paths before a full
@@ -202,7 +202,10 @@ impl CheckpointStore {
     /// Takes the objects of `packs` (each shared where the sandbox cannot
     /// change it, else copied): files whose blobs they hold are then hashed
     /// but not stored again.
-    pub(crate) fn adopt_pack(&mut self, packs: &[super::pack::Pack]) -> Result<(), WorkspaceError> {
+    pub(crate) fn adopt_pack(
+        &mut self,
+        packs: &[crate::workspace::private_copy::pack::Pack],
+    ) -> Result<(), WorkspaceError> {
         for pack in packs {
             pack.share_into(&self.repo.path().join("objects"))?;
         }
@@ -218,7 +221,7 @@ impl CheckpointStore {
     /// facts are still those the copy saw.
     pub(crate) fn adopt_baseline(
         &mut self,
-        copy: &mut super::PrivateWorkspace,
+        copy: &mut crate::workspace::PrivateWorkspace,
     ) -> Result<(), WorkspaceError> {
         self.adopt_pack(copy.baseline_pack())?;
         let facts = copy.take_baseline_facts();
@@ -283,7 +286,7 @@ impl CheckpointStore {
         let mut message = format!("{label}{TRAILER}{}\n", snapshot.fingerprint);
         for e in &snapshot.entries {
             if let EntryDigest::Oversize { size, mtime_ns } = e.digest {
-                let path = super::quote_path(e.path.as_os_str().as_bytes());
+                let path = crate::workspace::quote_path(e.path.as_os_str().as_bytes());
                 message.push_str(&format!("{OVERSIZE_TRAILER}{size} {mtime_ns} {path}\n"));
             }
         }
@@ -765,7 +768,7 @@ fn export_tree(
     Ok(true)
 }
 
-pub(super) fn write_entry(
+pub(in crate::workspace) fn write_entry(
     repo: &Repository,
     root: &WorkspaceRoot,
     path: &Path,

@@ -120,7 +120,7 @@ fn validated_marker() {
 fn incremental_checkpoint_reads_only_changed_files() {
     let (_t, ws, mut store) = setup();
     store.create("first").expect("create");
-    crate::workspace::fingerprint::tests::age_cache(&mut store.scanner);
+    crate::workspace::scan::fingerprint::tests::age_cache(&mut store.scanner);
     std::fs::write(ws.join("a.txt"), b"again\n").expect("write");
     let snap = store.scan().expect("scan");
     assert_eq!(snap.rehashed, 1);
