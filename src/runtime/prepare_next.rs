@@ -166,8 +166,9 @@ pub fn prepare_copy(repo: &Path, recycled: Option<&Path>) -> Result<bool, String
     let dir = prepared::prepared_dir(&root, &repo);
     // Only a directory of this repository's prepared copies is recycled.
     let recycled = recycled.filter(|r| r.parent() == Some(dir.as_path()));
-    let made =
-        prepared::prepare_from(&repo, &dir, &settings, recycled).map_err(|e| e.to_string())?;
+    let make = recycled.map(|r| recycle::maker(&repo, r, &settings));
+    let from = recycled.zip(make.as_ref().map(|m| m as prepared::MakeFrom<'_>));
+    let made = prepared::prepare_from(&repo, &dir, &settings, from).map_err(|e| e.to_string())?;
     prepared::prune(&root, None);
     Ok(made)
 }

@@ -233,18 +233,23 @@ pub(crate) fn prepare(
     prepare_from(source_repo, dir, settings, None)
 }
 
-/// [`prepare`] — made from an ended run's workspace where `recycled` names
-/// one (a `recycle-*` directory of `dir`, see the recycle module): a copy
-/// made the usual way when that fails. The recycled directory is gone
-/// either way.
+/// Makes a prepared copy in its first argument (a directory that does not
+/// exist yet) some other way than copying the source afresh; the second is
+/// the file a run waiting for the copy makes.
+pub(crate) type MakeFrom<'a> = &'a dyn Fn(&Path, &Path) -> Result<(), WorkspaceError>;
+
+/// [`prepare`] — made by `recycled`'s maker from the directory it names (a
+/// `recycle-*` directory of `dir`, see the recycle module) where one is
+/// given, and the usual way when that fails. The recycled directory is
+/// gone either way.
 pub(crate) fn prepare_from(
     source_repo: &Path,
     dir: &Path,
     settings: &PrepareSettings,
-    recycled: Option<&Path>,
+    recycled: Option<(&Path, MakeFrom<'_>)>,
 ) -> Result<bool, WorkspaceError> {
     let Some(_lock) = Lock::try_take(dir)? else {
-        if let Some(r) = recycled {
+        if let Some((r, _)) = recycled {
             crate::sandbox::gc::remove_detached(&[r]);
         }
         return Ok(false);
@@ -252,30 +257,16 @@ pub(crate) fn prepare_from(
     clear_leftovers(dir);
     let _ = std::fs::remove_file(dir.join(WANTED));
     let building = dir.join(format!("building-{}", crate::ids::random_hex(4)));
-    let from = recycled.and_then(|r| {
-        let hand_off = std::fs::read(r.join(super::recycle::HAND_OFF)).ok()?;
-        let hand_off: super::recycle::HandOff = serde_json::from_slice(&hand_off).ok()?;
-        Some((r, hand_off))
-    });
     let mut made = Err(WorkspaceError::io(
         dir,
         std::io::Error::other("nothing to recycle"),
     ));
-    if let Some((r, hand_off)) = &from {
-        made = super::recycle::recycle(
-            source_repo,
-            &r.join("ws"),
-            hand_off,
-            &building,
-            settings,
-            Some(&dir.join(WANTED)),
-        );
+    if let Some((r, make)) = recycled {
+        made = make(&building, &dir.join(WANTED));
         if let Err(e) = &made {
             tracing::info!("the ended run's workspace was not recycled: {e}");
             let _ = std::fs::remove_dir_all(&building);
         }
-    }
-    if let Some(r) = recycled {
         crate::sandbox::gc::remove_detached(&[r]);
     }
     if made.is_err() {

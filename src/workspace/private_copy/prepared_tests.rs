@@ -487,7 +487,9 @@ fn an_ended_runs_workspace_becomes_the_copy_a_fresh_one_would_be() {
     let recycled = ended_run(tmp.path(), &src, &dir, &settings());
     // A source file changed after the run's copy read it.
     std::fs::write(src.join("pkg/b.py"), "b = 3\n").expect("edit source");
-    assert!(prepare_from(&src, &dir, &settings(), Some(&recycled)).expect("prepare"));
+    let with = settings();
+    let make = super::super::recycle::maker(&src, &recycled, &with);
+    assert!(prepare_from(&src, &dir, &with, Some((&recycled, &make))).expect("prepare"));
     let meta = read_meta(&dir.join("ready/meta")).expect("meta");
     assert!(meta.git_stale, "made from the ended run's workspace");
     let ws = dir.join("ready/ws");
@@ -548,7 +550,9 @@ fn a_workspace_made_with_other_settings_is_copied_afresh_instead() {
         ..settings()
     };
     let recycled = ended_run(tmp.path(), &src, &dir, &other);
-    assert!(prepare_from(&src, &dir, &settings(), Some(&recycled)).expect("prepare"));
+    let with = settings();
+    let make = super::super::recycle::maker(&src, &recycled, &with);
+    assert!(prepare_from(&src, &dir, &with, Some((&recycled, &make))).expect("prepare"));
     let meta = read_meta(&dir.join("ready/meta")).expect("meta");
     assert!(!meta.git_stale, "copied from the source");
     assert!(!recycled.exists());

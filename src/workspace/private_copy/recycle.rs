@@ -81,6 +81,29 @@ impl HandOff {
     }
 }
 
+/// What makes the prepared copy from the ended run's directory `recycled`
+/// (its workspace and [`HAND_OFF`]), for `prepared::prepare_from`.
+pub(crate) fn maker<'a>(
+    source_repo: &'a Path,
+    recycled: &'a Path,
+    settings: &'a PrepareSettings,
+) -> impl Fn(&Path, &Path) -> Result<(), WorkspaceError> + 'a {
+    move |building, wanted| {
+        let path = recycled.join(HAND_OFF);
+        let text = std::fs::read(&path).map_err(|e| WorkspaceError::io(&path, e))?;
+        let hand_off: HandOff = serde_json::from_slice(&text)
+            .map_err(|e| WorkspaceError::io(&path, std::io::Error::other(e)))?;
+        recycle(
+            source_repo,
+            &recycled.join("ws"),
+            &hand_off,
+            building,
+            settings,
+            Some(wanted),
+        )
+    }
+}
+
 /// One path of the baseline tree: its git mode and object.
 #[derive(Debug, Clone, Copy)]
 struct Wanted {
@@ -96,7 +119,7 @@ const MAX_HASHED: u64 = 1 << 30;
 /// run's workspace `from_ws`, with `hand_off`'s facts; `source_repo` is the
 /// repository both were made from. On error the caller throws `building`
 /// away (and may prepare a copy the usual way).
-pub(super) fn recycle(
+fn recycle(
     source_repo: &Path,
     from_ws: &Path,
     hand_off: &HandOff,
