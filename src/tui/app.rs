@@ -5,7 +5,9 @@
 //! and modal owns its state in [`crate::tui::screen`], and the widgets draw
 //! from that state and the [`RunView`], never from the `App`. A key is
 //! looked up as an [`crate::tui::keymap::Action`] in the context on top, and
-//! the action's transition changes those components and leaves ops.
+//! what it does is decided by a pure function of that context's state
+//! (`reduce`), returned as effects the app then performs: changes to those
+//! components, and ops.
 //!
 //! `App` never does IO of its own beyond reading an output file the person asked
 //! to see: the session loop performs the ops (start a run, send a follow-up,
@@ -20,6 +22,7 @@ mod approvals;
 mod delivery;
 mod keys;
 mod pager;
+mod reduce;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -143,8 +146,9 @@ struct Effects {
 }
 
 /// The session: what the run says ([`RunView`]) and what the person is doing
-/// with it, one component each. Every transition is a method that takes an
-/// event or key and changes these, leaving [`Op`]s for the loop.
+/// with it, one component each. A key's effects are decided from these
+/// without changing them, then performed; events change them directly.
+/// Both leave [`Op`]s for the loop.
 pub struct App {
     pub view: RunView,
     pub settings: Settings,

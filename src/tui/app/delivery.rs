@@ -1,19 +1,16 @@
 //! Delivering a run from the session: applying the reviewed patch (or a run
 //! picked in the runs browser), undoing an apply, and the runs browser itself.
 //!
-//! Every choice is made here; the session loop performs the [`Op`]s (the
+//! What a key asks is decided in [`super::reduce`]; here the requests are
+//! made and their results shown. The session loop performs the [`Op`]s (the
 //! apply, the undo, listing and reading runs) off the UI thread and answers
 //! with [`AppEvent`]s.
 
-use crossterm::event::{KeyCode, KeyEvent};
-
-use super::keys::scroll;
 use super::{
-    App, Applied, ApplyFailure, ApplyRequest, Browser, ChosenHunks, Delivery, DeliveryState, Op,
-    OpenRun, Overlay, Pane, RunDetail, RunEntry, RunRef, Section, Undone, Verified,
+    App, Applied, ApplyFailure, ApplyRequest, Browser, Delivery, DeliveryState, Op, OpenRun,
+    Overlay, Pane, RunDetail, RunEntry, RunRef, Section, Undone, Verified,
 };
 use crate::tui::diff::DiffViewState;
-use crate::tui::keymap::{Action, Context};
 use crate::tui::run_view::NoteKind;
 
 impl App {
@@ -32,7 +29,7 @@ impl App {
         self.popups.raise(Overlay::Delivery);
     }
 
-    fn request_undo(&mut self, run: RunRef, force: bool) {
+    pub(super) fn request_undo(&mut self, run: RunRef, force: bool) {
         if self.deliveries.is_working() {
             self.flash = Some("an apply or undo is going: wait for it".into());
             return;
@@ -44,30 +41,6 @@ impl App {
         });
         self.effects.ops.push(Op::Undo { run, force });
         self.popups.raise(Overlay::Delivery);
-    }
-
-    /// Enter in the review: every hunk chosen applies the verified patch as
-    /// it is; some of them are a new patch, verified again first.
-    pub(super) fn apply_review(&mut self) {
-        let Some(review) = self.screen.review() else {
-            return;
-        };
-        let (chosen, total) = review.selection.chosen();
-        if chosen == 0 {
-            self.flash = Some("no hunk is chosen: space chooses one, A all".into());
-            return;
-        }
-        let subset = (chosen < total).then(|| ChosenHunks {
-            numbers: review.selection.numbers(),
-            of: total,
-        });
-        let request = ApplyRequest {
-            run: review.run.clone(),
-            subset,
-            merge: false,
-            unverified: false,
-        };
-        self.request_apply(request);
     }
 
     pub(super) fn delivery_progress(&mut self, line: String) {
@@ -158,98 +131,6 @@ impl App {
         self.refresh_browser();
     }
 
-    /// The keys of the delivery screen: each result offers only what makes
-    /// sense after it.
-    pub(super) fn delivery_key(&mut self, key: &KeyEvent) {
-        let Some(delivery) = self.deliveries.shown.clone() else {
-            return;
-        };
-        let close = matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q'));
-        match &delivery.state {
-            DeliveryState::Applying { .. } | DeliveryState::Undoing { .. } => {
-                self.popups.raise(Overlay::Delivery);
-                self.effects.dirty = false;
-            }
-            DeliveryState::Applied(_) if key.code == KeyCode::Char('u') => {
-                self.popups
-                    .raise(Overlay::ConfirmUndo(delivery.run.clone()));
-            }
-            DeliveryState::ApplyFailed(failure)
-                if failure.can_override() && key.code == KeyCode::Char('!') =>
-            {
-                self.popups.raise(Overlay::ConfirmUnverified);
-            }
-            DeliveryState::ApplyFailed(ApplyFailure::Overlap(_))
-                if key.code == KeyCode::Char('m') =>
-            {
-                if let Some(request) = delivery.request.clone() {
-                    self.request_apply(ApplyRequest {
-                        merge: true,
-                        ..request
-                    });
-                }
-            }
-            DeliveryState::Undone(undone)
-                if !undone.skipped.is_empty() && key.code == KeyCode::Char('F') =>
-            {
-                self.popups
-                    .raise(Overlay::ConfirmForceUndo(delivery.run.clone()));
-            }
-            _ if close => {
-                self.deliveries.shown = None;
-            }
-            _ => {
-                self.popups.raise(Overlay::Delivery);
-                self.effects.dirty = false;
-            }
-        }
-    }
-
-    /// The explicit choice to apply what did not pass verification.
-    pub(super) fn confirm_unverified_key(&mut self, key: &KeyEvent) {
-        match key.code {
-            KeyCode::Char('y') => {
-                if let Some(request) = self
-                    .deliveries
-                    .shown
-                    .as_ref()
-                    .and_then(|d| d.request.clone())
-                {
-                    self.request_apply(ApplyRequest {
-                        unverified: true,
-                        ..request
-                    });
-                }
-            }
-            KeyCode::Char('n') | KeyCode::Esc => self.popups.raise(Overlay::Delivery),
-            _ => self.popups.raise(Overlay::ConfirmUnverified),
-        }
-    }
-
-    pub(super) fn confirm_undo_key(&mut self, run: RunRef, force: bool, key: &KeyEvent) {
-        match key.code {
-            KeyCode::Char('y') => self.request_undo(run, force),
-            KeyCode::Char('n') | KeyCode::Esc => {
-                if self.deliveries.shown.is_some() {
-                    self.popups.raise(Overlay::Delivery);
-                }
-            }
-            _ if force => self.popups.raise(Overlay::ConfirmForceUndo(run)),
-            _ => self.popups.raise(Overlay::ConfirmUndo(run)),
-        }
-    }
-
-    /// `u` outside the browser: the apply made in this session.
-    pub(super) fn undo_last(&mut self) {
-        match self.deliveries.applied_run.clone() {
-            Some(run) => self.popups.raise(Overlay::ConfirmUndo(run)),
-            None => {
-                self.flash =
-                    Some("nothing was applied in this session: Ctrl-R lists the runs".into())
-            }
-        }
-    }
-
     /// Opens the runs browser and asks for the list.
     pub(crate) fn open_browser(&mut self) {
         self.screen.open_runs(Browser {
@@ -259,7 +140,7 @@ impl App {
         self.effects.ops.push(Op::ListRuns);
     }
 
-    fn refresh_browser(&mut self) {
+    pub(super) fn refresh_browser(&mut self) {
         if let Some(browser) = self.screen.browser_mut() {
             browser.loading = true;
             self.effects.ops.push(Op::ListRuns);
@@ -308,154 +189,6 @@ impl App {
                 browser.error = None;
             }
             Err(e) => browser.error = Some(e),
-        }
-    }
-
-    /// Keys while the browser is open: the opened run's, else the list's.
-    pub(super) fn browser_key(&mut self, key: &KeyEvent) {
-        let opened = self.screen.browser().is_some_and(|b| b.open.is_some());
-        let context = if opened { Context::Show } else { Context::Runs };
-        let Some(action) = self.settings.keymap.lookup(context, key) else {
-            self.effects.dirty = false;
-            return;
-        };
-        match action {
-            Action::Help => self.popups.raise(Overlay::Help(context, 0)),
-            Action::Quit => self.act(Action::Quit),
-            Action::ListRuns => self.refresh_browser(),
-            Action::Apply => self.apply_from_browser(),
-            Action::Undo => self.undo_from_browser(),
-            Action::Resume => self.resume_from_browser(),
-            _ if opened => self.show_action(action),
-            _ => self.list_action(action),
-        }
-    }
-
-    fn list_action(&mut self, action: Action) {
-        let Some(browser) = self.screen.browser_mut() else {
-            return;
-        };
-        match action {
-            Action::Dismiss => self.screen.close_runs(),
-            Action::Open => match browser.selected() {
-                Some(entry) => {
-                    let dir = entry.dir.clone();
-                    browser.loading = true;
-                    self.effects.ops.push(Op::OpenRun { dir });
-                }
-                None => self.effects.dirty = false,
-            },
-            other => scroll(&mut browser.selected, browser.runs.len(), other, 10),
-        }
-    }
-
-    fn show_action(&mut self, action: Action) {
-        let Some(open) = self.screen.browser_mut().and_then(|b| b.open.as_mut()) else {
-            return;
-        };
-        let model = &open.detail.patch;
-        let state = &mut open.diff_state;
-        match (open.section, action) {
-            (_, Action::Dismiss) => {
-                if let Some(browser) = self.screen.browser_mut() {
-                    browser.open = None;
-                }
-            }
-            (_, Action::FocusNext) => {
-                open.section = open.section.next();
-                open.scroll = 0;
-            }
-            (Section::Diff, Action::NextHunk) => state.next_hunk(model),
-            (Section::Diff, Action::PrevHunk) => state.prev_hunk(model),
-            (Section::Diff, Action::NextFile) => state.next_file(model),
-            (Section::Diff, Action::PrevFile) => state.prev_file(model),
-            (Section::Diff, Action::ScrollDown) => state.scroll_by(model, 1),
-            (Section::Diff, Action::ScrollUp) => state.scroll_by(model, -1),
-            (Section::Diff, Action::PageDown) => state.page(model, 1),
-            (Section::Diff, Action::PageUp) => state.page(model, -1),
-            (Section::Diff, Action::Top) => state.top(model),
-            (Section::Diff, Action::Bottom) => state.bottom(model),
-            (Section::Diff, Action::ScrollLeft) => state.scroll_horizontally(-8),
-            (Section::Diff, Action::ScrollRight) => state.scroll_horizontally(8),
-            (Section::Verification, other) => {
-                let len = open.detail.checks.len();
-                scroll(&mut open.scroll, len, other, 10);
-            }
-            (Section::Events, other) => {
-                let len = open.detail.events.len();
-                scroll(&mut open.scroll, len, other, 10);
-            }
-            _ => self.effects.dirty = false,
-        }
-    }
-
-    /// The run the browser points at: the opened one, else the selected one.
-    fn browser_run(&self) -> Option<&RunEntry> {
-        let browser = self.screen.browser()?;
-        match &browser.open {
-            Some(open) => Some(&open.detail.entry),
-            None => browser.selected(),
-        }
-    }
-
-    fn apply_from_browser(&mut self) {
-        let Some(entry) = self.browser_run().cloned() else {
-            self.effects.dirty = false;
-            return;
-        };
-        if entry.applied {
-            self.flash = Some(format!("run {} is applied already: u undoes it", entry.id));
-            return;
-        }
-        if entry.verified.is_none() {
-            self.flash = Some(format!(
-                "run {} has not ended: there is no patch to apply",
-                entry.id
-            ));
-            return;
-        }
-        self.request_apply(ApplyRequest {
-            run: RunRef::of(&entry),
-            subset: None,
-            merge: false,
-            unverified: false,
-        });
-    }
-
-    /// A run that stopped before it ended well goes on; a success or an
-    /// applied run does not (a follow-up is typed to a new run).
-    fn resume_from_browser(&mut self) {
-        let Some(entry) = self.browser_run().cloned() else {
-            self.effects.dirty = false;
-            return;
-        };
-        if !matches!(
-            entry.outcome.as_str(),
-            "interrupted" | "cancelled" | "failure"
-        ) {
-            self.flash = Some(format!(
-                "run {} is {}: there is nothing to resume",
-                entry.id, entry.outcome
-            ));
-            return;
-        }
-        if entry.applied {
-            self.flash = Some(format!("run {} is applied: u undoes it first", entry.id));
-            return;
-        }
-        self.screen.close_runs();
-        self.resume(&entry.id, &entry.task);
-    }
-
-    fn undo_from_browser(&mut self) {
-        let Some(entry) = self.browser_run().cloned() else {
-            self.effects.dirty = false;
-            return;
-        };
-        if entry.applied {
-            self.popups.raise(Overlay::ConfirmUndo(RunRef::of(&entry)));
-        } else {
-            self.flash = Some(format!("run {} is not applied: nothing to undo", entry.id));
         }
     }
 }

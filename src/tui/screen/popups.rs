@@ -7,14 +7,14 @@ use super::delivery::RunRef;
 use crate::tui::keymap::Context;
 
 /// A scrollable text shown over the panes (full tool or check output).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pager {
     pub title: String,
     pub lines: Vec<String>,
     pub scroll: usize,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Overlay {
     /// The keys of a context, scrolled by this many lines.
     Help(Context, usize),
