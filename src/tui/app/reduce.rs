@@ -365,3 +365,6 @@ pub(crate) fn on_approval(
         None => vec![Effect::Unchanged],
     }
 }
+
+#[cfg(test)]
+mod tests;
