@@ -7,9 +7,10 @@ use std::time::Instant;
 
 use sha2::{Digest, Sha256};
 
-use super::parts::Run;
+use super::parts::{Run, RunCounters, RunIdentity, RunWorkspace};
 use crate::agent::effects::{Input, PatchFacts};
 use crate::agent::reducer::Agent;
+use crate::model::ActionSource;
 use crate::protocol::{
     Outcome, RecoverySummary, RunEvent, RunReport, TokenTotals, VerificationSummary, exit_code_for,
 };
@@ -169,15 +170,56 @@ pub(crate) async fn finish(
     }
     counters.durations.teardown_ms = teardown.elapsed().as_millis() as u64;
 
+    let report = build_report(
+        &id,
+        &ws,
+        &artifacts,
+        &agent,
+        &*source,
+        counters,
+        &conclusion,
+        (outcome, reason, duration_ms),
+        last_verification.as_ref(),
+    );
+    if let Err(e) = artifacts.write_report(&report) {
+        tracing::error!("writing report.json: {e}");
+    }
+    write_state(&artifacts, &id.run_id, &agent, true);
+    write_receipt(
+        &id,
+        &ws,
+        &artifacts,
+        &report,
+        &conclusion,
+        last_verification.as_ref(),
+    );
+    retire(&id, ws, deps.as_deref());
+    report
+}
+
+/// The run's report, from what the run ended as and what it counted.
+#[allow(clippy::too_many_arguments)]
+fn build_report(
+    id: &RunIdentity,
+    ws: &RunWorkspace,
+    artifacts: &ArtifactDir,
+    agent: &Agent,
+    source: &dyn ActionSource,
+    counters: RunCounters,
+    conclusion: &Conclusion,
+    ended: (Outcome, String, u64),
+    last_verification: Option<&VerificationResult>,
+) -> RunReport {
+    let (outcome, reason, duration_ms) = ended;
     let stats = agent.stats();
     let verification = VerificationSummary {
-        passed: last_verification.as_ref().is_some_and(|v| v.passed),
+        passed: last_verification.is_some_and(|v| v.passed),
         checks: last_verification
             .as_ref()
             .map(|v| v.checks.clone())
             .unwrap_or_default(),
     };
-    let report = RunReport {
+    RunReport {
         run_id: id.run_id.clone(),
         outcome,
         reason,
@@ -211,11 +253,19 @@ pub(crate) async fn finish(
         durations: counters.durations,
         source: ws.source.clone(),
         summary: agent.completion_summary().map(str::to_string),
-    };
-    if let Err(e) = artifacts.write_report(&report) {
-        tracing::error!("writing report.json: {e}");
     }
-    write_state(&artifacts, &id.run_id, &agent, true);
+}
+
+/// Signs and writes the run's receipt: what a later `apply` holds the patch,
+/// the events and the verification to.
+fn write_receipt(
+    id: &RunIdentity,
+    ws: &RunWorkspace,
+    artifacts: &ArtifactDir,
+    report: &RunReport,
+    conclusion: &Conclusion,
+    last_verification: Option<&VerificationResult>,
+) {
     let receipt = crate::trace::digest(artifacts.events_path()).and_then(|events_sha256| {
         Receipt::sign(
             &id.key,
@@ -232,7 +282,7 @@ pub(crate) async fn finish(
                         hex::encode(Sha256::digest(conclusion.export.patch.as_bytes()))
                     }),
                 final_fingerprint: conclusion.fingerprint.clone(),
-                verification: ReceiptVerification::from_result(last_verification.as_ref()),
+                verification: ReceiptVerification::from_result(last_verification),
                 events_sha256,
                 summary: artifacts
                     .redactor()
@@ -245,7 +295,13 @@ pub(crate) async fn finish(
     if let Err(e) = receipt.and_then(|r| artifacts.write_receipt(&r)) {
         tracing::error!("writing receipt.json: {e}");
     }
-    if let Some(deps) = &deps {
+}
+
+/// Removes the dependency folder, compacts the checkpoint store to what a
+/// resume or `apply --merge` can use, and hands the workspace on to become
+/// the repository's next prepared copy.
+fn retire(id: &RunIdentity, ws: RunWorkspace, deps: Option<&std::path::Path>) {
+    if let Some(deps) = deps {
         crate::sandbox::gc::remove_detached(&[deps]);
         let _ = std::fs::remove_file(deps.with_extension("owner"));
     }
@@ -272,5 +328,4 @@ pub(crate) async fn finish(
     let _ = std::fs::remove_file(crate::sandbox::gc::workspace_owner_file(
         &id.state, &id.run_id,
     ));
-    report
 }

@@ -68,23 +68,7 @@ pub(crate) async fn prepare_with(
     // copied, built or started.
     source.preflight().await.map_err(RunError::Invalid)?;
     let needs = verify::preflight::requirements(&inputs.repo, &inputs.checks, &inputs.bootstrap);
-    // The first request goes out while the workspace is made, once the
-    // command container has the programs the checks need (those it has or
-    // lacks whatever the workspace holds); the agent takes its answer if it
-    // asks exactly that once the run starts.
-    let (gate, gated) = tokio::sync::oneshot::channel();
-    let early = resuming
-        .is_none()
-        .then(|| first_request(&options, &inputs, &*source))
-        .flatten();
-    let (source, gate) = match early {
-        Some(request) => {
-            let deadline = deadline.into_std();
-            let early = Prefetching::start(source, request, deadline, gated);
-            (Box::new(early) as Box<dyn ActionSource>, Some(gate))
-        }
-        None => (source, None),
-    };
+    let (source, gate) = ask_early(&options, &inputs, source, resuming.is_none(), deadline);
     phases.inputs_ms = elapsed_ms(started);
     let run_id = resuming
         .as_ref()
@@ -92,7 +76,7 @@ pub(crate) async fn prepare_with(
     let (state, artifacts) = open_dirs(&options, &inputs.repo, &run_id)?;
     // A run that cannot start leaves no half-made run directory behind
     // (a resumed run's is its own, and stays).
-    let mut unmade = (resuming.is_none() && options.artifact_dir.is_none()).then(|| {
+    let unmade = (resuming.is_none() && options.artifact_dir.is_none()).then(|| {
         Unmade(
             artifacts.path().to_path_buf(),
             sandbox::gc::workspace_owner_file(&state, &run_id),
@@ -108,178 +92,40 @@ pub(crate) async fn prepare_with(
             .await?;
     phases.image_ms = elapsed_ms(t);
     let claim = WorkspaceClaim::take(&state, &run_id, !inputs.bootstrap.is_empty())?;
-
-    // The containers start (≈ 200 ms each) while the workspace is copied and
-    // checkpointed: the bind mount only needs the directory to exist.
-    let mut spec = ContainerSpec::new(&image, &claim.dir, &run_id);
-    spec.role = Role::Command;
-    spec.network = options.network;
-    spec.deps = claim.deps_dir();
-    let early_needs: Vec<_> = needs
-        .iter()
-        .filter(|r| r.need.is_workspace_free())
-        .cloned()
-        .collect();
-    // When an earlier run found all of them in this image, the gate opens
-    // now; else once this run's container is up and has them.
-    let gate = match gate {
-        Some(gate) => {
-            let found = match docker.inspect_image(&image).await {
-                Ok(inspect) => inspect
-                    .id
-                    .map(|id| verify::preflight::FoundNeeds::new(&state.preflight_dir(), &id)),
-                Err(_) => None,
-            };
-            if found.as_ref().is_some_and(|f| f.has_all(&early_needs)) {
-                let _ = gate.send(true);
-                None
-            } else {
-                Some((gate, found))
-            }
-        }
-        None => None,
+    let parts = Parts {
+        docker: &docker,
+        image: &image,
+        inputs: &inputs,
+        needs: &needs,
+        state: &state,
+        run_id: &run_id,
     };
-    // What a dependency folder already holds (a resumed run's venv on the
-    // `PATH`) is not the image's: needs are recorded only without it.
-    let deps_empty = claim
-        .deps_dir()
-        .is_none_or(|d| std::fs::read_dir(d).map_or(true, |mut entries| entries.next().is_none()));
-    let starting = tokio::spawn({
-        let docker = docker.clone();
-        async move {
-            let mut container = CommandContainer::start(docker, spec).await?;
-            if let Some((gate, found)) = gate {
-                let missing = verify::preflight::find_missing(&mut container, &early_needs).await;
-                let met = missing.is_ok_and(|m| m.is_empty());
-                if met
-                    && deps_empty
-                    && let Some(found) = found
-                {
-                    found.record(&early_needs);
-                }
-                let _ = gate.send(met);
-            }
-            Ok::<_, SandboxError>(container)
-        }
-    });
-    let mut settings = VerifierSettings::new(
-        image.clone(),
-        claim.dir.clone(),
-        run_id.clone(),
-        inputs.checks.clone(),
-        artifacts.path().join("outputs"),
-        state.stat_cache_paths(&run_id)[0].clone(),
-    );
-    settings.allow_zero_tests = options.allow_zero_tests;
-    settings.check_timeout = options.limits.command_timeout();
-    settings.deps = claim.deps_dir();
-    // The verifier starts while the workspace is made, too.
-    let (verifier, made) = tokio::join!(start_verifier(&docker, settings), async {
-        match &resuming {
-            Some(r) => rebuild_workspace(&inputs, &claim.dir, &state, &run_id, &r.point).await,
-            None => copy_workspace(&inputs, &claim.dir, &state, &run_id, &progress).await,
-        }
-    });
-    let mut verifier = match verifier {
-        Ok(v) => v,
+    let starting = parts.start_container(&options, &claim, gate).await;
+    let settings = parts.verifier_settings(&options, &claim, &artifacts);
+    let assembled = parts
+        .assemble(starting, settings, &resuming, &progress, &mut phases)
+        .await;
+    let (ws, container, verifier) = match assembled {
+        Ok(parts) => parts,
         Err(e) => {
-            abandon(starting).await;
-            drop(made);
-            claim.release();
-            return Err(e.into());
-        }
-    };
-    let ws = match made {
-        Ok(made) => {
-            (phases.copy_ms, phases.checkpoint_ms) = (made.copy_ms, made.checkpoint_ms);
-            phases.prepared_copy = made.refreshed.map(|r| PreparedCopy {
-                copied: r.copied,
-                removed: r.removed,
-                waited_ms: r.waited_ms,
-                compare_ms: r.compare_ms,
-                recopy_ms: r.recopy_ms,
-            });
-            made.ws
-        }
-        Err(e) => {
-            abandon(starting).await;
-            verifier.shutdown().await;
             claim.release();
             return Err(e);
         }
     };
-    let t = Instant::now();
-    progress.phase("sandbox");
-    let mut container = match starting.await {
-        Ok(Ok(container)) => container,
-        failed => {
-            verifier.shutdown().await;
-            drop(ws);
-            claim.release();
-            return Err(match failed {
-                Ok(Err(e)) => e.into(),
-                _ => RunError::Invalid("starting the command container failed".into()),
-            });
-        }
-    };
-    phases.sandbox_ms += elapsed_ms(t);
-    // From now on every command and every check is held to the limits.
-    container.set_limits(Some(ws.limits));
-    verifier.set_limits(ws.limits);
-    verifier.set_excludes(ws.checkpoints.excludes().clone());
-    // Pre-flight: a program the checks need and the image lacks stops the
-    // run now, before any model turn.
-    let t = Instant::now();
-    progress.phase("preflight");
-    let bootstraps = !inputs.bootstrap.is_empty();
-    if let Err(e) = verify::preflight::check(&mut container, &image, &needs, bootstraps).await {
-        tokio::join!(container.shutdown(), verifier.shutdown());
-        drop(ws);
-        claim.release();
-        return Err(e.into());
-    }
-    phases.preflight_ms = elapsed_ms(t);
-
-    let mut counters = RunCounters::default();
-    if resuming.is_none() {
-        // A command that changes nothing the run would deliver (it only
-        // builds what the repository ignores) reports no change.
-        counters.last_fingerprint = ws.baseline_fingerprint.clone();
-    }
-    let (bus, agent) = match resuming {
-        Some(r) => {
-            let log = artifacts.open_event_log()?;
-            let mut agent = r.point.agent;
-            agent.set_approval(options.approval);
-            counters.edit_seq = r.point.edit_seq;
-            counters.call_seq = r.point.call_seq;
-            (EventBus::new(log, channels.subscribers), agent)
-        }
-        None => {
-            let log = artifacts.create_event_log()?;
-            // Only the root is looked at now: subdirectories as the agent reaches them.
-            let root_instructions =
-                super::instructions::read(&ws.root, &[crate::agent::instructions::lookup("")]);
-            let mut config = agent_config(&options, &inputs, source.context_limit());
-            config.instructions = root_instructions;
-            let agent = Agent::new(config);
-            let mut manifest = manifest(&run_id, &options, &inputs, &ws, source.current());
-            manifest.instructions = agent
-                .instructions()
-                .iter()
-                .map(|d| ManifestInstruction {
-                    path: d.path.clone(),
-                    bytes: d.bytes,
-                    truncated: d.truncated,
-                })
-                .collect();
-            artifacts.write_manifest(&manifest, &key)?;
-            (EventBus::new(log, channels.subscribers), agent)
-        }
-    };
+    let (bus, agent, counters) = open_trace(
+        &options,
+        &inputs,
+        &run_id,
+        &ws,
+        &artifacts,
+        &key,
+        &*source,
+        channels.subscribers,
+        resuming,
+    )?;
     let timeout_s = options.limits.timeout_ms / 1000;
     let download_key = inputs.project.as_ref().map(|p| p.hash.clone());
-    if let Some(unmade) = unmade.take() {
+    if let Some(unmade) = unmade {
         std::mem::forget(unmade);
     }
     Ok(Run {
@@ -318,6 +164,263 @@ pub(crate) async fn prepare_with(
             ..counters
         },
     })
+}
+
+/// The first request goes out while the workspace is made, once the
+/// command container has the programs the checks need (those it has or
+/// lacks whatever the workspace holds); the agent takes its answer if it
+/// asks exactly that once the run starts. Returns the source to use and the
+/// gate to open, when a request went out.
+fn ask_early(
+    options: &RunOptions,
+    inputs: &Inputs,
+    source: Box<dyn ActionSource>,
+    new_run: bool,
+    deadline: tokio::time::Instant,
+) -> (Box<dyn ActionSource>, Option<Gate>) {
+    let early = new_run
+        .then(|| first_request(options, inputs, &*source))
+        .flatten();
+    match early {
+        Some(request) => {
+            let (gate, gated) = tokio::sync::oneshot::channel();
+            let early = Prefetching::start(source, request, deadline.into_std(), gated);
+            (Box::new(early) as Box<dyn ActionSource>, Some(gate))
+        }
+        None => (source, None),
+    }
+}
+
+/// Opens the early request to the model (`true`) or drops it (`false`).
+type Gate = tokio::sync::oneshot::Sender<bool>;
+
+type Starting = tokio::task::JoinHandle<Result<CommandContainer, SandboxError>>;
+
+/// What the set-up's parts share.
+struct Parts<'a> {
+    docker: &'a Docker,
+    image: &'a str,
+    inputs: &'a Inputs,
+    /// What the checks and the bootstrap need of the image.
+    needs: &'a [verify::preflight::Requirement],
+    state: &'a StateDir,
+    run_id: &'a str,
+}
+
+impl Parts<'_> {
+    /// Starts the command container (≈ 200 ms) while the workspace is copied
+    /// and checkpointed: the bind mount only needs the directory to exist.
+    /// The gate opens now when an earlier run found every workspace-free need
+    /// in this image; else once this container is up and has them.
+    async fn start_container(
+        &self,
+        options: &RunOptions,
+        claim: &WorkspaceClaim,
+        gate: Option<Gate>,
+    ) -> Starting {
+        let mut spec = ContainerSpec::new(self.image, &claim.dir, self.run_id);
+        spec.role = Role::Command;
+        spec.network = options.network;
+        spec.deps = claim.deps_dir();
+        let early_needs: Vec<_> = self
+            .needs
+            .iter()
+            .filter(|r| r.need.is_workspace_free())
+            .cloned()
+            .collect();
+        let gate = match gate {
+            Some(gate) => {
+                let found = match self.docker.inspect_image(self.image).await {
+                    Ok(inspect) => inspect.id.map(|id| {
+                        verify::preflight::FoundNeeds::new(&self.state.preflight_dir(), &id)
+                    }),
+                    Err(_) => None,
+                };
+                if found.as_ref().is_some_and(|f| f.has_all(&early_needs)) {
+                    let _ = gate.send(true);
+                    None
+                } else {
+                    Some((gate, found))
+                }
+            }
+            None => None,
+        };
+        // What a dependency folder already holds (a resumed run's venv on the
+        // `PATH`) is not the image's: needs are recorded only without it.
+        let deps_empty = claim.deps_dir().is_none_or(|d| {
+            std::fs::read_dir(d).map_or(true, |mut entries| entries.next().is_none())
+        });
+        let docker = self.docker.clone();
+        tokio::spawn(async move {
+            let mut container = CommandContainer::start(docker, spec).await?;
+            if let Some((gate, found)) = gate {
+                let missing = verify::preflight::find_missing(&mut container, &early_needs).await;
+                let met = missing.is_ok_and(|m| m.is_empty());
+                if met
+                    && deps_empty
+                    && let Some(found) = found
+                {
+                    found.record(&early_needs);
+                }
+                let _ = gate.send(met);
+            }
+            Ok::<_, SandboxError>(container)
+        })
+    }
+
+    fn verifier_settings(
+        &self,
+        options: &RunOptions,
+        claim: &WorkspaceClaim,
+        artifacts: &ArtifactDir,
+    ) -> VerifierSettings {
+        let mut settings = VerifierSettings::new(
+            self.image.to_string(),
+            claim.dir.clone(),
+            self.run_id.to_string(),
+            self.inputs.checks.clone(),
+            artifacts.path().join("outputs"),
+            self.state.stat_cache_paths(self.run_id)[0].clone(),
+        );
+        settings.allow_zero_tests = options.allow_zero_tests;
+        settings.check_timeout = options.limits.command_timeout();
+        settings.deps = claim.deps_dir();
+        settings
+    }
+
+    /// Starts the verifier while the workspace is made, then waits for the
+    /// command container and runs the pre-flight: a program the checks need
+    /// and the image lacks stops the run now, before any model turn. On an
+    /// error everything started is stopped (the claim is the caller's).
+    async fn assemble(
+        &self,
+        starting: Starting,
+        settings: VerifierSettings,
+        resuming: &Option<Resuming>,
+        progress: &Progress,
+        phases: &mut PreparePhases,
+    ) -> Result<(RunWorkspace, CommandContainer, Verifier), RunError> {
+        let ws_dir = settings.workspace.clone();
+        let (verifier, made) = tokio::join!(start_verifier(self.docker, settings), async {
+            match resuming {
+                Some(r) => {
+                    rebuild_workspace(self.inputs, &ws_dir, self.state, self.run_id, &r.point).await
+                }
+                None => {
+                    copy_workspace(self.inputs, &ws_dir, self.state, self.run_id, progress).await
+                }
+            }
+        });
+        let mut verifier = match verifier {
+            Ok(v) => v,
+            Err(e) => {
+                abandon(starting).await;
+                drop(made);
+                return Err(e.into());
+            }
+        };
+        let ws = match made {
+            Ok(made) => {
+                (phases.copy_ms, phases.checkpoint_ms) = (made.copy_ms, made.checkpoint_ms);
+                phases.prepared_copy = made.refreshed.map(|r| PreparedCopy {
+                    copied: r.copied,
+                    removed: r.removed,
+                    waited_ms: r.waited_ms,
+                    compare_ms: r.compare_ms,
+                    recopy_ms: r.recopy_ms,
+                });
+                made.ws
+            }
+            Err(e) => {
+                abandon(starting).await;
+                verifier.shutdown().await;
+                return Err(e);
+            }
+        };
+        let t = Instant::now();
+        progress.phase("sandbox");
+        let mut container = match starting.await {
+            Ok(Ok(container)) => container,
+            failed => {
+                verifier.shutdown().await;
+                drop(ws);
+                return Err(match failed {
+                    Ok(Err(e)) => e.into(),
+                    _ => RunError::Invalid("starting the command container failed".into()),
+                });
+            }
+        };
+        phases.sandbox_ms += elapsed_ms(t);
+        // From now on every command and every check is held to the limits.
+        container.set_limits(Some(ws.limits));
+        verifier.set_limits(ws.limits);
+        verifier.set_excludes(ws.checkpoints.excludes().clone());
+        let t = Instant::now();
+        progress.phase("preflight");
+        let bootstraps = !self.inputs.bootstrap.is_empty();
+        let checked =
+            verify::preflight::check(&mut container, self.image, self.needs, bootstraps).await;
+        if let Err(e) = checked {
+            tokio::join!(container.shutdown(), verifier.shutdown());
+            drop(ws);
+            return Err(e.into());
+        }
+        phases.preflight_ms = elapsed_ms(t);
+        Ok((ws, container, verifier))
+    }
+}
+
+/// Opens the event log (created, or continued for a resumed run), writes a
+/// new run's manifest and makes (or restores) its agent.
+#[allow(clippy::too_many_arguments)]
+fn open_trace(
+    options: &RunOptions,
+    inputs: &Inputs,
+    run_id: &str,
+    ws: &RunWorkspace,
+    artifacts: &ArtifactDir,
+    key: &crate::trace::ReceiptKey,
+    source: &dyn ActionSource,
+    subscribers: Vec<tokio::sync::mpsc::UnboundedSender<RunEvent>>,
+    resuming: Option<Resuming>,
+) -> Result<(EventBus, Agent, RunCounters), RunError> {
+    let mut counters = RunCounters::default();
+    if resuming.is_none() {
+        // A command that changes nothing the run would deliver (it only
+        // builds what the repository ignores) reports no change.
+        counters.last_fingerprint = ws.baseline_fingerprint.clone();
+    }
+    let agent = match resuming {
+        Some(r) => {
+            let log = artifacts.open_event_log()?;
+            let mut agent = r.point.agent;
+            agent.set_approval(options.approval);
+            counters.edit_seq = r.point.edit_seq;
+            counters.call_seq = r.point.call_seq;
+            return Ok((EventBus::new(log, subscribers), agent, counters));
+        }
+        None => {
+            // Only the root is looked at now: subdirectories as the agent reaches them.
+            let root_instructions =
+                super::instructions::read(&ws.root, &[crate::agent::instructions::lookup("")]);
+            let mut config = agent_config(options, inputs, source.context_limit());
+            config.instructions = root_instructions;
+            Agent::new(config)
+        }
+    };
+    let log = artifacts.create_event_log()?;
+    let mut manifest = manifest(run_id, options, inputs, ws, source.current());
+    manifest.instructions = agent
+        .instructions()
+        .iter()
+        .map(|d| ManifestInstruction {
+            path: d.path.clone(),
+            bytes: d.bytes,
+            truncated: d.truncated,
+        })
+        .collect();
+    artifacts.write_manifest(&manifest, key)?;
+    Ok((EventBus::new(log, subscribers), agent, counters))
 }
 
 /// The artifact directory of a run being set up and the owner file written

@@ -173,8 +173,32 @@ fn recycle(
     cleaned?;
     let kept = verify(&ws, &store, &baseline, candidates, owner);
 
-    // The source's facts, trusted only where the source did not change
-    // since the run's copy read it.
+    let (mut files, allocated) = record_kept(source_repo, &ws, hand_off, kept)?;
+    seed_git(&ws, building, hand_off, settings, started_ns, wanted_file)?;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    super::prepared::write_meta(
+        &building.join(super::prepared::META),
+        &Meta {
+            started_ns,
+            allocated,
+            baseline: Oid::ZERO_SHA1,
+            settings: settings.key(),
+            repo: source_repo.as_os_str().as_bytes().to_vec(),
+            files,
+            git_stale: true,
+        },
+    )
+}
+
+/// The kept paths recorded with the source's facts, trusted only where the
+/// source did not change since the run's copy read it (any other kept path
+/// is removed, to be copied again); with the bytes the kept files take.
+fn record_kept(
+    source_repo: &Path,
+    ws: &Path,
+    hand_off: &HandOff,
+    kept: Vec<Kept<'_>>,
+) -> Result<(Vec<Recorded>, u64), WorkspaceError> {
     let source = open_source(source_repo)?;
     let workdir = workdir_of(&source, source_repo)?;
     drop(source);
@@ -189,7 +213,7 @@ fn recycle(
         let unchanged =
             now.is_some_and(|k| k.mtime_ns < trusted_before && k.ctime_ns < trusted_before);
         let (Some(key), true) = (now, unchanged) else {
-            remove_file(&ws, path)?;
+            remove_file(ws, path)?;
             continue;
         };
         if let Ok(m) = std::fs::symlink_metadata(ws.join(path)) {
@@ -204,9 +228,20 @@ fn recycle(
             blob: Some(k.want.id),
         });
     }
+    Ok((files, allocated))
+}
 
-    // The baseline's objects for the taking run's `.git`, and the seed of
-    // its checkpoint store.
+/// The baseline's objects for the taking run's `.git`, and the seed of its
+/// checkpoint store, scanned so that a later scan trusts its stat cache
+/// (unless a run is waiting: it then hashes the files again itself).
+fn seed_git(
+    ws: &Path,
+    building: &Path,
+    hand_off: &HandOff,
+    settings: &PrepareSettings,
+    started_ns: i64,
+    wanted_file: Option<&Path>,
+) -> Result<(), WorkspaceError> {
     let objects = ws.join(".git").join("objects");
     let mut packs = Vec::new();
     let store_packs = hand_off.store.join("objects").join("pack");
@@ -218,7 +253,7 @@ fn recycle(
             packs.push(Pack { pack, index }.share_into(&objects)?);
         }
     }
-    let mut seed = CheckpointStore::open(&building.join("store"), &ws, ExcludeSet::default())?
+    let mut seed = CheckpointStore::open(&building.join("store"), ws, ExcludeSet::default())?
         .with_secret_paths(settings.secrets.clone())
         .with_max_file_bytes(settings.max_file_bytes);
     seed.adopt_pack(&packs)?;
@@ -232,20 +267,7 @@ fn recycle(
     if !waiting() {
         seed.scan()?;
     }
-    drop(seed);
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    super::prepared::write_meta(
-        &building.join(super::prepared::META),
-        &Meta {
-            started_ns,
-            allocated,
-            baseline: Oid::ZERO_SHA1,
-            settings: settings.key(),
-            repo: source_repo.as_os_str().as_bytes().to_vec(),
-            files,
-            git_stale: true,
-        },
-    )
+    Ok(())
 }
 
 /// Every file and link of `tree` (read from `store`), by path.
