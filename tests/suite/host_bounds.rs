@@ -222,8 +222,11 @@ async fn fallocate_past_the_size_limit_is_stopped() {
     let m = run_measured(&h, "fallocate -l 6G").await;
     assert_host_safe(&m);
     let results = tool_results(&h);
+    // The walk may meet the file while fallocate is still giving it its
+    // blocks: any size over the limit stops it.
     assert!(
-        results[0].contains("stopped: the workspace grew to 6.0 GB, over its size limit of 2.0 GB"),
+        results[0].contains("stopped: the workspace grew to")
+            && results[0].contains("over its size limit of 2.0 GB"),
         "{}",
         results[0]
     );
