@@ -46,7 +46,7 @@ impl Scene {
                 std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none(),
                 "tmux is required for this test (CI installs it)"
             );
-            eprintln!("skipping: tmux is not installed");
+            support::skipped("tmux is not installed");
             return None;
         }
         let source = tempfile::tempdir().expect("tempdir");

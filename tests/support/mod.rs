@@ -51,13 +51,25 @@ pub async fn docker_or_skip() -> Option<Docker> {
             Some(docker)
         }
         Err(e) if std::env::var_os("MINICODER_REQUIRE_DOCKER").is_none() => {
-            eprintln!(
-                "skipping: Docker is absent ({e}); set MINICODER_REQUIRE_DOCKER=1 to fail instead"
-            );
+            skipped(&format!(
+                "Docker is absent ({e}); set MINICODER_REQUIRE_DOCKER=1 to fail instead"
+            ));
             None
         }
         Err(e) => panic!("MINICODER_REQUIRE_DOCKER is set but Docker is unusable: {e}"),
     }
+}
+
+/// Says that the calling test is skipped, past the test harness's capture
+/// of its output: a skipped test is seen in the run's output, not passed in
+/// silence.
+pub fn skipped(why: &str) {
+    use std::io::Write;
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let _ = writeln!(std::io::stderr(), "SKIPPED {name}: {why}");
 }
 
 /// A temporary workspace directory owned by the sandbox user.
