@@ -145,6 +145,17 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
             name, ok, summary, ..
         } => format!("  {} {name}: {summary}", if *ok { "✓" } else { "✗" }),
         RunEvent::PolicyRefused { name, reason, .. } => format!("  refused {name}: {reason}"),
+        RunEvent::HookRan {
+            hook,
+            event,
+            exit,
+            decision,
+            duration_ms,
+            ..
+        } => format!(
+            "  hook {event} `{hook}`: {}, {decision}, {duration_ms} ms",
+            exit.map_or("no exit status".to_string(), |c| format!("exit {c}"))
+        ),
         RunEvent::AgentCorrection { .. } => "  the reply called no tool; correcting".to_string(),
         RunEvent::CheckpointRestored { id, .. } => {
             format!("  restored validated checkpoint {}", short(id))

@@ -20,6 +20,7 @@
 //! sandbox/     Docker (bollard): image, command containers, limits, probe, gc
 //! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
 //! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
+//! hooks/       the person's programs at fixed points of a run and of apply
 //! state.rs     the state directory      owner.rs  which process owns what      ids.rs  names
 //! protocol/    RunEvent · Command · RunReport — depends on nothing else in the crate
 //! ```
@@ -41,7 +42,7 @@
 //! verify
 //! sandbox
 //! workspace
-//! model  state
+//! model  state  hooks
 //! terminal_text  ids  owner
 //! protocol
 //! ```
@@ -53,6 +54,7 @@ pub mod agent;
 pub mod cli;
 pub mod delivery;
 pub mod headless;
+pub mod hooks;
 pub mod ids;
 pub mod model;
 pub mod owner;

@@ -194,6 +194,25 @@ fn non_empty_env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// The person's configuration directory, where themes, `keymap.toml`,
+/// `config.toml` and `hooks.json` live: `$MINICODER_CONFIG_DIR`, else
+/// `$XDG_CONFIG_HOME/minicoder`, else `~/.config/minicoder`.
+pub fn config_dir(env: &std::collections::HashMap<String, String>) -> Option<PathBuf> {
+    if let Some(dir) = env.get("MINICODER_CONFIG_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = env.get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(Path::new(dir).join("minicoder"));
+    }
+    env.get("HOME")
+        .map(|home| Path::new(home).join(".config/minicoder"))
+}
+
+/// [`config_dir`] of this process's environment.
+pub fn config_dir_from_env() -> Option<PathBuf> {
+    config_dir(&std::env::vars().collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,18 @@ pub struct AgentConfig {
     /// started (each already cut to its bound).
     #[serde(default)]
     pub instructions: Vec<InstructionDoc>,
+    /// Which of the person's hooks the agent asks for.
+    #[serde(default)]
+    pub hooks: HookPoints,
+}
+
+/// The hook points the person configured hooks for: the agent asks the
+/// driver to run them only there.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookPoints {
+    /// `PreToolUse`: before every tool the driver runs (not the plan or a
+    /// completion request, which the agent answers itself).
+    pub pre_tool_use: bool,
 }
 
 fn default_approval() -> ApprovalMode {
@@ -64,6 +76,7 @@ impl AgentConfig {
             approval: ApprovalMode::Never,
             approval_timeout_ms: APPROVAL_TIMEOUT_MS,
             instructions: Vec::new(),
+            hooks: HookPoints::default(),
         }
     }
 }
@@ -141,6 +154,14 @@ pub enum Input {
         validated: bool,
     },
     ModelReplied(ModelReply),
+    /// The `PreToolUse` hooks of a call ran: `refused` with the reason the
+    /// model is told (a block, a deny, an ask no one can answer here, a
+    /// stop), or the call goes on, with the arguments a hook rewrote.
+    PreToolHooksRan {
+        call_id: String,
+        refused: Option<String>,
+        arguments: Option<String>,
+    },
     /// A tool call ended (for `edit_file`: applied, or its patch did not fit).
     ToolFinished {
         call_id: String,
@@ -247,6 +268,9 @@ pub enum Effect {
     ReadInstructions {
         lookups: Vec<InstructionLookup>,
     },
+    /// Run the `PreToolUse` hooks of `call`; the verdict comes back as
+    /// `PreToolHooksRan`.
+    PreToolHooks(ToolCall),
     /// Run one tool. For `edit_file` this checks the patch against the
     /// workspace and reports `EditPrepared`; applying it is [`Effect::ApplyEdit`].
     RunTool(ToolCall),

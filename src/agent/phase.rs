@@ -26,6 +26,8 @@ pub enum Phase {
     Bootstrapping,
     /// A model request is in flight.
     AwaitingModel,
+    /// The person's `PreToolUse` hooks judge a call before it runs.
+    AwaitingHooks { call: ToolCall },
     /// A tool call is in flight (for `edit_file`: its patch is being checked).
     AwaitingTool { call: ToolCall },
     /// An edit waits for the person's answer.
@@ -68,6 +70,7 @@ impl Phase {
             Phase::Ready => "ready",
             Phase::Bootstrapping => "bootstrapping",
             Phase::AwaitingModel => "awaiting the model",
+            Phase::AwaitingHooks { .. } => "running hooks",
             Phase::AwaitingTool { .. } => "running a tool",
             Phase::AwaitingApproval { .. } => "awaiting approval",
             Phase::ApplyingEdit { .. } => "applying an edit",

@@ -132,6 +132,12 @@ impl Agent {
         self.config.approval = mode;
     }
 
+    /// The hook points in force now (a resumed run asks for the person's
+    /// hooks as they are, not as they were).
+    pub(crate) fn set_hooks(&mut self, hooks: crate::agent::effects::HookPoints) {
+        self.config.hooks = hooks;
+    }
+
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
@@ -311,6 +317,17 @@ impl Agent {
                 self.begin(fx);
             }
             (Phase::AwaitingModel, Input::ModelReplied(reply)) => self.on_reply(reply, fx),
+            (
+                Phase::AwaitingHooks { call },
+                Input::PreToolHooksRan {
+                    call_id,
+                    refused,
+                    arguments,
+                },
+            ) if call.id == call_id => {
+                let call = call.clone();
+                self.on_pre_tool_hooks(call, refused, arguments, fx);
+            }
             (
                 Phase::AwaitingTool { call } | Phase::ApplyingEdit { call },
                 Input::ToolFinished {
@@ -529,13 +546,7 @@ impl Agent {
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
             }));
-            if let Some(reason) = policy::refusal(&call.name, &call.arguments, &self.plan) {
-                fx.push(Effect::Emit(RunEvent::PolicyRefused {
-                    call_id: call.id.clone(),
-                    name: call.name.clone(),
-                    reason: reason.clone(),
-                }));
-                self.answer(&call, false, "refused", format!("Refused: {reason}"), fx);
+            if self.refused_by_policy(&call, fx) {
                 continue;
             }
             match ToolName::from_name(&call.name) {
@@ -555,18 +566,69 @@ impl Agent {
                     };
                     return;
                 }
-                tool => {
-                    if tool.is_some_and(ToolName::mutates_workspace) {
-                        self.checkpoint(format!("before {}", call.name), false, fx);
-                    }
-                    self.look_for_instructions(&call, fx);
-                    fx.push(Effect::RunTool(call.clone()));
-                    self.phase = Phase::AwaitingTool { call };
+                _ if self.config.hooks.pre_tool_use => {
+                    fx.push(Effect::PreToolHooks(call.clone()));
+                    self.phase = Phase::AwaitingHooks { call };
                     return;
                 }
+                _ => return self.start_tool(call, fx),
             }
         }
         self.next_turn(fx);
+    }
+
+    /// Answers `call` with the policy's refusal, if it has one.
+    fn refused_by_policy(&mut self, call: &ToolCall, fx: &mut Vec<Effect>) -> bool {
+        let Some(reason) = policy::refusal(&call.name, &call.arguments, &self.plan) else {
+            return false;
+        };
+        fx.push(Effect::Emit(RunEvent::PolicyRefused {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            reason: reason.clone(),
+        }));
+        self.answer(call, false, "refused", format!("Refused: {reason}"), fx);
+        true
+    }
+
+    /// Runs a tool call the policy (and the hooks) let through.
+    fn start_tool(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
+        if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
+            self.checkpoint(format!("before {}", call.name), false, fx);
+        }
+        self.look_for_instructions(&call, fx);
+        fx.push(Effect::RunTool(call.clone()));
+        self.phase = Phase::AwaitingTool { call };
+    }
+
+    /// The `PreToolUse` hooks' verdict on `call`: refused, it is answered
+    /// with the reason; else it runs, with the arguments a hook rewrote
+    /// held to the policy again (a hook cannot take a call past it).
+    fn on_pre_tool_hooks(
+        &mut self,
+        mut call: ToolCall,
+        refused: Option<String>,
+        arguments: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        self.phase = Phase::AwaitingModel;
+        if let Some(why) = refused {
+            self.answer(
+                &call,
+                false,
+                "blocked by a hook",
+                format!("Blocked by a PreToolUse hook: {why}"),
+                fx,
+            );
+            return self.next_call(fx);
+        }
+        if let Some(arguments) = arguments {
+            call.arguments = arguments;
+            if self.refused_by_policy(&call, fx) {
+                return self.next_call(fx);
+            }
+        }
+        self.start_tool(call, fx);
     }
 
     /// Records a result the agent produced itself (refusals, plan updates).

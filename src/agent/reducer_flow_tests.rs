@@ -490,3 +490,107 @@ fn a_baseline_check_that_cannot_run_stops_the_run_as_an_environment_error() {
         Some(Effect::Finish { outcome: Outcome::Failure, reason }) if reason.starts_with("environment error: check tests")
     ));
 }
+
+fn hooked_agent() -> Agent {
+    let mut a = Agent::new(AgentConfig {
+        hooks: crate::agent::effects::HookPoints { pre_tool_use: true },
+        ..config()
+    });
+    start(&mut a);
+    a
+}
+
+const SHELL: &str = r#"{"command":"rm -rf /tmp/x"}"#;
+
+#[test]
+fn with_pre_tool_hooks_a_call_waits_for_them_and_a_refusal_reaches_the_model() {
+    let mut a = hooked_agent();
+    let fx = a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("s", "run_shell", SHELL),
+        call("r", "read_file", r#"{"path":"a.py"}"#),
+    ]));
+    // The plan is the agent's own: no hook; the command waits for them.
+    assert!(
+        matches!(fx.last(), Some(Effect::PreToolHooks(c)) if c.id == "s"),
+        "{fx:?}"
+    );
+    assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))));
+    assert_eq!(a.phase().name(), "running hooks");
+    // A result for another call changes nothing.
+    let fx = a.handle(Input::PreToolHooksRan {
+        call_id: "other".into(),
+        refused: None,
+        arguments: None,
+    });
+    assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))));
+    let fx = a.handle(Input::PreToolHooksRan {
+        call_id: "s".into(),
+        refused: Some("no rm -rf".into()),
+        arguments: None,
+    });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ToolFinished { call_id, ok: false, .. }) if call_id == "s"
+    )));
+    // The next call's hooks run; the refused one never ran.
+    assert!(
+        matches!(fx.last(), Some(Effect::PreToolHooks(c)) if c.id == "r"),
+        "{fx:?}"
+    );
+    assert!(!has(
+        &fx,
+        |e| matches!(e, Effect::RunTool(c) if c.id == "s")
+    ));
+    assert_eq!(
+        last_tool_result(&a),
+        "Blocked by a PreToolUse hook: no rm -rf"
+    );
+}
+
+#[test]
+fn a_rewritten_call_runs_with_its_new_arguments_and_still_meets_the_policy() {
+    let mut a = hooked_agent();
+    a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("s", "run_shell", SHELL),
+    ]));
+    let fx = a.handle(Input::PreToolHooksRan {
+        call_id: "s".into(),
+        refused: None,
+        arguments: Some(r#"{"command":"echo safe"}"#.into()),
+    });
+    assert!(
+        matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == "s" && c.arguments == r#"{"command":"echo safe"}"#),
+        "{fx:?}"
+    );
+    // Arguments that are no JSON object are refused as the model's own
+    // would be.
+    let mut a = hooked_agent();
+    a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("x", "run_shell", SHELL),
+    ]));
+    let fx = a.handle(Input::PreToolHooksRan {
+        call_id: "x".into(),
+        refused: None,
+        arguments: Some("[1]".into()),
+    });
+    assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))), "{fx:?}");
+    assert!(last_tool_result(&a).starts_with("Refused: the arguments of run_shell"));
+}
+
+#[test]
+fn without_hooks_a_call_runs_at_once() {
+    let mut a = Agent::new(config());
+    start(&mut a);
+    let fx = a.handle(reply(vec![
+        call("p", "update_plan", PLAN_WIP),
+        call("s", "run_shell", SHELL),
+    ]));
+    assert!(
+        matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == "s"),
+        "{fx:?}"
+    );
+    assert!(!has(&fx, |e| matches!(e, Effect::PreToolHooks(_))));
+}

@@ -41,6 +41,7 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         Ok(report) => report,
         Err(e) => return refused(&e),
     };
+    print_hooks(&report);
     if !report.succeeded {
         err!(
             "minicoder: run {} did not succeed; applying its patch unverified, as asked (the journal records it)",
@@ -81,6 +82,13 @@ pub fn apply(run: &str, options: ApplyOptions) -> ExitCode {
         ),
     }
     ExitCode::SUCCESS
+}
+
+/// What each apply hook did, on stderr.
+fn print_hooks(report: &ApplyReport) {
+    for line in &report.hooks {
+        err!("minicoder: {line}");
+    }
 }
 
 /// What a dry run found in the way, and whether apply would refuse.
@@ -168,6 +176,7 @@ pub fn apply_subset(run: &str, subset: &Subset, options: ApplyOptions) -> ExitCo
             out!("  {mark} {:>3}  {}  {}", c.number, c.file, c.hunk);
         }
     } else {
+        print_hooks(report);
         if !report.succeeded {
             err!(
                 "minicoder: applying unverified, as asked (the journal records it): {}",

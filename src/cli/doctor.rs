@@ -50,6 +50,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     }
 
     providers(&mut record);
+    hooks(&mut record);
     let cwd = std::env::current_dir().ok();
     for detail in cwd
         .and_then(|d| super::doctor_instructions::report(&d))
@@ -185,6 +186,40 @@ fn providers(record: &mut dyn FnMut(Level, &str, String)) {
                 .to_string()
         },
     );
+}
+
+/// Every hook of the person's configuration, and where it runs.
+fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
+    let dir = crate::state::config_dir_from_env();
+    let file = dir
+        .as_ref()
+        .map(|d| d.join(crate::hooks::config::FILE).display().to_string())
+        .unwrap_or_else(|| "no configuration directory".into());
+    match crate::hooks::Hooks::load(dir.as_deref()) {
+        Err(e) => record(
+            Level::Fail,
+            "hooks",
+            format!("{e} (apply refuses until it is fixed)"),
+        ),
+        Ok(hooks) if hooks.is_empty() => {
+            record(Level::Ok, "hooks", format!("none ({file})"));
+        }
+        Ok(hooks) => {
+            for (event, matcher, spec) in hooks.listed() {
+                let matcher = matcher.map_or(String::new(), |m| format!(" on tools `{m}`"));
+                record(
+                    Level::Ok,
+                    "hook",
+                    format!(
+                        "{}{matcher}: `{}` runs on the host, timeout {} s (from {file})",
+                        event.name(),
+                        spec.command,
+                        spec.timeout.as_secs()
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// The repositories whose configuration the person trusts.

@@ -416,12 +416,21 @@ fn run_without_async(command: &Option<Command>) -> Option<ExitCode> {
             hunks,
             repo,
         }) => {
+            let hooks =
+                match crate::hooks::Hooks::load(crate::state::config_dir_from_env().as_deref()) {
+                    Ok(hooks) => std::sync::Arc::new(hooks),
+                    Err(e) => {
+                        err!("minicoder: your hooks: {e}");
+                        return Some(ExitCode::from(EXIT_USAGE));
+                    }
+                };
             let options = crate::delivery::ApplyOptions {
                 dry_run: *dry_run,
                 merge: *merge,
                 commit: *commit,
                 unverified: *unverified,
                 repo: repo.clone(),
+                hooks: Some(hooks),
             };
             let subset = match (hunks, paths.is_empty()) {
                 (Some(list), _) => match crate::delivery::hunks::parse_numbers(list) {

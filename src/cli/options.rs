@@ -53,6 +53,10 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
     );
     opts.trust = trust_grant(args.trust_project);
     opts.allow_config_edits = args.allow_config_edits;
+    opts.hooks = std::sync::Arc::new(
+        crate::hooks::Hooks::load(crate::state::config_dir(env).as_deref())
+            .map_err(|e| format!("your hooks: {e}"))?,
+    );
     Ok(opts)
 }
 

@@ -87,18 +87,6 @@ fn usage(message: &str) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(super::EXIT_USAGE))
 }
 
-/// Where user themes, `keymap.toml` and `config.toml` live.
-fn config_dir(env: &HashMap<String, String>) -> Option<PathBuf> {
-    if let Some(dir) = env.get("MINICODER_CONFIG_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    if let Some(dir) = env.get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
-        return Some(Path::new(dir).join("minicoder"));
-    }
-    env.get("HOME")
-        .map(|home| Path::new(home).join(".config/minicoder"))
-}
-
 /// The theme: `--theme`, else `theme = "..."` in `config.toml`, else the default.
 fn load_theme(flag: Option<&str>, config: Option<&Path>) -> Result<Theme, String> {
     let configured = config
@@ -134,7 +122,7 @@ async fn interactive(
         return usage(&e);
     }
     let env: HashMap<String, String> = std::env::vars().collect();
-    let config = config_dir(&env);
+    let config = crate::state::config_dir(&env);
     let theme = match load_theme(template.theme.as_deref(), config.as_deref()) {
         Ok(theme) => theme,
         Err(e) => return usage(&e),

@@ -56,6 +56,8 @@ pub enum DeliveryError {
     DoesNotApply(String),
     #[error("refused: {path}: {why}")]
     RefusedPath { path: String, why: String },
+    #[error("refused by a PreApply hook: {0}; nothing was written")]
+    Vetoed(String),
     #[error(
         "refused: the source changed since the run's baseline where the patch changes it, in {}; nothing was written (--merge tries a three-way merge)",
         .0.join(", ")
@@ -110,6 +112,9 @@ pub struct ApplyOptions {
     /// The repository to apply to, when it moved since the run (`--repo`);
     /// else the one the run was made on.
     pub repo: Option<PathBuf>,
+    /// The person's hooks: `PreApply` may veto the patch before anything is
+    /// written, `PostApply` hears of it once written.
+    pub hooks: Option<std::sync::Arc<crate::hooks::Hooks>>,
 }
 
 /// The repository an apply writes into: `--repo` or the run's own, which
@@ -160,6 +165,8 @@ pub struct ApplyReport {
     /// The repository's submodules: files the patch changes there are
     /// written into their working trees like any file.
     pub submodules: Vec<String>,
+    /// What each `PreApply` and `PostApply` hook did, a line each.
+    pub hooks: Vec<String>,
 }
 
 impl ApplyReport {
@@ -211,6 +218,8 @@ pub fn apply(
     if plan.writes.is_empty() {
         return Ok(report);
     }
+    let hooked = Hooked::new(run, &report, &verified.patch);
+    hooked.before(&options, &mut report)?;
     deliver(
         key,
         run,
@@ -222,7 +231,94 @@ pub fn apply(
         None,
         &mut report,
     )?;
+    hooked.after(&options, &mut report);
     Ok(report)
+}
+
+/// An apply as its hooks are told of it.
+pub(crate) struct Hooked {
+    input: crate::hooks::HookInput,
+}
+
+impl Hooked {
+    pub(crate) fn new(run: &RunRecord, report: &ApplyReport, patch: &[u8]) -> Self {
+        use crate::hooks::{HookEvent, HookInput};
+        let mut input = HookInput::new(HookEvent::PreApply, &run.id, &report.repo);
+        input.transcript_path = Some(run.dir.join("events.jsonl").display().to_string());
+        let files: Vec<serde_json::Value> = report
+            .changes
+            .iter()
+            .map(|(letter, path)| serde_json::json!({"status": letter.to_string(), "path": path}))
+            .collect();
+        input.extra.insert("run_id".into(), run.id.clone().into());
+        input
+            .extra
+            .insert("repo".into(), report.repo.display().to_string().into());
+        input.extra.insert("changed_files".into(), files.into());
+        input.extra.insert(
+            "patch".into(),
+            String::from_utf8_lossy(patch).into_owned().into(),
+        );
+        input
+            .extra
+            .insert("verified".into(), report.succeeded.into());
+        Self { input }
+    }
+
+    /// Runs the `PreApply` hooks: a block, a deny, a stop or an ask (which
+    /// apply has no one to put to) refuses the apply.
+    pub(crate) fn before(
+        &self,
+        options: &ApplyOptions,
+        report: &mut ApplyReport,
+    ) -> Result<(), DeliveryError> {
+        use crate::hooks::{HookEvent, Permission};
+        let Some(hooks) = options.hooks.as_ref().filter(|h| !h.is_empty()) else {
+            return Ok(());
+        };
+        let run = hooks.run_blocking(HookEvent::PreApply, &self.input);
+        report.hooks.extend(hook_lines(&run));
+        if let Some(why) = run.verdict.refuses() {
+            return Err(DeliveryError::Vetoed(why));
+        }
+        if let Some((Permission::Ask, why)) = &run.verdict.permission {
+            return Err(DeliveryError::Vetoed(format!(
+                "it asks for your confirmation ({why}), which apply cannot ask for: apply from the session, or change the hook"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Runs the `PostApply` hooks; what they decide changes nothing.
+    pub(crate) fn after(&self, options: &ApplyOptions, report: &mut ApplyReport) {
+        use crate::hooks::HookEvent;
+        let Some(hooks) = options.hooks.as_ref().filter(|h| !h.is_empty()) else {
+            return;
+        };
+        let mut input = self.input.clone();
+        input.hook_event_name = HookEvent::PostApply.name().to_string();
+        if let Some(commit) = &report.commit {
+            input.extra.insert("commit".into(), commit.clone().into());
+        }
+        let lines = hook_lines(&hooks.run_blocking(HookEvent::PostApply, &input));
+        report.hooks.extend(lines);
+    }
+}
+
+/// What each hook did, in lines for a person (also in the log file).
+fn hook_lines(run: &crate::hooks::HookRun) -> Vec<String> {
+    let mut lines: Vec<String> = run.records.iter().map(|r| r.line()).collect();
+    lines.extend(run.verdict.messages.iter().map(|m| format!("hook: {m}")));
+    lines.extend(
+        run.verdict
+            .errors
+            .iter()
+            .map(|e| format!("a hook failed (nothing blocked): {e}")),
+    );
+    for line in &lines {
+        tracing::info!("{line}");
+    }
+    lines
 }
 
 /// What applying `plan` does, before anything is written.
@@ -251,6 +347,7 @@ fn report_for(
         dry_run: options.dry_run,
         commit: None,
         submodules: crate::workspace::submodules_of(source.root()),
+        hooks: Vec::new(),
     }
 }
 

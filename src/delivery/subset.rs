@@ -168,6 +168,8 @@ pub async fn apply_subset(
         passed: done.passed,
     };
     let unverified = !verified.succeeded || !done.passed;
+    let hooked = super::Hooked::new(run, &report, &patch);
+    hooked.before(&options, &mut report)?;
     super::deliver(
         key,
         run,
@@ -179,6 +181,7 @@ pub async fn apply_subset(
         Some(link),
         &mut report,
     )?;
+    hooked.after(&options, &mut report);
     report.succeeded = !unverified;
     result.report = report;
     Ok(result)

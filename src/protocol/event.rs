@@ -184,6 +184,21 @@ pub enum RunEvent {
         name: String,
         reason: String,
     },
+    /// One of the person's hooks ran (see the hooks module for the contract).
+    #[serde(rename = "hook.ran")]
+    HookRan {
+        /// The command, or an in-process handler's name.
+        hook: String,
+        event: String,
+        /// The call it was about, for tool events.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// Its exit status; `None` for an in-process handler or a killed hook.
+        exit: Option<i32>,
+        /// `continue`, `block`, `allow`, `deny`, `ask`, `rewrite`, `stop` or `error`.
+        decision: String,
+        duration_ms: u64,
+    },
     #[serde(rename = "agent.correction")]
     AgentCorrection { turn: u32, message: String },
     #[serde(rename = "workspace.changed")]
@@ -363,6 +378,7 @@ impl RunEvent {
             RunEvent::ToolStarted { .. } => "tool.started",
             RunEvent::ToolFinished { .. } => "tool.finished",
             RunEvent::PolicyRefused { .. } => "policy.refused",
+            RunEvent::HookRan { .. } => "hook.ran",
             RunEvent::AgentCorrection { .. } => "agent.correction",
             RunEvent::WorkspaceChanged { .. } => "workspace.changed",
             RunEvent::CheckpointCreated { .. } => "checkpoint.created",

@@ -163,6 +163,12 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::ReadInstructions { lookups } => Some(Input::InstructionsRead {
             docs: super::instructions::read(&run.ws.root, &lookups),
         }),
+        Effect::PreToolHooks(call) => {
+            let t = Instant::now();
+            let input = super::hooks::pre_tool_use(run, &call).await;
+            run.counters.durations.tools_ms += elapsed_ms(t);
+            Some(input)
+        }
         Effect::RunTool(call) => {
             let t = Instant::now();
             let input = run_tool(run, &call).await;

@@ -12,6 +12,7 @@ mod bus;
 mod check_output;
 mod driver;
 mod finish;
+mod hooks;
 mod instructions;
 pub(crate) mod options;
 mod parts;

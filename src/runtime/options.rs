@@ -93,6 +93,9 @@ pub struct RunOptions {
     /// The run may change the repository's own configuration
     /// (`.minicoder.json`, `.minicoder/`); otherwise the tools refuse.
     pub allow_config_edits: bool,
+    /// The person's hooks (none by default; front ends load them from the
+    /// configuration directory).
+    pub hooks: std::sync::Arc<crate::hooks::Hooks>,
 }
 
 /// Trust given for one run.
@@ -118,6 +121,7 @@ impl RunOptions {
             bootstrap_network: true,
             trust: None,
             allow_config_edits: false,
+            hooks: std::sync::Arc::default(),
         }
     }
 }

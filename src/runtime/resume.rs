@@ -52,6 +52,13 @@ pub async fn resume(
         )));
     }
     let mut options = options_as_signed(&req);
+    // The person's hooks as they are now (a resumed agent asks for the
+    // points it was started with; a file that cannot be read stops here
+    // rather than let a veto lapse).
+    options.hooks = std::sync::Arc::new(
+        crate::hooks::Hooks::load(crate::state::config_dir_from_env().as_deref())
+            .map_err(|e| RunError::Invalid(format!("your hooks: {e}")))?,
+    );
     let new_checks = checks_to_use(&req, &mut options)?;
     let tail = log_tail(&run.dir.join("events.jsonl"));
     let note = note(&point, &tail, follow_up.is_some());

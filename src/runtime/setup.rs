@@ -395,6 +395,7 @@ fn open_trace(
             let log = artifacts.open_event_log()?;
             let mut agent = r.point.agent;
             agent.set_approval(options.approval);
+            agent.set_hooks(hook_points(options));
             counters.edit_seq = r.point.edit_seq;
             counters.call_seq = r.point.call_seq;
             return Ok((EventBus::new(log, subscribers), agent, counters));
@@ -949,7 +950,17 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
     config.bootstrap = inputs.bootstrap.clone();
     config.bootstrap_network = inputs.bootstrap_network;
     config.approval = options.approval;
+    config.hooks = hook_points(options);
     config
+}
+
+/// The points the person has hooks for.
+fn hook_points(options: &RunOptions) -> crate::agent::effects::HookPoints {
+    crate::agent::effects::HookPoints {
+        pre_tool_use: !options
+            .hooks
+            .is_empty_for(crate::hooks::HookEvent::PreToolUse),
+    }
 }
 
 fn manifest(

@@ -94,9 +94,14 @@ impl RunStore {
         let key = self.key().map_err(ApplyFailure::Other)?;
         let run = RunRecord::read(Path::new(&request.run.dir))
             .map_err(|e| ApplyFailure::Other(e.to_string()))?;
+        // A hooks file that cannot be read refuses the apply rather than
+        // skip a veto the person set up.
+        let hooks = crate::hooks::Hooks::load(crate::state::config_dir_from_env().as_deref())
+            .map_err(|e| ApplyFailure::Other(format!("your hooks: {e}")))?;
         let options = ApplyOptions {
             merge: request.merge,
             unverified: request.unverified,
+            hooks: Some(std::sync::Arc::new(hooks)),
             ..ApplyOptions::default()
         };
         match &request.subset {

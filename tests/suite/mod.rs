@@ -12,6 +12,7 @@ mod dialects_run;
 mod ecosystems;
 mod evidence;
 mod git_paths;
+mod hooks;
 mod host_bounds;
 mod hostile_repo;
 mod model;

@@ -332,6 +332,49 @@ fn a_follow_up_is_queued_for_the_next_turn() {
 }
 
 #[test]
+fn a_command_a_hook_blocks_is_shown_with_the_hook() {
+    let blocked = |h: &mut Harness| {
+        h.start();
+        h.feed(ev::opening());
+        h.feed(vec![
+            RunEvent::ToolStarted {
+                call_id: "c9".into(),
+                name: "run_shell".into(),
+                arguments: r#"{"command":"rm -rf ./*"}"#.into(),
+            },
+            RunEvent::HookRan {
+                // A hostile command line: escapes never reach the terminal.
+                hook: "sh ~/.config/minicoder/\u{1b}[2Jpolicy.sh".into(),
+                event: "PreToolUse".into(),
+                call_id: Some("c9".into()),
+                exit: Some(2),
+                decision: "block".into(),
+                duration_ms: 14,
+            },
+            RunEvent::ToolFinished {
+                call_id: "c9".into(),
+                name: "run_shell".into(),
+                ok: false,
+                summary: "blocked by a hook".into(),
+                result: "Blocked by a PreToolUse hook: rm -rf is not allowed here".into(),
+                output_file: None,
+                duration_ms: 0,
+                changed_files: Vec::new(),
+            },
+        ]);
+    };
+    both_sizes("hook_blocked", ApprovalMode::Final, blocked);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    blocked(&mut h);
+    let screen = h.screen();
+    assert!(
+        screen.contains("hook PreToolUse block, exit 2: `sh ~/.config/minicoder/"),
+        "{screen}"
+    );
+    assert!(!screen.contains('\u{1b}'));
+}
+
+#[test]
 fn project_instructions_are_noted_as_they_load() {
     both_sizes("instructions", ApprovalMode::Final, |h| {
         h.start();

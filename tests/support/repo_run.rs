@@ -91,7 +91,15 @@ impl Repo {
     /// `minicoder run REPO TASK --non-interactive` with `flags` (its
     /// artifacts in the state directory, as a person's runs are).
     pub async fn run(&self, label: &str, flags: &[&str]) -> Ran {
+        self.run_with(label, flags, &[]).await
+    }
+
+    /// [`Repo::run`] with `env` added to the command's environment.
+    pub async fn run_with(&self, label: &str, flags: &[&str], env: &[(&str, &Path)]) -> Ran {
         let mut cmd = self.command(&["run"]);
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
         cmd.arg(self.path())
             .arg("Fix the pagination bug")
             .args(["--non-interactive", "--model", "openai"])
@@ -121,6 +129,15 @@ impl Repo {
             ("update_plan", plan(["in_progress", "pending"])),
             ("run_shell", json!({"command": command})),
         ]));
+        self.fix();
+    }
+
+    /// The model plans, fixes the bug and asks for completion.
+    pub fn fix_only(&self) {
+        self.mock.push(MockResponse::tool_calls(&[(
+            "update_plan",
+            plan(["in_progress", "pending"]),
+        )]));
         self.fix();
     }
 

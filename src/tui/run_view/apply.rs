@@ -27,6 +27,7 @@ impl RunView {
             | RunEvent::ToolStarted { .. }
             | RunEvent::ToolFinished { .. }
             | RunEvent::PolicyRefused { .. }
+            | RunEvent::HookRan { .. }
             | RunEvent::AgentCorrection { .. }
             | RunEvent::WorkspaceChanged { .. } => self.work_event(event),
             RunEvent::VerificationStarted { .. }
@@ -282,6 +283,19 @@ impl RunView {
                 }
                 _ => self.note(NoteKind::Warning, format!("{name} refused: {reason}")),
             },
+            RunEvent::HookRan {
+                hook,
+                event,
+                exit,
+                decision,
+                ..
+            } if !matches!(decision.as_str(), "continue" | "allow") => {
+                let exit = exit.map_or(String::new(), |c| format!(", exit {c}"));
+                self.note(
+                    NoteKind::Warning,
+                    format!("hook {event} {decision}{exit}: `{}`", clean(hook)),
+                )
+            }
             RunEvent::AgentCorrection { message, .. } => {
                 self.note(NoteKind::Warning, format!("correction: {message}"))
             }

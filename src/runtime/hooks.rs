@@ -1,0 +1,110 @@
+//! Running the person's hooks for the agent: the driver performs
+//! [`Effect::PreToolHooks`](crate::agent::effects::Effect) here, records
+//! each hook as a `hook.ran` event (inside the event log's hash chain), and
+//! hands the verdict back for the agent to decide on.
+
+use crate::agent::effects::Input;
+use crate::hooks::{HookEvent, HookInput, HookRun, Permission};
+use crate::model::types::ToolCall;
+use crate::protocol::RunEvent;
+
+use super::parts::Run;
+
+/// Runs the `PreToolUse` hooks of `call` (raced against a cancel and the
+/// deadline, which kill them) and says what they decided.
+pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
+    let mut input = HookInput::new(HookEvent::PreToolUse, &run.id.run_id, &run.id.repo);
+    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    input.tool_name = Some(call.name.clone());
+    input.tool_input = Some(
+        serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
+    );
+    let hooks = run.id.options.hooks.clone();
+    let ran = match run
+        .steering
+        .race(hooks.run(HookEvent::PreToolUse, &input))
+        .await
+    {
+        Ok(ran) => ran,
+        Err(why) => return run.steering.interrupted(why),
+    };
+    record(run, &ran, Some(&call.id));
+    let (refused, arguments) = pre_tool_verdict(&ran);
+    Input::PreToolHooksRan {
+        call_id: call.id.clone(),
+        refused,
+        arguments,
+    }
+}
+
+/// What the agent is told of the hooks' verdict: a refusal (a block, a
+/// deny, a stop, or an ask, which a run has no one to put to yet), or the
+/// arguments a hook rewrote.
+fn pre_tool_verdict(ran: &HookRun) -> (Option<String>, Option<String>) {
+    if let Some(why) = ran.verdict.refuses() {
+        return (Some(why), None);
+    }
+    if let Some((Permission::Ask, why)) = &ran.verdict.permission {
+        return (
+            Some(format!(
+                "a hook asks for the person's confirmation ({why}), which this run cannot ask for"
+            )),
+            None,
+        );
+    }
+    let arguments = ran.verdict.updated_input.as_ref().map(|v| v.to_string());
+    (None, arguments)
+}
+
+/// Each hook that ran, as a `hook.ran` event.
+fn record(run: &mut Run, ran: &HookRun, call_id: Option<&str>) {
+    for r in &ran.records {
+        run.bus.emit(RunEvent::HookRan {
+            hook: r.hook.clone(),
+            event: r.event.clone(),
+            call_id: call_id.map(String::from),
+            exit: r.exit,
+            decision: r.decision.clone(),
+            duration_ms: r.duration_ms,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Verdict;
+
+    fn ran(verdict: Verdict) -> HookRun {
+        HookRun {
+            verdict,
+            records: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_agent_is_told_a_refusal_or_the_rewritten_arguments() {
+        let deny = ran(Verdict {
+            permission: Some((Permission::Deny, "no".into())),
+            updated_input: Some(serde_json::json!({"command": "x"})),
+            ..Verdict::default()
+        });
+        assert_eq!(pre_tool_verdict(&deny), (Some("no".into()), None));
+        let ask = ran(Verdict {
+            permission: Some((Permission::Ask, "sure?".into())),
+            ..Verdict::default()
+        });
+        assert!(pre_tool_verdict(&ask).0.unwrap().contains("sure?"));
+        let rewrite = ran(Verdict {
+            permission: Some((Permission::Allow, String::new())),
+            updated_input: Some(serde_json::json!({"command": "echo hi"})),
+            ..Verdict::default()
+        });
+        assert_eq!(
+            pre_tool_verdict(&rewrite),
+            (None, Some(r#"{"command":"echo hi"}"#.into()))
+        );
+        assert_eq!(pre_tool_verdict(&ran(Verdict::default())), (None, None));
+    }
+}

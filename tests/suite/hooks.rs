@@ -1,0 +1,214 @@
+//! The person's hooks with the real binary, the real sandbox and a scripted
+//! model: a `PreToolUse` hook that blocks a command (exit 2, its stderr to
+//! the model) and one that rewrites a command; a `PreApply` hook that vetoes
+//! an apply, leaving the repository untouched, and a `PostApply` hook that
+//! hears of one; `doctor` listing them.
+
+use crate::support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use serde_json::json;
+use support::mock_openai::MockResponse;
+use support::repo_run::{API_KEY, Repo, plan};
+
+/// A private configuration directory holding `hooks.json` (0600) with
+/// `hooks`, and the scripts it names.
+fn config_dir(hooks: serde_json::Value, scripts: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("config dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    for (name, text) in scripts {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    let text = hooks
+        .to_string()
+        .replace("$DIR", &dir.path().display().to_string());
+    let file = dir.path().join("hooks.json");
+    std::fs::write(&file, text).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    dir
+}
+
+const POLICY: &str = r#"#!/bin/sh
+input=$(cat)
+env > "$(dirname "$0")/hook-env"
+case "$input" in
+  *'rm -rf'*) echo "rm -rf is not allowed here" >&2; exit 2 ;;
+  *'echo original'*) printf '%s' '{"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow", "updatedInput": {"command": "echo rewritten"}}}' ;;
+esac
+exit 0
+"#;
+
+#[tokio::test]
+async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event_chain() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let config = config_dir(
+        json!({"hooks": {"PreToolUse": [{"matcher": "run_shell",
+            "hooks": [{"type": "command", "command": "sh $DIR/policy.sh"}]}]}}),
+        &[("policy.sh", POLICY)],
+    );
+    repo.mock.push(MockResponse::tool_calls(&[
+        ("update_plan", plan(["in_progress", "pending"])),
+        ("run_shell", json!({"command": "rm -rf ./*"})),
+    ]));
+    repo.mock.push(MockResponse::tool_calls(&[(
+        "run_shell",
+        json!({"command": "echo original"}),
+    )]));
+    repo.fix();
+    let ran = repo
+        .run_with("hooks", &[], &[("MINICODER_CONFIG_DIR", config.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+
+    // What the model was told after each command.
+    let requests = repo.mock.requests();
+    let tool_text = |i: usize| -> String {
+        requests[i]
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        tool_text(1).contains("Blocked by a PreToolUse hook: rm -rf is not allowed here"),
+        "{}",
+        tool_text(1)
+    );
+    let second = tool_text(2);
+    assert!(second.contains("rewritten"), "{second}");
+    assert!(!second.contains("original\n"), "{second}");
+    // The blocked command never ran: every file is still there.
+    assert!(!ran.patch().contains("deleted file"), "{}", ran.patch());
+
+    let hooks: Vec<serde_json::Value> = ran
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook.ran")
+        .collect();
+    let decisions: Vec<(String, i64)> = hooks
+        .iter()
+        .map(|e| {
+            (
+                e["decision"].as_str().unwrap().to_string(),
+                e["exit"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decisions[..2],
+        [("block".to_string(), 2), ("allow".to_string(), 0)],
+        "{hooks:?}"
+    );
+    assert!(hooks.iter().all(|e| e["event"] == "PreToolUse"));
+    // The events, hooks included, verify as one chain.
+    let run_id = ran.result["run_id"].as_str().unwrap();
+    let verify = repo
+        .command(&["show", run_id, "--verify"])
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    // No provider key reached the hook.
+    let env = std::fs::read_to_string(config.path().join("hook-env")).unwrap();
+    assert!(
+        !env.contains(API_KEY) && !env.contains("OPENAI_API_KEY"),
+        "{env}"
+    );
+}
+
+const SCANNER: &str = r#"#!/bin/sh
+input=$(cat)
+case "$input" in
+  *'"hook_event_name":"PreApply"'*'total_items // page_size'*) echo "secret scanner: the patch holds a forbidden line" >&2; exit 2 ;;
+esac
+exit 0
+"#;
+
+const RECORDER: &str = r#"#!/bin/sh
+cat > "$(dirname "$0")/post-apply.json"
+"#;
+
+#[tokio::test]
+async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let none = config_dir(json!({"hooks": {}}), &[]);
+    repo.fix_only();
+    let ran = repo
+        .run_with("to apply", &[], &[("MINICODER_CONFIG_DIR", none.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let run_id = ran.result["run_id"].as_str().unwrap().to_string();
+    let before = minicoder::cli::demo::tree_digest(repo.path()).unwrap();
+
+    let veto = config_dir(
+        json!({"hooks": {"PreApply": [{"hooks": [{"type": "command", "command": "sh $DIR/scan.sh"}]}]}}),
+        &[("scan.sh", SCANNER)],
+    );
+    let apply = |config: &Path| {
+        let mut cmd = repo.command(&["apply", &run_id]);
+        cmd.env("MINICODER_CONFIG_DIR", config)
+            .current_dir(repo.path());
+        cmd.output().unwrap()
+    };
+    let out = apply(veto.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "refused by a PreApply hook: secret scanner: the patch holds a forbidden line; nothing was written"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        minicoder::cli::demo::tree_digest(repo.path()).unwrap(),
+        before,
+        "the repository changed"
+    );
+
+    // doctor lists the hook and where it runs.
+    let mut doctor = repo.command(&["doctor"]);
+    doctor.env("MINICODER_CONFIG_DIR", veto.path());
+    let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+    assert!(
+        listed.contains("[ OK ] hook: PreApply: `sh ") && listed.contains("runs on the host"),
+        "{listed}"
+    );
+
+    let post = config_dir(
+        json!({"hooks": {"PostApply": [{"hooks": [{"type": "command", "command": "sh $DIR/record.sh"}]}]}}),
+        &[("record.sh", RECORDER)],
+    );
+    let out = apply(post.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let heard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(post.path().join("post-apply.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(heard["hook_event_name"], "PostApply");
+    assert_eq!(heard["run_id"], run_id.as_str());
+    assert_eq!(heard["changed_files"][0]["path"], "pagination.py");
+    assert!(
+        std::fs::read_to_string(repo.path().join("pagination.py"))
+            .unwrap()
+            .contains("-(-total_items // page_size)")
+    );
+}
