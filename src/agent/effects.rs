@@ -51,6 +51,9 @@ pub struct HookPoints {
     /// `PreToolUse`: before every tool the driver runs (not the plan or a
     /// completion request, which the agent answers itself).
     pub pre_tool_use: bool,
+    /// `Stop`: when a run is about to end verified.
+    #[serde(default)]
+    pub stop: bool,
 }
 
 fn default_approval() -> ApprovalMode {
@@ -162,6 +165,10 @@ pub enum Input {
         refused: Option<String>,
         arguments: Option<String>,
     },
+    /// The `Stop` hooks ran; `refused` with the reason when one blocks the end.
+    StopHooksRan {
+        refused: Option<String>,
+    },
     /// A tool call ended (for `edit_file`: applied, or its patch did not fit).
     ToolFinished {
         call_id: String,
@@ -271,6 +278,11 @@ pub enum Effect {
     /// Run the `PreToolUse` hooks of `call`; the verdict comes back as
     /// `PreToolHooksRan`.
     PreToolHooks(ToolCall),
+    /// Run the `Stop` hooks: the run is about to end verified. The verdict
+    /// comes back as `StopHooksRan`.
+    StopHooks {
+        stop_hook_active: bool,
+    },
     /// Run one tool. For `edit_file` this checks the patch against the
     /// workspace and reports `EditPrepared`; applying it is [`Effect::ApplyEdit`].
     RunTool(ToolCall),

@@ -39,6 +39,8 @@ pub enum Phase {
         reason: VerificationReason,
         call: Option<ToolCall>,
     },
+    /// A verified completion waits for the person's `Stop` hooks.
+    AwaitingStopHooks { call: ToolCall },
     /// A failed completion waits for the baseline's verdict, which decides
     /// whether it counts against a validated state.
     AwaitingBaseline { call: ToolCall, feedback: String },
@@ -75,6 +77,7 @@ impl Phase {
             Phase::AwaitingApproval { .. } => "awaiting approval",
             Phase::ApplyingEdit { .. } => "applying an edit",
             Phase::Verifying { .. } => "verifying",
+            Phase::AwaitingStopHooks { .. } => "running stop hooks",
             Phase::AwaitingBaseline { .. } => "awaiting the baseline verdict",
             Phase::Restoring { .. } => "restoring",
             Phase::Concluding { .. } => "concluding",

@@ -88,6 +88,9 @@ pub struct Agent {
     /// folder) went with the old workspace.
     #[serde(default)]
     rebootstrapping: bool,
+    /// A `Stop` hook refused the end once; it is not asked to again.
+    #[serde(default)]
+    stop_hook_refused: bool,
 }
 
 impl Agent {
@@ -123,6 +126,7 @@ impl Agent {
             approvals_asked: 0,
             completion_summary: None,
             rebootstrapping: false,
+            stop_hook_refused: false,
         }
     }
 
@@ -327,6 +331,10 @@ impl Agent {
             ) if call.id == call_id => {
                 let call = call.clone();
                 self.on_pre_tool_hooks(call, refused, arguments, fx);
+            }
+            (Phase::AwaitingStopHooks { call }, Input::StopHooksRan { refused }) => {
+                let call = call.clone();
+                self.on_stop_hooks(call, refused, fx);
             }
             (
                 Phase::AwaitingTool { call } | Phase::ApplyingEdit { call },

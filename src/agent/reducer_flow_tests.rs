@@ -493,7 +493,10 @@ fn a_baseline_check_that_cannot_run_stops_the_run_as_an_environment_error() {
 
 fn hooked_agent() -> Agent {
     let mut a = Agent::new(AgentConfig {
-        hooks: crate::agent::effects::HookPoints { pre_tool_use: true },
+        hooks: crate::agent::effects::HookPoints {
+            pre_tool_use: true,
+            ..Default::default()
+        },
         ..config()
     });
     start(&mut a);
@@ -593,4 +596,92 @@ fn without_hooks_a_call_runs_at_once() {
         "{fx:?}"
     );
     assert!(!has(&fx, |e| matches!(e, Effect::PreToolHooks(_))));
+}
+
+fn passed_completion(a: &mut Agent) -> Vec<Effect> {
+    a.handle(Input::Verified {
+        reason: V::Completion,
+        passed: true,
+        fingerprint: "fp".into(),
+        feedback: String::new(),
+        checks: Vec::new(),
+    })
+}
+
+/// An agent with `Stop` hooks that has asked for completion.
+fn stop_hooked_agent() -> Agent {
+    let mut a = Agent::new(AgentConfig {
+        hooks: crate::agent::effects::HookPoints {
+            stop: true,
+            ..Default::default()
+        },
+        ..config()
+    });
+    start(&mut a);
+    super::tests::complete(&mut a, "c1");
+    a
+}
+
+#[test]
+fn a_stop_hook_refuses_the_end_once_and_then_the_verified_run_ends() {
+    let mut a = stop_hooked_agent();
+    let fx = passed_completion(&mut a);
+    assert_eq!(
+        fx.last(),
+        Some(&Effect::StopHooks {
+            stop_hook_active: false
+        })
+    );
+    assert!(!has(&fx, |e| matches!(e, Effect::Finish { .. })));
+    let fx = a.handle(Input::StopHooksRan {
+        refused: Some("run the linter first".into()),
+    });
+    assert!(calls_model(&fx), "{fx:?}");
+    assert!(
+        last_tool_result(&a)
+            .contains("a Stop hook refused the end of the run: run the linter first")
+    );
+    super::tests::complete(&mut a, "c2");
+    let fx = passed_completion(&mut a);
+    assert_eq!(
+        fx.last(),
+        Some(&Effect::StopHooks {
+            stop_hook_active: true
+        })
+    );
+    // Refused again: the run ends all the same, verified.
+    let fx = a.handle(Input::StopHooksRan {
+        refused: Some("still no".into()),
+    });
+    assert!(
+        matches!(
+            fx.last(),
+            Some(Effect::Finish {
+                outcome: Outcome::Success,
+                ..
+            })
+        ),
+        "{fx:?}"
+    );
+}
+
+#[test]
+fn a_stop_hook_that_lets_the_run_end_ends_it_verified() {
+    let mut a = stop_hooked_agent();
+    passed_completion(&mut a);
+    let fx = a.handle(Input::StopHooksRan { refused: None });
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Checkpoint {
+            validated: true,
+            ..
+        }
+    )));
+    assert!(matches!(
+        fx.last(),
+        Some(Effect::Finish {
+            outcome: Outcome::Success,
+            ..
+        })
+    ));
 }

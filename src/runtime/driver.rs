@@ -163,6 +163,9 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::ReadInstructions { lookups } => Some(Input::InstructionsRead {
             docs: super::instructions::read(&run.ws.root, &lookups),
         }),
+        Effect::StopHooks { stop_hook_active } => {
+            Some(super::hooks::stop(run, stop_hook_active).await)
+        }
         Effect::PreToolHooks(call) => {
             let t = Instant::now();
             let input = super::hooks::pre_tool_use(run, &call).await;

@@ -1,5 +1,6 @@
 //! Running the person's hooks for the agent: the driver performs
-//! [`Effect::PreToolHooks`](crate::agent::effects::Effect) here, records
+//! [`Effect::PreToolHooks`](crate::agent::effects::Effect) and
+//! `Effect::StopHooks` here, records
 //! each hook as a `hook.ran` event (inside the event log's hash chain), and
 //! hands the verdict back for the agent to decide on.
 
@@ -35,6 +36,23 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         call_id: call.id.clone(),
         refused,
         arguments,
+    }
+}
+
+/// Runs the `Stop` hooks of a run about to end verified: a block (exit 2,
+/// or `decision: "block"`) refuses the end, with its reason.
+pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
+    let mut input = HookInput::new(HookEvent::Stop, &run.id.run_id, &run.id.repo);
+    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    input.stop_hook_active = Some(stop_hook_active);
+    let hooks = run.id.options.hooks.clone();
+    let ran = match run.steering.race(hooks.run(HookEvent::Stop, &input)).await {
+        Ok(ran) => ran,
+        Err(why) => return run.steering.interrupted(why),
+    };
+    record(run, &ran, None);
+    Input::StopHooksRan {
+        refused: ran.verdict.block,
     }
 }
 

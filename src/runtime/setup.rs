@@ -960,6 +960,7 @@ fn hook_points(options: &RunOptions) -> crate::agent::effects::HookPoints {
         pre_tool_use: !options
             .hooks
             .is_empty_for(crate::hooks::HookEvent::PreToolUse),
+        stop: !options.hooks.is_empty_for(crate::hooks::HookEvent::Stop),
     }
 }
 

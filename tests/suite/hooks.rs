@@ -212,3 +212,54 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
             .contains("-(-total_items // page_size)")
     );
 }
+
+const STOP_ONCE: &str = r#"#!/bin/sh
+input=$(cat)
+case "$input" in
+  *'"stop_hook_active":false'*) echo "run the linter first" >&2; exit 2 ;;
+esac
+exit 0
+"#;
+
+#[tokio::test]
+async fn a_stop_hook_refuses_the_first_end_and_the_model_hears_why() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let config = config_dir(
+        json!({"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "sh $DIR/stop.sh"}]}]}}),
+        &[("stop.sh", STOP_ONCE)],
+    );
+    repo.fix_only();
+    repo.mock.push(MockResponse::tool_calls(&[(
+        "request_completion",
+        json!({"summary": "linted, and rounded up"}),
+    )]));
+    let ran = repo
+        .run_with("stop", &[], &[("MINICODER_CONFIG_DIR", config.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let last = repo.mock.requests().last().unwrap().messages();
+    let told = last
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .any(|c| c.contains("a Stop hook refused the end of the run: run the linter first"));
+    assert!(told, "{last:?}");
+    let stops: Vec<(String, i64)> = ran
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook.ran" && e["event"] == "Stop")
+        .map(|e| {
+            (
+                e["decision"].as_str().unwrap().to_string(),
+                e["exit"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stops,
+        [("block".to_string(), 2), ("continue".to_string(), 0)]
+    );
+}

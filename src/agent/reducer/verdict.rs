@@ -81,15 +81,14 @@ impl Agent {
                 self.next_turn(fx);
             }
             (VerificationReason::Completion, Some(call)) if passed => {
-                self.answer(
-                    &call,
-                    true,
-                    "verification passed",
-                    "Verification passed.".into(),
-                    fx,
-                );
-                self.checkpoint("completion verified", true, fx);
-                self.finish(Outcome::Success, "verification passed".into(), fx);
+                if self.config.hooks.stop {
+                    fx.push(Effect::StopHooks {
+                        stop_hook_active: self.stop_hook_refused,
+                    });
+                    self.phase = Phase::AwaitingStopHooks { call };
+                    return;
+                }
+                self.end_verified(&call, fx);
             }
             (VerificationReason::Completion, Some(call)) => {
                 // Whether this failure counts against a validated state depends
@@ -238,5 +237,49 @@ impl Agent {
             reason: reason.clone(),
         };
         fx.push(Effect::End { outcome, reason });
+    }
+}
+
+impl Agent {
+    /// A verified completion ends the run.
+    pub(super) fn end_verified(&mut self, call: &ToolCall, fx: &mut Vec<Effect>) {
+        self.answer(
+            call,
+            true,
+            "verification passed",
+            "Verification passed.".into(),
+            fx,
+        );
+        self.checkpoint("completion verified", true, fx);
+        self.finish(Outcome::Success, "verification passed".into(), fx);
+    }
+
+    /// The `Stop` hooks' verdict on a verified completion: the first
+    /// refusal sends the agent back to work with the reason; after that the
+    /// hooks are told `stop_hook_active`, and the run ends whatever they say.
+    pub(super) fn on_stop_hooks(
+        &mut self,
+        call: ToolCall,
+        refused: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        match refused {
+            Some(why) if !self.stop_hook_refused => {
+                self.stop_hook_refused = true;
+                self.answer(
+                    &call,
+                    false,
+                    "a Stop hook refused the end",
+                    format!(
+                        "Verification passed, but a Stop hook refused the end of the run: {why}\n\
+                         Deal with it, then request completion again."
+                    ),
+                    fx,
+                );
+                self.phase = Phase::AwaitingModel;
+                self.next_call(fx);
+            }
+            _ => self.end_verified(&call, fx),
+        }
     }
 }
