@@ -175,6 +175,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::RunTool(call) => {
             let t = Instant::now();
             let input = run_tool(run, &call).await;
+            let input = super::hooks::post_tool_use(run, &call, input).await;
             run.counters.durations.tools_ms += elapsed_ms(t);
             feed_changes(run, l);
             Some(or_alarm(run, l, input).await)
@@ -182,6 +183,7 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::ApplyEdit { call, .. } => {
             let t = Instant::now();
             let input = tool_exec::apply_edit(parts(run), &call);
+            let input = super::hooks::post_tool_use(run, &call, input).await;
             run.counters.durations.tools_ms += elapsed_ms(t);
             feed_changes(run, l);
             Some(input)

@@ -1,6 +1,7 @@
 //! Running the person's hooks for the agent: the driver performs
 //! [`Effect::PreToolHooks`](crate::agent::effects::Effect) and
-//! `Effect::StopHooks` here, records
+//! `Effect::StopHooks` here, and the `PostToolUse` hooks as part of running
+//! a tool (what they add follows the tool's result); it records
 //! each hook as a `hook.ran` event (inside the event log's hash chain), and
 //! hands the verdict back for the agent to decide on.
 
@@ -14,13 +15,7 @@ use super::parts::Run;
 /// Runs the `PreToolUse` hooks of `call` (raced against a cancel and the
 /// deadline, which kill them) and says what they decided.
 pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
-    let mut input = HookInput::new(HookEvent::PreToolUse, &run.id.run_id, &run.id.repo);
-    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
-    input.tool_name = Some(call.name.clone());
-    input.tool_input = Some(
-        serde_json::from_str(&call.arguments)
-            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
-    );
+    let input = tool_input(run, HookEvent::PreToolUse, call);
     let hooks = run.id.options.hooks.clone();
     let ran = match run
         .steering
@@ -37,6 +32,68 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         refused,
         arguments,
     }
+}
+
+/// Runs the `PostToolUse` hooks of `call` once it has finished (for an
+/// edit: once applied, or refused): what they add — a block's reason, or
+/// context — is appended to the result the model reads. Any other input
+/// passes through as it is.
+pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Input) -> Input {
+    let Input::ToolFinished {
+        call_id,
+        ok,
+        content,
+    } = finished
+    else {
+        return finished;
+    };
+    let hooks = run.id.options.hooks.clone();
+    if hooks.is_empty_for(HookEvent::PostToolUse) {
+        return Input::ToolFinished {
+            call_id,
+            ok,
+            content,
+        };
+    }
+    let mut input = tool_input(run, HookEvent::PostToolUse, call);
+    input.tool_response = Some(serde_json::json!({"ok": ok, "content": content}));
+    let ran = match run
+        .steering
+        .race(hooks.run(HookEvent::PostToolUse, &input))
+        .await
+    {
+        Ok(ran) => ran,
+        Err(why) => return run.steering.interrupted(why),
+    };
+    record(run, &ran, Some(&call.id));
+    Input::ToolFinished {
+        call_id,
+        ok,
+        content: post_tool_content(content, &ran),
+    }
+}
+
+/// A tool's result with what its `PostToolUse` hooks added.
+fn post_tool_content(mut content: String, ran: &HookRun) -> String {
+    if let Some(why) = &ran.verdict.block {
+        content.push_str(&format!("\n\nA PostToolUse hook objects: {why}"));
+    }
+    for context in &ran.verdict.context {
+        content.push_str(&format!("\n\nFrom a PostToolUse hook: {context}"));
+    }
+    content
+}
+
+/// What a hook of a tool event is told: the tool and its arguments.
+fn tool_input(run: &Run, event: HookEvent, call: &ToolCall) -> HookInput {
+    let mut input = HookInput::new(event, &run.id.run_id, &run.id.repo);
+    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    input.tool_name = Some(call.name.clone());
+    input.tool_input = Some(
+        serde_json::from_str(&call.arguments)
+            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone())),
+    );
+    input
 }
 
 /// Runs the `Stop` hooks of a run about to end verified: a block (exit 2,
@@ -124,5 +181,22 @@ mod tests {
             (None, Some(r#"{"command":"echo hi"}"#.into()))
         );
         assert_eq!(pre_tool_verdict(&ran(Verdict::default())), (None, None));
+    }
+
+    #[test]
+    fn what_post_tool_hooks_add_follows_the_result() {
+        let added = ran(Verdict {
+            block: Some("tests were not run".into()),
+            context: vec!["lint: 2 warnings".into()],
+            ..Verdict::default()
+        });
+        assert_eq!(
+            post_tool_content("exit 0".into(), &added),
+            "exit 0\n\nA PostToolUse hook objects: tests were not run\n\nFrom a PostToolUse hook: lint: 2 warnings"
+        );
+        assert_eq!(
+            post_tool_content("exit 0".into(), &ran(Verdict::default())),
+            "exit 0"
+        );
     }
 }

@@ -42,6 +42,11 @@ esac
 exit 0
 "#;
 
+const LINT: &str = r#"#!/bin/sh
+cat > /dev/null
+printf '%s' '{"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": "lint: 2 warnings"}}'
+"#;
+
 #[tokio::test]
 async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event_chain() {
     let Some(_docker) = support::docker_or_skip().await else {
@@ -49,9 +54,13 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
     };
     let repo = Repo::new(&[]).await;
     let config = config_dir(
-        json!({"hooks": {"PreToolUse": [{"matcher": "run_shell",
-            "hooks": [{"type": "command", "command": "sh $DIR/policy.sh"}]}]}}),
-        &[("policy.sh", POLICY)],
+        json!({"hooks": {
+            "PreToolUse": [{"matcher": "run_shell",
+                "hooks": [{"type": "command", "command": "sh $DIR/policy.sh"}]}],
+            "PostToolUse": [{"matcher": "run_shell",
+                "hooks": [{"type": "command", "command": "sh $DIR/lint.sh"}]}]
+        }}),
+        &[("policy.sh", POLICY), ("lint.sh", LINT)],
     );
     repo.mock.push(MockResponse::tool_calls(&[
         ("update_plan", plan(["in_progress", "pending"])),
@@ -83,8 +92,16 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
         "{}",
         tool_text(1)
     );
+    assert!(
+        !tool_text(1).contains("lint: 2 warnings"),
+        "a blocked call ran no PostToolUse hook"
+    );
     let second = tool_text(2);
     assert!(second.contains("rewritten"), "{second}");
+    assert!(
+        second.contains("From a PostToolUse hook: lint: 2 warnings"),
+        "{second}"
+    );
     assert!(!second.contains("original\n"), "{second}");
     // The blocked command never ran: every file is still there.
     assert!(!ran.patch().contains("deleted file"), "{}", ran.patch());
@@ -92,7 +109,7 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
     let hooks: Vec<serde_json::Value> = ran
         .events()
         .into_iter()
-        .filter(|e| e["type"] == "hook.ran")
+        .filter(|e| e["type"] == "hook.ran" && e["event"] == "PreToolUse")
         .collect();
     let decisions: Vec<(String, i64)> = hooks
         .iter()
@@ -108,7 +125,15 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
         [("block".to_string(), 2), ("allow".to_string(), 0)],
         "{hooks:?}"
     );
-    assert!(hooks.iter().all(|e| e["event"] == "PreToolUse"));
+    let post = ran
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook.ran" && e["event"] == "PostToolUse")
+        .count();
+    assert_eq!(
+        post, 1,
+        "one PostToolUse hook, after the one command that ran"
+    );
     // The events, hooks included, verify as one chain.
     let run_id = ran.result["run_id"].as_str().unwrap();
     let verify = repo
