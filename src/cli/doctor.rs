@@ -207,11 +207,16 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
         Ok(hooks) => {
             for (event, matcher, spec) in hooks.listed() {
                 let matcher = matcher.map_or(String::new(), |m| format!(" on tools `{m}`"));
+                let (level, runs) = if event.is_run() {
+                    (Level::Ok, "runs on the host")
+                } else {
+                    (Level::Warn, "is not run by this version")
+                };
                 record(
-                    Level::Ok,
+                    level,
                     "hook",
                     format!(
-                        "{}{matcher}: `{}` runs on the host, timeout {} s (from {file})",
+                        "{}{matcher}: `{}` {runs}, timeout {} s (from {file})",
                         event.name(),
                         spec.command,
                         spec.timeout.as_secs()

@@ -92,6 +92,19 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.name() == name)
     }
 
+    /// Whether this version runs hooks of the event (the others are read
+    /// from the file, and `doctor` says they do not run yet).
+    pub fn is_run(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse
+                | HookEvent::PostToolUse
+                | HookEvent::Stop
+                | HookEvent::PreApply
+                | HookEvent::PostApply
+        )
+    }
+
     /// Whether the event is about one tool, so that a matcher applies.
     pub fn has_tool(self) -> bool {
         matches!(

@@ -181,7 +181,10 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     let before = minicoder::cli::demo::tree_digest(repo.path()).unwrap();
 
     let veto = config_dir(
-        json!({"hooks": {"PreApply": [{"hooks": [{"type": "command", "command": "sh $DIR/scan.sh"}]}]}}),
+        json!({"hooks": {
+            "PreApply": [{"hooks": [{"type": "command", "command": "sh $DIR/scan.sh"}]}],
+            "SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]
+        }}),
         &[("scan.sh", SCANNER)],
     );
     let apply = |config: &Path| {
@@ -210,7 +213,9 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     doctor.env("MINICODER_CONFIG_DIR", veto.path());
     let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
     assert!(
-        listed.contains("[ OK ] hook: PreApply: `sh ") && listed.contains("runs on the host"),
+        listed.contains("[ OK ] hook: PreApply: `sh ")
+            && listed.contains("runs on the host")
+            && listed.contains("[WARN] hook: SessionStart: `true` is not run by this version"),
         "{listed}"
     );
 
