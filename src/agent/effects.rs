@@ -220,6 +220,12 @@ pub enum Input {
     },
     /// Nobody can send commands any more (the front end is gone).
     CommandsClosed,
+    /// What the person's hooks add to the conversation (`SessionStart`,
+    /// `UserPromptSubmit`): sent with the next turn.
+    HookContext {
+        event: String,
+        text: String,
+    },
     /// A message typed by the person while the run works; sent with the next turn.
     FollowUp(String),
     /// The run goes on after an interruption, or after it finished, from a

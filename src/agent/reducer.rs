@@ -91,6 +91,9 @@ pub struct Agent {
     /// A `Stop` hook refused the end once; it is not asked to again.
     #[serde(default)]
     stop_hook_refused: bool,
+    /// What hooks added, not sent yet.
+    #[serde(default)]
+    hook_context: Vec<String>,
 }
 
 impl Agent {
@@ -127,6 +130,7 @@ impl Agent {
             completion_summary: None,
             rebootstrapping: false,
             stop_hook_refused: false,
+            hook_context: Vec::new(),
         }
     }
 
@@ -238,6 +242,11 @@ impl Agent {
             Input::FollowUp(text) => {
                 self.run_state.follow_up(&text);
                 return self.follow_ups.push(text);
+            }
+            Input::HookContext { event, text } => {
+                return self
+                    .hook_context
+                    .push(format!("Context from the person's {event} hook:\n{text}"));
             }
             Input::Resumed { note, follow_up } => return self.on_resumed(note, follow_up, fx),
             Input::Approval { id, decision } => return self.on_approval(id, decision, fx),

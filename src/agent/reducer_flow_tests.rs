@@ -685,3 +685,32 @@ fn a_stop_hook_that_lets_the_run_end_ends_it_verified() {
         })
     ));
 }
+
+#[test]
+fn hook_context_goes_out_with_the_next_turn_once() {
+    let mut a = Agent::new(config());
+    a.handle(Input::HookContext {
+        event: "SessionStart".into(),
+        text: "branch policy: small commits".into(),
+    });
+    let fx = start(&mut a);
+    let Some(Effect::CallModel(request)) = fx.last() else {
+        panic!("{fx:?}");
+    };
+    let said = |r: &crate::model::types::ModelRequest| {
+        r.messages
+            .iter()
+            .filter(|m| {
+                m.content
+                    .as_deref()
+                    .is_some_and(|c| c.contains("SessionStart hook:\nbranch policy"))
+            })
+            .count()
+    };
+    assert_eq!(said(request), 1);
+    let fx = a.handle(reply(vec![call("p", "update_plan", PLAN_WIP)]));
+    let Some(Effect::CallModel(next)) = fx.last() else {
+        panic!("{fx:?}");
+    };
+    assert_eq!(said(next), 1, "kept in the history, not added again");
+}

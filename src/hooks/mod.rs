@@ -97,7 +97,10 @@ impl HookEvent {
     pub fn is_run(self) -> bool {
         matches!(
             self,
-            HookEvent::PreToolUse
+            HookEvent::SessionStart
+                | HookEvent::SessionEnd
+                | HookEvent::UserPromptSubmit
+                | HookEvent::PreToolUse
                 | HookEvent::PostToolUse
                 | HookEvent::Stop
                 | HookEvent::PreApply

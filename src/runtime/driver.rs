@@ -62,6 +62,10 @@ pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
         });
     }
     let mut l = Loop::default();
+    let new_run = matches!(first, Input::Start { .. });
+    for input in super::hooks::session_start(&mut run, new_run).await {
+        l.feed(&mut run, input);
+    }
     l.feed(&mut run, first);
     let (outcome, reason) = loop {
         if l.queue

@@ -142,6 +142,7 @@ pub(crate) async fn finish(
         None => conclude(&mut run).0,
     };
     super::resume_point::save(&mut run, "the end");
+    super::hooks::session_end(&mut run, &format!("{outcome:?}").to_lowercase(), &reason).await;
     let duration_ms = run.id.started.elapsed().as_millis() as u64;
     run.bus.emit(RunEvent::RunFinished {
         outcome,

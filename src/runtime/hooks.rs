@@ -113,6 +113,82 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
     }
 }
 
+/// Runs the `SessionStart` hooks (`source`: `startup` or `resume`) and, for
+/// a new run, the `UserPromptSubmit` hooks of its task: what they add is
+/// context for the agent's next turn; a task a hook blocks cancels the run
+/// before its first turn, with the reason.
+pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
+    let hooks = run.id.options.hooks.clone();
+    let mut inputs = Vec::new();
+    if !hooks.is_empty_for(HookEvent::SessionStart) {
+        let mut input = HookInput::new(HookEvent::SessionStart, &run.id.run_id, &run.id.repo);
+        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        let source = if new_run { "startup" } else { "resume" };
+        input.extra.insert("source".into(), source.into());
+        match run
+            .steering
+            .race(hooks.run(HookEvent::SessionStart, &input))
+            .await
+        {
+            Ok(ran) => {
+                record(run, &ran, None);
+                inputs.extend(context_inputs(HookEvent::SessionStart, &ran));
+            }
+            Err(why) => return vec![run.steering.interrupted(why)],
+        }
+    }
+    if new_run && !hooks.is_empty_for(HookEvent::UserPromptSubmit) {
+        let mut input = HookInput::new(HookEvent::UserPromptSubmit, &run.id.run_id, &run.id.repo);
+        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        input.prompt = Some(run.id.options.task.clone());
+        match run
+            .steering
+            .race(hooks.run(HookEvent::UserPromptSubmit, &input))
+            .await
+        {
+            Ok(ran) => {
+                record(run, &ran, None);
+                if let Some(why) = ran.verdict.refuses() {
+                    inputs.push(Input::Cancelled {
+                        reason: format!("a UserPromptSubmit hook refused the task: {why}"),
+                    });
+                    return inputs;
+                }
+                inputs.extend(context_inputs(HookEvent::UserPromptSubmit, &ran));
+            }
+            Err(why) => return vec![run.steering.interrupted(why)],
+        }
+    }
+    inputs
+}
+
+/// The context the hooks of `event` added, for the agent.
+fn context_inputs(event: HookEvent, ran: &HookRun) -> Vec<Input> {
+    ran.verdict
+        .context
+        .iter()
+        .map(|text| Input::HookContext {
+            event: event.name().to_string(),
+            text: text.clone(),
+        })
+        .collect()
+}
+
+/// Runs the `SessionEnd` hooks of a run that ended (`outcome`, `reason`);
+/// what they decide changes nothing. Bounded by their own timeouts.
+pub(crate) async fn session_end(run: &mut Run, outcome: &str, reason: &str) {
+    let hooks = run.id.options.hooks.clone();
+    if hooks.is_empty_for(HookEvent::SessionEnd) {
+        return;
+    }
+    let mut input = HookInput::new(HookEvent::SessionEnd, &run.id.run_id, &run.id.repo);
+    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    input.extra.insert("outcome".into(), outcome.into());
+    input.extra.insert("reason".into(), reason.into());
+    let ran = hooks.run(HookEvent::SessionEnd, &input).await;
+    record(run, &ran, None);
+}
+
 /// What the agent is told of the hooks' verdict: a refusal (a block, a
 /// deny, a stop, or an ask, which a run has no one to put to yet), or the
 /// arguments a hook rewrote.

@@ -178,7 +178,12 @@ fn ask_early(
     new_run: bool,
     deadline: tokio::time::Instant,
 ) -> (Box<dyn ActionSource>, Option<Gate>) {
-    let early = new_run
+    // Not before the person's hooks have seen the task and added to it: a
+    // `UserPromptSubmit` hook may refuse the task before any model reads it.
+    use crate::hooks::HookEvent;
+    let hooked = !options.hooks.is_empty_for(HookEvent::SessionStart)
+        || !options.hooks.is_empty_for(HookEvent::UserPromptSubmit);
+    let early = (new_run && !hooked)
         .then(|| first_request(options, inputs, &*source))
         .flatten();
     match early {

@@ -293,3 +293,75 @@ async fn a_stop_hook_refuses_the_first_end_and_the_model_hears_why() {
         [("block".to_string(), 2), ("continue".to_string(), 0)]
     );
 }
+
+const SESSION: &str = r#"#!/bin/sh
+input=$(cat)
+case "$input" in
+  *'"hook_event_name":"SessionStart"'*) echo "branch policy: small commits" ;;
+  *'"hook_event_name":"UserPromptSubmit"'*'"prompt":"Fix the pagination bug"'*)
+    if [ -e "$(dirname "$0")/refuse" ]; then echo "no pagination work today" >&2; exit 2; fi
+    printf '%s' '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket PAG-7"}}' ;;
+  *'"hook_event_name":"SessionEnd"'*) printf '%s' "$input" > "$(dirname "$0")/ended.json" ;;
+esac
+exit 0
+"#;
+
+#[tokio::test]
+async fn session_and_prompt_hooks_add_context_refuse_a_task_and_hear_the_end() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let hook = json!([{"hooks": [{"type": "command", "command": "sh $DIR/session.sh"}]}]);
+    let config = config_dir(
+        json!({"hooks": {"SessionStart": hook, "UserPromptSubmit": hook, "SessionEnd": hook}}),
+        &[("session.sh", SESSION)],
+    );
+    repo.fix_only();
+    let env = [("MINICODER_CONFIG_DIR", config.path())];
+    let ran = repo.run_with("session", &[], &env).await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let first = repo.mock.requests()[0].messages();
+    let users: Vec<&str> = first
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(
+        users
+            .iter()
+            .any(|u| u.contains("SessionStart hook:\nbranch policy: small commits")),
+        "{users:?}"
+    );
+    assert!(
+        users
+            .iter()
+            .any(|u| u.contains("UserPromptSubmit hook:\nticket PAG-7")),
+        "{users:?}"
+    );
+    let ended: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(config.path().join("ended.json")).unwrap())
+            .unwrap();
+    assert_eq!(ended["outcome"], "success");
+    assert_eq!(ended["session_id"], ran.result["run_id"]);
+
+    // A task the hook refuses never reaches the model.
+    std::fs::write(config.path().join("refuse"), "").unwrap();
+    let before = repo.mock.request_count();
+    let refused = repo.run_with("refused", &[], &env).await;
+    assert_eq!(
+        refused.result["outcome"],
+        "cancelled",
+        "{}",
+        refused.stderr()
+    );
+    assert!(
+        refused.result["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a UserPromptSubmit hook refused the task: no pagination work today"),
+        "{}",
+        refused.result
+    );
+    assert_eq!(repo.mock.request_count(), before, "no model request");
+}

@@ -42,6 +42,9 @@ impl Agent {
             );
             return self.finish(Outcome::Failure, reason, fx);
         }
+        for text in self.hook_context.drain(..) {
+            self.context.history.push(ChatMessage::user(text));
+        }
         for text in self.follow_ups.drain(..) {
             self.context.history.push(ChatMessage::user(format!(
                 "Message from the person running you:\n{text}"
