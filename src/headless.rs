@@ -145,6 +145,9 @@ pub(crate) fn progress_line(event: &RunEvent) -> Option<String> {
             name, ok, summary, ..
         } => format!("  {} {name}: {summary}", if *ok { "✓" } else { "✗" }),
         RunEvent::PolicyRefused { name, reason, .. } => format!("  refused {name}: {reason}"),
+        RunEvent::ToolRewritten {
+            name, arguments, ..
+        } => format!("  a hook rewrote {name}: {arguments}"),
         RunEvent::HookRan {
             hook,
             event,

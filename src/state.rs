@@ -196,16 +196,18 @@ fn non_empty_env(name: &str) -> Option<String> {
 
 /// The person's configuration directory, where themes, `keymap.toml`,
 /// `config.toml` and `hooks.json` live: `$MINICODER_CONFIG_DIR`, else
-/// `$XDG_CONFIG_HOME/minicoder`, else `~/.config/minicoder`.
+/// `$XDG_CONFIG_HOME/minicoder`, else `~/.config/minicoder`. Only an absolute
+/// path counts (as XDG asks): a relative or empty one would name a folder of
+/// whatever directory minicoder runs in — a cloned repository's.
 pub fn config_dir(env: &std::collections::HashMap<String, String>) -> Option<PathBuf> {
-    if let Some(dir) = env.get("MINICODER_CONFIG_DIR") {
-        return Some(PathBuf::from(dir));
+    let absolute = |name: &str| env.get(name).map(PathBuf::from).filter(|p| p.is_absolute());
+    if env.contains_key("MINICODER_CONFIG_DIR") {
+        return absolute("MINICODER_CONFIG_DIR");
     }
-    if let Some(dir) = env.get("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
-        return Some(Path::new(dir).join("minicoder"));
+    if let Some(dir) = absolute("XDG_CONFIG_HOME") {
+        return Some(dir.join("minicoder"));
     }
-    env.get("HOME")
-        .map(|home| Path::new(home).join(".config/minicoder"))
+    absolute("HOME").map(|home| home.join(".config/minicoder"))
 }
 
 /// [`config_dir`] of this process's environment.
@@ -217,6 +219,36 @@ pub fn config_dir_from_env() -> Option<PathBuf> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn the_configuration_directory_is_only_ever_an_absolute_path() {
+        let env = |pairs: &[(&str, &str)]| -> std::collections::HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let at = |pairs: &[(&str, &str)]| config_dir(&env(pairs));
+        assert_eq!(
+            at(&[("MINICODER_CONFIG_DIR", "/c")]),
+            Some(PathBuf::from("/c"))
+        );
+        // Relative or empty names a folder of the current directory: none.
+        assert_eq!(
+            at(&[("MINICODER_CONFIG_DIR", ".minicoder"), ("HOME", "/h")]),
+            None
+        );
+        assert_eq!(at(&[("MINICODER_CONFIG_DIR", ""), ("HOME", "/h")]), None);
+        assert_eq!(
+            at(&[("XDG_CONFIG_HOME", "cfg"), ("HOME", "/h")]),
+            Some(PathBuf::from("/h/.config/minicoder"))
+        );
+        assert_eq!(
+            at(&[("XDG_CONFIG_HOME", "/x"), ("HOME", "/h")]),
+            Some(PathBuf::from("/x/minicoder"))
+        );
+        assert_eq!(at(&[("HOME", "")]), None);
+    }
 
     #[test]
     fn a_new_root_is_private_and_an_open_one_is_refused_with_the_fix() {

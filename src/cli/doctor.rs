@@ -206,12 +206,14 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
         }
         Ok(hooks) => {
             for (event, matcher, spec) in hooks.listed() {
-                let matcher = matcher.map_or(String::new(), |m| format!(" on tools `{m}`"));
-                let (level, runs) = if event.is_run() {
-                    (Level::Ok, "runs on the host")
+                let (level, runs) = if !event.is_run() {
+                    (Level::Warn, "is not run by this version".to_string())
+                } else if let Some(unmatched) = matcher_misses(event, &matcher) {
+                    (Level::Warn, unmatched)
                 } else {
-                    (Level::Warn, "is not run by this version")
+                    (Level::Ok, "runs on the host".to_string())
                 };
+                let matcher = matcher.map_or(String::new(), |m| format!(" on tools `{m}`"));
                 record(
                     level,
                     "hook",
@@ -225,6 +227,27 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
             }
         }
     }
+}
+
+/// What is wrong with a tool event's matcher that matches none of the
+/// tools a hook is asked about (a Claude Code matcher such as `Bash|Edit`
+/// names tools minicoder does not have).
+fn matcher_misses(event: crate::hooks::HookEvent, matcher: &Option<String>) -> Option<String> {
+    use crate::tools::ToolName;
+    let pattern = matcher.as_ref().filter(|_| event.has_tool())?;
+    let regex = regex::Regex::new(&format!("^(?:{pattern})$")).ok()?;
+    let hooked: Vec<&str> = ToolName::ALL
+        .iter()
+        .filter(|t| !matches!(t, ToolName::UpdatePlan | ToolName::RequestCompletion))
+        .map(|t| t.as_str())
+        .collect();
+    if hooked.iter().any(|t| regex.is_match(t)) {
+        return None;
+    }
+    Some(format!(
+        "runs for no tool: its matcher matches none of {}",
+        hooked.join(", ")
+    ))
 }
 
 /// The repositories whose configuration the person trusts.

@@ -59,6 +59,10 @@ pub enum DeliveryError {
     #[error("refused by a PreApply hook: {0}; nothing was written")]
     Vetoed(String),
     #[error(
+        "refused: the repository changed where the patch applies while the PreApply hooks ran; nothing was written (apply again)"
+    )]
+    ChangedMeanwhile,
+    #[error(
         "refused: the source changed since the run's baseline where the patch changes it, in {}; nothing was written (--merge tries a three-way merge)",
         .0.join(", ")
     )]
@@ -219,7 +223,15 @@ pub fn apply(
         return Ok(report);
     }
     let hooked = Hooked::new(run, &report, &verified.patch);
-    hooked.before(&options, &mut report)?;
+    if hooked.before(&options, &mut report)? {
+        // The hooks took a while, and ran in the repository: what is
+        // written must still be what was planned and shown to them.
+        let (diff, changes) = conflict::parse(&verified.patch)?;
+        let again = plan::plan(&source, &diff, changes, options.merge.then_some(&store))?;
+        if !same_writes(&again, &plan) {
+            return Err(DeliveryError::ChangedMeanwhile);
+        }
+    }
     deliver(
         key,
         run,
@@ -233,6 +245,16 @@ pub fn apply(
     )?;
     hooked.after(&options, &mut report);
     Ok(report)
+}
+
+/// Whether two plans write the same files with the same contents over the
+/// same pre-images.
+pub(crate) fn same_writes(a: &plan::Plan, b: &plan::Plan) -> bool {
+    a.writes.len() == b.writes.len()
+        && a.writes
+            .iter()
+            .zip(&b.writes)
+            .all(|(a, b)| a.path == b.path && a.post == b.post && a.pre == b.pre)
 }
 
 /// An apply as its hooks are told of it.
@@ -266,15 +288,19 @@ impl Hooked {
     }
 
     /// Runs the `PreApply` hooks: a block, a deny, a stop or an ask (which
-    /// apply has no one to put to) refuses the apply.
+    /// apply has no one to put to) refuses the apply. Whether any ran.
     pub(crate) fn before(
         &self,
         options: &ApplyOptions,
         report: &mut ApplyReport,
-    ) -> Result<(), DeliveryError> {
+    ) -> Result<bool, DeliveryError> {
         use crate::hooks::{HookEvent, Permission};
-        let Some(hooks) = options.hooks.as_ref().filter(|h| !h.is_empty()) else {
-            return Ok(());
+        let Some(hooks) = options
+            .hooks
+            .as_ref()
+            .filter(|h| !h.is_empty_for(HookEvent::PreApply))
+        else {
+            return Ok(false);
         };
         let run = hooks.run_blocking(HookEvent::PreApply, &self.input);
         report.hooks.extend(hook_lines(&run));
@@ -283,16 +309,20 @@ impl Hooked {
         }
         if let Some((Permission::Ask, why)) = &run.verdict.permission {
             return Err(DeliveryError::Vetoed(format!(
-                "it asks for your confirmation ({why}), which apply cannot ask for: apply from the session, or change the hook"
+                "it asks for your confirmation ({why}), which apply cannot ask for: change the hook"
             )));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Runs the `PostApply` hooks; what they decide changes nothing.
     pub(crate) fn after(&self, options: &ApplyOptions, report: &mut ApplyReport) {
         use crate::hooks::HookEvent;
-        let Some(hooks) = options.hooks.as_ref().filter(|h| !h.is_empty()) else {
+        let Some(hooks) = options
+            .hooks
+            .as_ref()
+            .filter(|h| !h.is_empty_for(HookEvent::PostApply))
+        else {
             return;
         };
         let mut input = self.input.clone();

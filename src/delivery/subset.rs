@@ -147,17 +147,15 @@ pub async fn apply_subset(
             checks: result.verification.checks.clone(),
         });
     }
-    // The checks took a while: what is written now must be what they
-    // passed on.
+    // The person's PreApply hooks see the subset before anything is
+    // written.
+    let hooked = super::Hooked::new(run, &report, &patch);
+    hooked.before(&options, &mut report)?;
+    // The checks and the hooks took a while: what is written now must be
+    // what they passed on.
     let again = plan_of(&source, &patch, merge)?;
     super::refuse_blocked(&again, &options, &report)?;
-    let same = again.writes.len() == first.writes.len()
-        && again
-            .writes
-            .iter()
-            .zip(&first.writes)
-            .all(|(a, b)| a.path == b.path && a.post == b.post && a.pre == b.pre);
-    if !same {
+    if !super::same_writes(&again, &first) {
         return Err(DeliveryError::BadSubset(
             "the source changed where the subset applies while it was verified; nothing was written (apply again to verify it on the source as it is now)".into(),
         ));
@@ -168,8 +166,6 @@ pub async fn apply_subset(
         passed: done.passed,
     };
     let unverified = !verified.succeeded || !done.passed;
-    let hooked = super::Hooked::new(run, &report, &patch);
-    hooked.before(&options, &mut report)?;
     super::deliver(
         key,
         run,

@@ -24,6 +24,8 @@ pub struct Ran {
     pub timed_out: bool,
     /// Why it could not be started.
     pub failed: Option<String>,
+    /// Its standard output was longer than what is kept.
+    pub truncated: bool,
 }
 
 /// Whether a variable of that name is kept out of a hook's environment.
@@ -66,7 +68,9 @@ pub(crate) async fn run_with_env(
             };
         }
     };
-    let pid = child.id();
+    // Whatever happens to this future (a timeout, a cancelled run, a
+    // dropped apply), the hook's whole process group goes with it.
+    let group = GroupGuard(child.id());
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -78,33 +82,49 @@ pub(crate) async fn run_with_env(
             let _ = stdin.shutdown().await;
         }
     };
-    let work = async {
-        let (_, out, err, status) = tokio::join!(
-            feeding,
-            read_capped(stdout),
-            read_capped(stderr),
-            child.wait()
-        );
-        (out, err, status)
+    // Read while the hook runs, so that it never waits on a full pipe.
+    let readers =
+        tokio::spawn(async move { tokio::join!(read_capped(stdout), read_capped(stderr)) });
+    let abort = readers.abort_handle();
+    let mut readers = readers;
+    let status = tokio::select! {
+        _ = tokio::time::sleep(spec.timeout) => None,
+        (_, status) = async { tokio::join!(feeding, child.wait()) } => Some(status),
     };
-    match tokio::time::timeout(spec.timeout, work).await {
-        Ok((stdout, stderr, status)) => {
-            // What the hook started and left behind goes with it.
-            kill_group(pid);
-            Ran {
-                exit: status.ok().and_then(|s| s.code()),
-                stdout,
-                stderr,
-                ..Ran::default()
-            }
-        }
+    let Some(status) = status else {
+        drop(group);
+        abort.abort();
+        return Ran {
+            timed_out: true,
+            ..Ran::default()
+        };
+    };
+    // The hook has exited: what it left running may hold its output open,
+    // so the output gets a moment more, then the group is killed.
+    let read = match tokio::time::timeout(std::time::Duration::from_millis(500), &mut readers).await
+    {
+        Ok(read) => read,
         Err(_) => {
-            kill_group(pid);
-            Ran {
-                timed_out: true,
-                ..Ran::default()
-            }
+            drop(group);
+            readers.await
         }
+    };
+    let ((stdout, truncated), (stderr, _)) = read.unwrap_or_default();
+    Ran {
+        exit: status.ok().and_then(|s| s.code()),
+        stdout,
+        stderr,
+        truncated,
+        ..Ran::default()
+    }
+}
+
+/// Kills a hook's process group when dropped.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0.take());
     }
 }
 
@@ -114,21 +134,24 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
-/// Reads `from` to its end, keeping the first [`MAX_OUTPUT`] bytes.
-async fn read_capped(from: Option<impl AsyncRead + Unpin>) -> String {
+/// Reads `from` to its end, keeping the first [`MAX_OUTPUT`] bytes; with
+/// whether there was more.
+async fn read_capped(from: Option<impl AsyncRead + Unpin>) -> (String, bool) {
     let Some(mut from) = from else {
-        return String::new();
+        return (String::new(), false);
     };
     let mut kept = Vec::new();
+    let mut more = false;
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
                 let room = MAX_OUTPUT.saturating_sub(kept.len());
+                more |= n > room;
                 kept.extend_from_slice(&buf[..n.min(room)]);
             }
         }
     }
-    String::from_utf8_lossy(&kept).into_owned()
+    (String::from_utf8_lossy(&kept).into_owned(), more)
 }

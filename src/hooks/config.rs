@@ -2,7 +2,7 @@
 //! Claude Code's settings give their `hooks` key:
 //!
 //! ```json
-//! {"hooks": {"PreToolUse": [{"matcher": "run_shell|write_file",
+//! {"hooks": {"PreToolUse": [{"matcher": "run_shell|edit_file",
 //!   "hooks": [{"type": "command", "command": "~/bin/policy", "timeout": 30}]}]}}
 //! ```
 //!
@@ -104,11 +104,15 @@ impl HooksConfig {
             return Err(bad(format!("over {MAX_BYTES} bytes")));
         }
         only_owner_writes(path, &meta).map_err(bad)?;
-        if let Some(dir) = path.parent()
-            && let Ok(dir_meta) = std::fs::metadata(dir)
-        {
-            only_owner_writes(dir, &dir_meta).map_err(bad)?;
-        }
+        // The directory holding it must be checked too; one that cannot be
+        // is refused rather than trusted.
+        let dir = path
+            .parent()
+            .filter(|d| d.is_absolute())
+            .ok_or_else(|| bad("not an absolute path".into()))?;
+        let dir_meta =
+            std::fs::metadata(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
+        only_owner_writes(dir, &dir_meta).map_err(bad)?;
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         HooksConfig::parse(&text).map_err(bad)
     }

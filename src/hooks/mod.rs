@@ -108,6 +108,15 @@ impl HookEvent {
         )
     }
 
+    /// Whether a hook of the event stands between an action and its doing,
+    /// so that one that gives no answer blocks it.
+    pub fn vetoes(self) -> bool {
+        matches!(
+            self,
+            HookEvent::PreToolUse | HookEvent::PreApply | HookEvent::PermissionRequest
+        )
+    }
+
     /// Whether the event is about one tool, so that a matcher applies.
     pub fn has_tool(self) -> bool {
         matches!(

@@ -322,3 +322,79 @@ async fn in_process_handlers_run_before_commands_and_are_recorded() {
     assert_eq!(run.records[0].decision, "deny");
     assert_eq!(run.records[1].decision, "continue");
 }
+
+#[test]
+fn a_veto_hook_without_an_answer_blocks_and_another_only_reports() {
+    let timed_out = Ran {
+        timed_out: true,
+        ..Ran::default()
+    };
+    let v = Verdict::of(HookEvent::PreToolUse, &timed_out);
+    assert_eq!(
+        v.block.as_deref(),
+        Some("the hook gave no answer (timed out and was killed)")
+    );
+    let v = Verdict::of(HookEvent::PostToolUse, &timed_out);
+    assert_eq!(v.block, None);
+    assert_eq!(v.errors, vec!["timed out and was killed".to_string()]);
+    let cut_json = Ran {
+        truncated: true,
+        ..ran(
+            0,
+            r#"{"hookSpecificOutput": {"permissionDecision": "deny", "x": "aaaa"#,
+            "",
+        )
+    };
+    assert!(
+        Verdict::of(HookEvent::PreApply, &cut_json)
+            .refuses()
+            .unwrap()
+            .contains("longer than")
+    );
+    let broken = ran(0, "{not json", "");
+    assert!(
+        Verdict::of(HookEvent::PreToolUse, &broken)
+            .refuses()
+            .unwrap()
+            .contains("not a valid JSON object")
+    );
+    // Cut plain text is no answer to parse: context, cut.
+    let long_text = Ran {
+        truncated: true,
+        ..ran(0, "note", "")
+    };
+    assert_eq!(
+        Verdict::of(HookEvent::UserPromptSubmit, &long_text).context,
+        vec!["note".to_string()]
+    );
+}
+
+#[tokio::test]
+async fn a_block_stands_though_the_hook_leaves_a_child_holding_its_output() {
+    let h = hooks(
+        r#"{"hooks": {"PreApply": [{"hooks": [{"type": "command", "timeout": 20,
+            "command": "sleep 30 & echo 'no secrets here' >&2; exit 2"}]}]}}"#,
+    );
+    let started = Instant::now();
+    let run = h
+        .run(HookEvent::PreApply, &input(HookEvent::PreApply, None))
+        .await;
+    assert_eq!(run.verdict.block.as_deref(), Some("no secrets here"));
+    assert_eq!(run.records[0].exit, Some(2));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "waited for the child"
+    );
+}
+
+#[tokio::test]
+async fn a_hook_that_never_reads_a_large_input_still_answers() {
+    let h = hooks(
+        r#"{"hooks": {"PreToolUse": [{"hooks": [{"type": "command", "command": "echo fine; exit 0"}]}]}}"#,
+    );
+    let mut big = input(HookEvent::PreToolUse, Some("run_shell"));
+    big.tool_input = Some(json!({"command": "x".repeat(4 << 20)}));
+    let run = h.run(HookEvent::PreToolUse, &big).await;
+    assert_eq!(run.records[0].exit, Some(0));
+    assert_eq!(run.verdict.refuses(), None);
+}

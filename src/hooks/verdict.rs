@@ -38,32 +38,60 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// The verdict of one hook that ran for `event`.
+    /// The verdict of one hook that ran for `event`. A hook that vetoes
+    /// (`PreToolUse`, `PreApply`, `PermissionRequest`) and gives no answer —
+    /// it could not start, did not end in time, was killed, or its JSON
+    /// answer was cut or broken — blocks: a policy that cannot answer does
+    /// not let the action through.
     pub fn of(event: HookEvent, ran: &Ran) -> Verdict {
         let mut v = Verdict::default();
-        if let Some(why) = &ran.failed {
-            v.errors.push(why.clone());
-            return v;
-        }
-        if ran.timed_out {
-            v.errors.push("timed out and was killed".into());
-            return v;
-        }
-        match ran.exit {
-            Some(0) => v.read_stdout(event, &ran.stdout),
-            Some(2) => {
-                let reason = cut(ran.stderr.trim());
-                v.block = Some(if reason.is_empty() {
-                    "blocked by a hook (exit 2)".into()
-                } else {
-                    reason
-                });
+        let unanswered = if let Some(why) = &ran.failed {
+            Some(why.clone())
+        } else if ran.timed_out {
+            Some("timed out and was killed".to_string())
+        } else {
+            match ran.exit {
+                Some(0) => {
+                    let text = ran.stdout.trim_start();
+                    if text.starts_with('{') && ran.truncated {
+                        Some(format!(
+                            "its answer was longer than {} bytes",
+                            super::command::MAX_OUTPUT
+                        ))
+                    } else if text.starts_with('{')
+                        && !matches!(serde_json::from_str(text), Ok(Value::Object(_)))
+                    {
+                        Some("its answer is not a valid JSON object".to_string())
+                    } else {
+                        v.read_stdout(event, &ran.stdout);
+                        None
+                    }
+                }
+                Some(2) => {
+                    let reason = cut(ran.stderr.trim());
+                    v.block = Some(if reason.is_empty() {
+                        "blocked by a hook (exit 2)".into()
+                    } else {
+                        reason
+                    });
+                    None
+                }
+                Some(code) => {
+                    v.errors.push(format!(
+                        "exit {code}{}",
+                        first_line(&ran.stderr).map_or(String::new(), |l| format!(": {l}"))
+                    ));
+                    None
+                }
+                None => Some("killed by a signal".to_string()),
             }
-            Some(code) => v.errors.push(format!(
-                "exit {code}{}",
-                first_line(&ran.stderr).map_or(String::new(), |l| format!(": {l}"))
-            )),
-            None => v.errors.push("killed by a signal".into()),
+        };
+        if let Some(why) = unanswered {
+            if event.vetoes() {
+                v.block = Some(format!("the hook gave no answer ({why})"));
+            } else {
+                v.errors.push(why);
+            }
         }
         v
     }

@@ -199,6 +199,13 @@ pub enum RunEvent {
         decision: String,
         duration_ms: u64,
     },
+    /// A `PreToolUse` hook rewrote a call: it runs with these arguments.
+    #[serde(rename = "tool.rewritten")]
+    ToolRewritten {
+        call_id: String,
+        name: String,
+        arguments: String,
+    },
     #[serde(rename = "agent.correction")]
     AgentCorrection { turn: u32, message: String },
     #[serde(rename = "workspace.changed")]
@@ -379,6 +386,7 @@ impl RunEvent {
             RunEvent::ToolFinished { .. } => "tool.finished",
             RunEvent::PolicyRefused { .. } => "policy.refused",
             RunEvent::HookRan { .. } => "hook.ran",
+            RunEvent::ToolRewritten { .. } => "tool.rewritten",
             RunEvent::AgentCorrection { .. } => "agent.correction",
             RunEvent::WorkspaceChanged { .. } => "workspace.changed",
             RunEvent::CheckpointCreated { .. } => "checkpoint.created",

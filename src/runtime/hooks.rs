@@ -26,12 +26,31 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         Err(why) => return run.steering.interrupted(why),
     };
     record(run, &ran, Some(&call.id));
+    if let Some(why) = &ran.verdict.stop {
+        // `continue: false` ends the run, as it stops Claude Code's agent.
+        return Input::Cancelled {
+            reason: format!("a PreToolUse hook stopped the run: {}", redacted(run, why)),
+        };
+    }
     let (refused, arguments) = pre_tool_verdict(&ran);
+    if let Some(arguments) = &arguments {
+        // What runs instead of what the model asked is in the event chain.
+        run.bus.emit(RunEvent::ToolRewritten {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: arguments.clone(),
+        });
+    }
     Input::PreToolHooksRan {
         call_id: call.id.clone(),
-        refused,
+        refused: refused.map(|why| redacted(run, &why)),
         arguments,
     }
+}
+
+/// A hook's words as the model may read them: its secrets redacted.
+fn redacted(run: &Run, text: &str) -> String {
+    run.artifacts.redactor().redact(text).into_owned()
 }
 
 /// Runs the `PostToolUse` hooks of `call` once it has finished (for an
@@ -66,10 +85,11 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
         Err(why) => return run.steering.interrupted(why),
     };
     record(run, &ran, Some(&call.id));
+    let content = post_tool_content(content, &ran);
     Input::ToolFinished {
         call_id,
         ok,
-        content: post_tool_content(content, &ran),
+        content: redacted(run, &content),
     }
 }
 
@@ -108,9 +128,12 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
         Err(why) => return run.steering.interrupted(why),
     };
     record(run, &ran, None);
-    Input::StopHooksRan {
-        refused: ran.verdict.block,
-    }
+    // `continue: false` lets the run stop, whatever else a hook said.
+    let refused = match ran.verdict.stop {
+        Some(_) => None,
+        None => ran.verdict.block.map(|why| redacted(run, &why)),
+    };
+    Input::StopHooksRan { refused }
 }
 
 /// Runs the `SessionStart` hooks (`source`: `startup` or `resume`) and, for
@@ -132,7 +155,7 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
         {
             Ok(ran) => {
                 record(run, &ran, None);
-                inputs.extend(context_inputs(HookEvent::SessionStart, &ran));
+                inputs.extend(context_inputs(run, HookEvent::SessionStart, &ran));
             }
             Err(why) => return vec![run.steering.interrupted(why)],
         }
@@ -154,7 +177,7 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
                     });
                     return inputs;
                 }
-                inputs.extend(context_inputs(HookEvent::UserPromptSubmit, &ran));
+                inputs.extend(context_inputs(run, HookEvent::UserPromptSubmit, &ran));
             }
             Err(why) => return vec![run.steering.interrupted(why)],
         }
@@ -163,13 +186,13 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
 }
 
 /// The context the hooks of `event` added, for the agent.
-fn context_inputs(event: HookEvent, ran: &HookRun) -> Vec<Input> {
+fn context_inputs(run: &Run, event: HookEvent, ran: &HookRun) -> Vec<Input> {
     ran.verdict
         .context
         .iter()
         .map(|text| Input::HookContext {
             event: event.name().to_string(),
-            text: text.clone(),
+            text: redacted(run, text),
         })
         .collect()
 }

@@ -134,6 +134,10 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
         post, 1,
         "one PostToolUse hook, after the one command that ran"
     );
+    let rewritten = ran
+        .event("tool.rewritten")
+        .expect("the rewrite is recorded");
+    assert_eq!(rewritten["arguments"], r#"{"command":"echo rewritten"}"#);
     // The events, hooks included, verify as one chain.
     let run_id = ran.result["run_id"].as_str().unwrap();
     let verify = repo
@@ -183,7 +187,8 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     let veto = config_dir(
         json!({"hooks": {
             "PreApply": [{"hooks": [{"type": "command", "command": "sh $DIR/scan.sh"}]}],
-            "SessionStart": [{"hooks": [{"type": "command", "command": "true"}]}]
+            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "PreToolUse": [{"matcher": "Bash|Edit", "hooks": [{"type": "command", "command": "false"}]}]
         }}),
         &[("scan.sh", SCANNER)],
     );
@@ -210,14 +215,36 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
 
     // doctor lists the hook and where it runs.
     let mut doctor = repo.command(&["doctor"]);
-    doctor.env("MINICODER_CONFIG_DIR", veto.path());
+    doctor
+        .env("MINICODER_CONFIG_DIR", veto.path())
+        .current_dir(repo.path());
     let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
     assert!(
         listed.contains("[ OK ] hook: PreApply: `sh ")
             && listed.contains("runs on the host")
-            && listed.contains("[WARN] hook: SessionStart: `true` is not run by this version"),
+            && listed.contains("[WARN] hook: Notification: `true` is not run by this version")
+            && listed
+                .contains("[WARN] hook: PreToolUse on tools `Bash|Edit`: `false` runs for no tool"),
         "{listed}"
     );
+
+    // A hook that edits the file the patch changes: the apply is refused,
+    // and the hook's edit is not overwritten.
+    let meddler = config_dir(
+        json!({"hooks": {"PreApply": [{"hooks": [{"type": "command",
+            "command": "cat > /dev/null; echo '# formatted' >> pagination.py"}]}]}}),
+        &[],
+    );
+    let out = apply(meddler.path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("changed where the patch applies while the PreApply hooks ran"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(repo.path().join("pagination.py")).unwrap();
+    assert!(text.ends_with("# formatted\n") && text.contains("return total_items // page_size"));
+    support::git(repo.path(), &["checkout", "--", "pagination.py"]);
 
     let post = config_dir(
         json!({"hooks": {"PostApply": [{"hooks": [{"type": "command", "command": "sh $DIR/record.sh"}]}]}}),

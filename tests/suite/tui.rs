@@ -351,6 +351,11 @@ fn a_command_a_hook_blocks_is_shown_with_the_hook() {
                 decision: "block".into(),
                 duration_ms: 14,
             },
+            RunEvent::ToolRewritten {
+                call_id: "c8".into(),
+                name: "run_shell".into(),
+                arguments: r#"{"command":"pytest -q"}"#.into(),
+            },
             RunEvent::ToolFinished {
                 call_id: "c9".into(),
                 name: "run_shell".into(),

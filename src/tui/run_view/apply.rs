@@ -28,6 +28,7 @@ impl RunView {
             | RunEvent::ToolFinished { .. }
             | RunEvent::PolicyRefused { .. }
             | RunEvent::HookRan { .. }
+            | RunEvent::ToolRewritten { .. }
             | RunEvent::AgentCorrection { .. }
             | RunEvent::WorkspaceChanged { .. } => self.work_event(event),
             RunEvent::VerificationStarted { .. }
@@ -296,6 +297,12 @@ impl RunView {
                     format!("hook {event} {decision}{exit}: `{}`", clean(hook)),
                 )
             }
+            RunEvent::ToolRewritten {
+                name, arguments, ..
+            } => self.note(
+                NoteKind::Warning,
+                format!("a hook rewrote {name}: {}", clean(arguments)),
+            ),
             RunEvent::AgentCorrection { message, .. } => {
                 self.note(NoteKind::Warning, format!("correction: {message}"))
             }
