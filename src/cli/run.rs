@@ -41,12 +41,6 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             super::EXIT_USAGE,
         )
     };
-    if args.approval == Approval::Each {
-        return Ok(usage(
-            &args,
-            "--approval each needs the interactive session; use final or never with --non-interactive",
-        ));
-    }
     // The path, the task and the flags first: a usage error is reported
     // before any provider or Docker is asked.
     match super::options::validate(&args, true) {
@@ -58,6 +52,18 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Ok(o) => o,
         Err(e) => return Ok(usage(&args, &e)),
     };
+    // Each edit waits for an answer: without a session only the person's
+    // PermissionRequest hooks can give one.
+    if args.approval == Approval::Each
+        && opts
+            .hooks
+            .is_empty_for(crate::hooks::HookEvent::PermissionRequest)
+    {
+        return Ok(usage(
+            &args,
+            "--approval each needs the interactive session (or PermissionRequest hooks to answer it); use final or never with --non-interactive",
+        ));
+    }
     let selection = ModelSelection {
         pinned: args.model.clone(),
         benchmark: args.benchmark,

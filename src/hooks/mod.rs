@@ -102,6 +102,8 @@ impl HookEvent {
                 | HookEvent::UserPromptSubmit
                 | HookEvent::PreToolUse
                 | HookEvent::PostToolUse
+                | HookEvent::PermissionRequest
+                | HookEvent::Notification
                 | HookEvent::Stop
                 | HookEvent::PreApply
                 | HookEvent::PostApply

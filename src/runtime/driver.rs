@@ -193,6 +193,10 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
             Some(input)
         }
         Effect::AwaitApproval { id, timeout_ms } => {
+            let asked_now = !matches!(&l.approval_timer, Some((waiting, _)) if *waiting == id);
+            if asked_now && let Some(answer) = super::hooks::approval_asked(run, &id).await {
+                return Some(answer);
+            }
             let until = match &l.approval_timer {
                 Some((waiting, until)) if *waiting == id => *until,
                 _ => tokio::time::Instant::now() + Duration::from_millis(timeout_ms),

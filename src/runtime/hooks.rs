@@ -8,7 +8,7 @@
 use crate::agent::effects::Input;
 use crate::hooks::{HookEvent, HookInput, HookRun, Permission};
 use crate::model::types::ToolCall;
-use crate::protocol::RunEvent;
+use crate::protocol::{ApprovalDecision, RunEvent};
 
 use super::parts::Run;
 
@@ -212,6 +212,71 @@ pub(crate) async fn session_end(run: &mut Run, outcome: &str, reason: &str) {
     record(run, &ran, None);
 }
 
+/// An edit waits for the person (approval `id`): the `PermissionRequest`
+/// hooks may answer it for them (allow, or deny with a reason); when none
+/// does, the `Notification` hooks hear that an approval waits. `None`: the
+/// run goes on waiting for the person.
+pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
+    let hooks = run.id.options.hooks.clone();
+    let pending = run.agent.phase().pending_approval()?.clone();
+    if !hooks.is_empty_for(HookEvent::PermissionRequest) {
+        let mut input = HookInput::new(HookEvent::PermissionRequest, &run.id.run_id, &run.id.repo);
+        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        input.tool_name = Some(pending.call.name.clone());
+        input.tool_input = Some(serde_json::json!({"path": pending.path, "patch": pending.patch}));
+        let ran = match run
+            .steering
+            .race(hooks.run(HookEvent::PermissionRequest, &input))
+            .await
+        {
+            Ok(ran) => ran,
+            Err(why) => return Some(run.steering.interrupted(why)),
+        };
+        record(run, &ran, Some(&pending.call.id));
+        if let Some(decision) = permission_answer(&ran) {
+            let decision = match decision {
+                ApprovalDecision::Refuse(Some(why)) => {
+                    ApprovalDecision::Refuse(Some(redacted(run, &why)))
+                }
+                other => other,
+            };
+            return Some(Input::Approval {
+                id: id.to_string(),
+                decision,
+            });
+        }
+    }
+    if !hooks.is_empty_for(HookEvent::Notification) {
+        let mut input = HookInput::new(HookEvent::Notification, &run.id.run_id, &run.id.repo);
+        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        input.extra.insert(
+            "message".into(),
+            format!("minicoder needs your approval to edit {}", pending.path).into(),
+        );
+        input
+            .extra
+            .insert("notification_type".into(), "permission_prompt".into());
+        // Heard, not obeyed: the run waits for the person either way.
+        let ran = hooks.run(HookEvent::Notification, &input).await;
+        record(run, &ran, Some(&pending.call.id));
+    }
+    None
+}
+
+/// How the `PermissionRequest` hooks answer an approval, if they do: a
+/// deny or a block refuses with its reason, an allow approves this edit.
+fn permission_answer(ran: &HookRun) -> Option<ApprovalDecision> {
+    if let Some(why) = ran.verdict.refuses() {
+        return Some(ApprovalDecision::Refuse(Some(format!(
+            "refused by a PermissionRequest hook: {why}"
+        ))));
+    }
+    match &ran.verdict.permission {
+        Some((Permission::Allow, _)) => Some(ApprovalDecision::Approve),
+        _ => None,
+    }
+}
+
 /// What the agent is told of the hooks' verdict: a refusal (a block, a
 /// deny, a stop, or an ask, which a run has no one to put to yet), or the
 /// arguments a hook rewrote.
@@ -280,6 +345,31 @@ mod tests {
             (None, Some(r#"{"command":"echo hi"}"#.into()))
         );
         assert_eq!(pre_tool_verdict(&ran(Verdict::default())), (None, None));
+    }
+
+    #[test]
+    fn permission_hooks_approve_refuse_or_leave_it_to_the_person() {
+        let allow = ran(Verdict {
+            permission: Some((Permission::Allow, String::new())),
+            ..Verdict::default()
+        });
+        assert_eq!(permission_answer(&allow), Some(ApprovalDecision::Approve));
+        let deny = ran(Verdict {
+            permission: Some((Permission::Deny, "not in src/".into())),
+            ..Verdict::default()
+        });
+        assert_eq!(
+            permission_answer(&deny),
+            Some(ApprovalDecision::Refuse(Some(
+                "refused by a PermissionRequest hook: not in src/".into()
+            )))
+        );
+        let ask = ran(Verdict {
+            permission: Some((Permission::Ask, String::new())),
+            ..Verdict::default()
+        });
+        assert_eq!(permission_answer(&ask), None);
+        assert_eq!(permission_answer(&ran(Verdict::default())), None);
     }
 
     #[test]

@@ -392,3 +392,55 @@ async fn session_and_prompt_hooks_add_context_refuse_a_task_and_hear_the_end() {
     );
     assert_eq!(repo.mock.request_count(), before, "no model request");
 }
+
+const PERMIT: &str = r#"#!/bin/sh
+input=$(cat)
+case "$input" in
+  *'"path":"pagination.py"'*) printf '%s' '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "permissionDecision": "allow"}}' ;;
+  *) echo "only pagination.py may change" >&2; exit 2 ;;
+esac
+"#;
+
+#[tokio::test]
+async fn a_permission_hook_answers_each_approval_of_a_headless_run() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let config = config_dir(
+        json!({"hooks": {"PermissionRequest": [{"matcher": "edit_file",
+            "hooks": [{"type": "command", "command": "sh $DIR/permit.sh"}]}]}}),
+        &[("permit.sh", PERMIT)],
+    );
+    // Without such a hook, nobody could answer.
+    let none = config_dir(json!({"hooks": {}}), &[]);
+    let refused = repo
+        .run_with(
+            "no hooks",
+            &["--approval", "each"],
+            &[("MINICODER_CONFIG_DIR", none.path())],
+        )
+        .await;
+    assert_eq!(
+        refused.output.status.code(),
+        Some(2),
+        "{}",
+        refused.stderr()
+    );
+    repo.fix_only();
+    let ran = repo
+        .run_with(
+            "permitted",
+            &["--approval", "each"],
+            &[("MINICODER_CONFIG_DIR", config.path())],
+        )
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let resolved = ran
+        .event("approval.resolved")
+        .expect("the approval was answered");
+    assert_eq!(resolved["approved"], true, "{resolved}");
+    let hook = ran.event("hook.ran").expect("the hook ran");
+    assert_eq!(hook["event"], "PermissionRequest");
+    assert_eq!(hook["decision"], "allow");
+}
