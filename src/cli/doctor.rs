@@ -51,6 +51,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
 
     providers(&mut record);
     hooks(&mut record);
+    repository_hooks(&mut record);
     let cwd = std::env::current_dir().ok();
     for detail in cwd
         .and_then(|d| super::doctor_instructions::report(&d))
@@ -223,6 +224,51 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
                         spec.command,
                         spec.timeout.as_secs()
                     ),
+                );
+            }
+        }
+    }
+}
+
+/// The hooks of the repository around the current directory, which run
+/// only in its command container and only once its configuration is trusted.
+fn repository_hooks(record: &mut dyn FnMut(Level, &str, String)) {
+    let Some(repo) = std::env::current_dir()
+        .ok()
+        .and_then(|d| git2::Repository::discover(d).ok())
+        .and_then(|r| r.workdir().map(std::path::Path::to_path_buf))
+    else {
+        return;
+    };
+    let path = repo.join(".minicoder").join(crate::hooks::config::FILE);
+    let text = match crate::verify::config::read_config_text(&path) {
+        Ok(Some(text)) => text,
+        Ok(None) => return,
+        Err(e) => return record(Level::Fail, "repository hooks", e.to_string()),
+    };
+    match crate::hooks::HooksConfig::parse(&text) {
+        Err(e) => record(
+            Level::Fail,
+            "repository hooks",
+            format!("{}: {e}", path.display()),
+        ),
+        Ok(config) => {
+            for (event, matcher, spec) in config.listed() {
+                let matcher = matcher.map_or(String::new(), |m| format!(" on tools `{m}`"));
+                let runs = match event {
+                    crate::hooks::HookEvent::PreToolUse
+                    | crate::hooks::HookEvent::PostToolUse
+                    | crate::hooks::HookEvent::Stop => {
+                        "runs in the run's sandbox, never on the host, once the repository is trusted"
+                    }
+                    _ => {
+                        "is not run: a repository's hooks run only for PreToolUse, PostToolUse and Stop"
+                    }
+                };
+                record(
+                    Level::Ok,
+                    "repository hook",
+                    format!("{}{matcher}: `{}` {runs}", event.name(), spec.command),
                 );
             }
         }

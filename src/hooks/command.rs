@@ -14,7 +14,7 @@ use super::HookSpec;
 /// The most of a hook's standard output, and of its standard error, kept.
 pub(crate) const MAX_OUTPUT: usize = 64 * 1024;
 
-/// What running a hook gave.
+/// What running a hook gave (on the host, or in a run's container).
 #[derive(Debug, Clone, Default)]
 pub struct Ran {
     /// The exit status (`None`: killed by a signal, timed out or not started).

@@ -173,6 +173,13 @@ impl HooksConfig {
         self.groups.values().flatten().all(|g| g.hooks.is_empty())
     }
 
+    /// Whether any hook is configured for `event`.
+    pub fn has(&self, event: HookEvent) -> bool {
+        self.groups
+            .get(&event)
+            .is_some_and(|groups| groups.iter().any(|g| !g.hooks.is_empty()))
+    }
+
     /// The hooks of `event` whose matcher takes `tool`, in file order.
     pub fn matching(&self, event: HookEvent, tool: Option<&str>) -> Vec<&HookSpec> {
         self.groups

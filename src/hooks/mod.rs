@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use command::Ran;
 pub use config::{ConfigError, HookSpec, HooksConfig};
 pub use verdict::{Permission, Verdict};
 

@@ -17,7 +17,7 @@ use super::parts::Run;
 pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
     let input = tool_input(run, HookEvent::PreToolUse, call);
     let hooks = run.id.options.hooks.clone();
-    let ran = match run
+    let mut ran = match run
         .steering
         .race(hooks.run(HookEvent::PreToolUse, &input))
         .await
@@ -25,6 +25,7 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         Ok(ran) => ran,
         Err(why) => return run.steering.interrupted(why),
     };
+    add_repo_hooks(run, HookEvent::PreToolUse, &input, &mut ran).await;
     record(run, &ran, Some(&call.id));
     if let Some(why) = &ran.verdict.stop {
         // `continue: false` ends the run, as it stops Claude Code's agent.
@@ -67,7 +68,8 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
         return finished;
     };
     let hooks = run.id.options.hooks.clone();
-    if hooks.is_empty_for(HookEvent::PostToolUse) {
+    if hooks.is_empty_for(HookEvent::PostToolUse) && !run.id.repo_hooks.has(HookEvent::PostToolUse)
+    {
         return Input::ToolFinished {
             call_id,
             ok,
@@ -76,7 +78,7 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
     }
     let mut input = tool_input(run, HookEvent::PostToolUse, call);
     input.tool_response = Some(serde_json::json!({"ok": ok, "content": content}));
-    let ran = match run
+    let mut ran = match run
         .steering
         .race(hooks.run(HookEvent::PostToolUse, &input))
         .await
@@ -84,6 +86,7 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
         Ok(ran) => ran,
         Err(why) => return run.steering.interrupted(why),
     };
+    add_repo_hooks(run, HookEvent::PostToolUse, &input, &mut ran).await;
     record(run, &ran, Some(&call.id));
     let content = post_tool_content(content, &ran);
     Input::ToolFinished {
@@ -123,10 +126,11 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
     input.transcript_path = Some(run.artifacts.events_path().display().to_string());
     input.stop_hook_active = Some(stop_hook_active);
     let hooks = run.id.options.hooks.clone();
-    let ran = match run.steering.race(hooks.run(HookEvent::Stop, &input)).await {
+    let mut ran = match run.steering.race(hooks.run(HookEvent::Stop, &input)).await {
         Ok(ran) => ran,
         Err(why) => return run.steering.interrupted(why),
     };
+    add_repo_hooks(run, HookEvent::Stop, &input, &mut ran).await;
     record(run, &ran, None);
     // `continue: false` lets the run stop, whatever else a hook said.
     let refused = match ran.verdict.stop {
@@ -275,6 +279,93 @@ fn permission_answer(ran: &HookRun) -> Option<ApprovalDecision> {
         Some((Permission::Allow, _)) => Some(ApprovalDecision::Approve),
         _ => None,
     }
+}
+
+/// The most of a hook's input a repository hook is given (its tool input
+/// and response are cut to fit).
+const MAX_REPO_INPUT: usize = 64 * 1024;
+
+/// Runs the repository's own hooks of `event` in the run's command
+/// container — bounded and held to the workspace limits like any command,
+/// with no access to the host — and adds their verdict to `ran`. A
+/// repository hook may block, deny and add context; it cannot allow or
+/// rewrite a call (that is the person's to do).
+async fn add_repo_hooks(run: &mut Run, event: HookEvent, input: &HookInput, ran: &mut HookRun) {
+    let specs: Vec<crate::hooks::HookSpec> = run
+        .id
+        .repo_hooks
+        .matching(event, input.tool_name.as_deref())
+        .into_iter()
+        .cloned()
+        .collect();
+    if specs.is_empty() {
+        return;
+    }
+    let json = repo_input(input);
+    let command_timeout = run.id.options.limits.command_timeout();
+    for spec in specs {
+        let started = std::time::Instant::now();
+        let delimiter = format!("MINICODER_HOOK_INPUT_{}", crate::ids::random_hex(8));
+        let command = format!(
+            "(\n{}\n) <<'{delimiter}'\n{json}\n{delimiter}\n",
+            spec.command
+        );
+        let request =
+            crate::sandbox::CommandRequest::new(command).timeout(spec.timeout.min(command_timeout));
+        let ran_one = match run.sandbox.container.run(request).await {
+            Ok(outcome) => crate::hooks::Ran {
+                exit: outcome
+                    .exit_code
+                    .filter(|_| outcome.limit_crossed().is_none()),
+                stdout: String::from_utf8_lossy(&outcome.stdout.head).into_owned(),
+                stderr: String::from_utf8_lossy(&outcome.stderr.head).into_owned(),
+                timed_out: outcome.timed_out,
+                truncated: outcome.stdout.omitted > 0,
+                failed: outcome.limit_crossed().map(str::to_string),
+            },
+            Err(e) => crate::hooks::Ran {
+                failed: Some(format!("the sandbox: {e}")),
+                ..crate::hooks::Ran::default()
+            },
+        };
+        let mut verdict = crate::hooks::Verdict::of(event, &ran_one);
+        verdict.updated_input = None;
+        if matches!(verdict.permission, Some((Permission::Allow, _))) {
+            verdict.permission = None;
+        }
+        ran.records.push(crate::hooks::HookRecord {
+            hook: format!("repository: {}", spec.command),
+            event: event.name().to_string(),
+            exit: ran_one.exit,
+            decision: verdict.word().to_string(),
+            duration_ms: started.elapsed().as_millis() as u64,
+        });
+        ran.verdict.add(verdict);
+    }
+}
+
+/// A hook's input as one line of JSON of at most [`MAX_REPO_INPUT`] bytes.
+fn repo_input(input: &HookInput) -> String {
+    // Host paths mean nothing in the container: it sees the workspace.
+    let mut input = input.clone();
+    input.cwd = crate::sandbox::spec::WORKSPACE_MOUNT.to_string();
+    input.transcript_path = None;
+    let input = &input;
+    let json = serde_json::to_string(input).unwrap_or_else(|_| "{}".into());
+    if json.len() <= MAX_REPO_INPUT {
+        return json;
+    }
+    let mut cut = input.clone();
+    let shorten = |v: &Option<serde_json::Value>| {
+        v.as_ref().map(|v| {
+            let text = v.to_string();
+            serde_json::Value::String(crate::terminal_text::cut_to(&text, MAX_REPO_INPUT / 4))
+        })
+    };
+    cut.tool_input = shorten(&cut.tool_input);
+    cut.tool_response = shorten(&cut.tool_response);
+    cut.extra.clear();
+    serde_json::to_string(&cut).unwrap_or_else(|_| "{}".into())
 }
 
 /// What the agent is told of the hooks' verdict: a refusal (a block, a

@@ -31,6 +31,9 @@ pub(crate) struct RunIdentity {
     pub project: Option<crate::protocol::ProjectTrust>,
     /// Signs the manifest, the resume points and the receipt.
     pub key: crate::trace::ReceiptKey,
+    /// The hooks of the repository's own `.minicoder/hooks.json`, when the
+    /// person trusts its configuration: they run in the command container.
+    pub repo_hooks: crate::hooks::HooksConfig,
 }
 
 /// The run's containers.

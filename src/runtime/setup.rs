@@ -137,6 +137,7 @@ pub(crate) async fn prepare_with(
             started,
             project: inputs.project,
             key,
+            repo_hooks: inputs.repo_hooks,
         },
         sandbox: RunSandbox {
             docker,
@@ -400,7 +401,7 @@ fn open_trace(
             let log = artifacts.open_event_log()?;
             let mut agent = r.point.agent;
             agent.set_approval(options.approval);
-            agent.set_hooks(hook_points(options));
+            agent.set_hooks(hook_points(options, inputs));
             counters.edit_seq = r.point.edit_seq;
             counters.call_seq = r.point.call_seq;
             return Ok((EventBus::new(log, subscribers), agent, counters));
@@ -456,6 +457,8 @@ struct Inputs {
     bootstrap_network: bool,
     /// The repository's own configuration and how far it is honoured.
     project: Option<crate::protocol::ProjectTrust>,
+    /// The repository's hooks, read only when its configuration is trusted.
+    repo_hooks: crate::hooks::HooksConfig,
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -494,7 +497,12 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
             ignored: notes,
         }
     });
+    let repo_hooks = match trust {
+        Some(_) => repo_hooks(&repo)?,
+        None => crate::hooks::HooksConfig::default(),
+    };
     Ok(Inputs {
+        repo_hooks,
         limits,
         repo,
         checks,
@@ -504,6 +512,18 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
         bootstrap_network: network && options.bootstrap_network,
         project,
     })
+}
+
+/// The hooks of `repo`'s `.minicoder/hooks.json` (bounded, never through a
+/// link; none without the file).
+fn repo_hooks(repo: &Path) -> Result<crate::hooks::HooksConfig, RunError> {
+    let path = repo.join(".minicoder").join(crate::hooks::config::FILE);
+    let text = verify::config::read_config_text(&path)?;
+    match text {
+        None => Ok(crate::hooks::HooksConfig::default()),
+        Some(text) => crate::hooks::HooksConfig::parse(&text)
+            .map_err(|e| RunError::Invalid(format!("{}: {e}", path.display()))),
+    }
 }
 
 /// How far the person trusts the configuration `files` of `repo`: given
@@ -955,17 +975,18 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
     config.bootstrap = inputs.bootstrap.clone();
     config.bootstrap_network = inputs.bootstrap_network;
     config.approval = options.approval;
-    config.hooks = hook_points(options);
+    config.hooks = hook_points(options, inputs);
     config
 }
 
 /// The points the person has hooks for.
-fn hook_points(options: &RunOptions) -> crate::agent::effects::HookPoints {
+/// The points the person or the (trusted) repository has hooks for.
+fn hook_points(options: &RunOptions, inputs: &Inputs) -> crate::agent::effects::HookPoints {
+    use crate::hooks::HookEvent;
+    let any = |event| !options.hooks.is_empty_for(event) || inputs.repo_hooks.has(event);
     crate::agent::effects::HookPoints {
-        pre_tool_use: !options
-            .hooks
-            .is_empty_for(crate::hooks::HookEvent::PreToolUse),
-        stop: !options.hooks.is_empty_for(crate::hooks::HookEvent::Stop),
+        pre_tool_use: any(HookEvent::PreToolUse),
+        stop: any(HookEvent::Stop),
     }
 }
 

@@ -187,7 +187,7 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     let veto = config_dir(
         json!({"hooks": {
             "PreApply": [{"hooks": [{"type": "command", "command": "sh $DIR/scan.sh"}]}],
-            "Notification": [{"hooks": [{"type": "command", "command": "true"}]}],
+            "PreCompact": [{"hooks": [{"type": "command", "command": "true"}]}],
             "PreToolUse": [{"matcher": "Bash|Edit", "hooks": [{"type": "command", "command": "false"}]}]
         }}),
         &[("scan.sh", SCANNER)],
@@ -222,7 +222,7 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     assert!(
         listed.contains("[ OK ] hook: PreApply: `sh ")
             && listed.contains("runs on the host")
-            && listed.contains("[WARN] hook: Notification: `true` is not run by this version")
+            && listed.contains("[WARN] hook: PreCompact: `true` is not run by this version")
             && listed
                 .contains("[WARN] hook: PreToolUse on tools `Bash|Edit`: `false` runs for no tool"),
         "{listed}"
@@ -443,4 +443,100 @@ async fn a_permission_hook_answers_each_approval_of_a_headless_run() {
     let hook = ran.event("hook.ran").expect("the hook ran");
     assert_eq!(hook["event"], "PermissionRequest");
     assert_eq!(hook["decision"], "allow");
+}
+
+#[tokio::test]
+async fn a_trusted_repositorys_hooks_run_in_the_sandbox_and_an_untrusted_ones_not_at_all() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let host = tempfile::tempdir().expect("host dir");
+    let planted = host.path().join("planted-on-the-host");
+    std::fs::write(&planted, "host").unwrap();
+    let hook = format!(
+        "cat > /dev/null; if [ -e {} ]; then printf '%s' '{{\"additionalContext\": \"HOST FILE SEEN\"}}'; \
+         else printf '{{\"additionalContext\": \"repo lint in %s: ok\"}}' \"$(pwd)\"; fi",
+        planted.display()
+    );
+    let hooks = json!({"hooks": {
+        "PostToolUse": [{"matcher": "run_shell", "hooks": [{"type": "command", "command": hook}]}],
+        "PreToolUse": [{"matcher": "run_shell", "hooks": [{"type": "command",
+            "command": "grep -q 'rm -rf' && { echo 'the repository forbids rm -rf' >&2; exit 2; }; exit 0"}]}]
+    }});
+    let repo = Repo::new(&[(".minicoder/hooks.json", &hooks.to_string())]).await;
+    let none = config_dir(json!({"hooks": {}}), &[]);
+    let env = [("MINICODER_CONFIG_DIR", none.path())];
+    let script = |repo: &Repo, first: &str| {
+        repo.mock.push(MockResponse::tool_calls(&[
+            ("update_plan", plan(["in_progress", "pending"])),
+            ("run_shell", json!({"command": first})),
+        ]));
+        repo.mock.push(MockResponse::tool_calls(&[(
+            "run_shell",
+            json!({"command": "echo hello"}),
+        )]));
+        repo.fix();
+    };
+    script(&repo, "rm -rf ./*");
+    let ran = repo.run_with("trusted", &["--trust-project"], &env).await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let requests = repo.mock.requests();
+    let told: Vec<String> = requests
+        .iter()
+        .flat_map(|r| r.messages())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        told.iter()
+            .any(|t| t.contains("Blocked by a PreToolUse hook: the repository forbids rm -rf")),
+        "{told:?}"
+    );
+    assert!(
+        told.iter()
+            .any(|t| t.contains("From a PostToolUse hook: repo lint in /workspace: ok")),
+        "{told:?}"
+    );
+    assert!(
+        !told.iter().any(|t| t.contains("HOST FILE SEEN")),
+        "{told:?}"
+    );
+    let records: Vec<String> = ran
+        .events()
+        .into_iter()
+        .filter(|e| e["type"] == "hook.ran")
+        .map(|e| e["hook"].as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        !records.is_empty() && records.iter().all(|h| h.starts_with("repository: ")),
+        "{records:?}"
+    );
+
+    let mut doctor = repo.command(&["doctor"]);
+    doctor
+        .env("MINICODER_CONFIG_DIR", none.path())
+        .current_dir(repo.path());
+    let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+    assert!(
+        listed.contains("[ OK ] repository hook: PreToolUse on tools `run_shell`: `grep -q")
+            && listed.contains("runs in the run's sandbox, never on the host"),
+        "{listed}"
+    );
+
+    // Untrusted, the same file runs nothing: what it would block runs.
+    let before = repo.mock.request_count();
+    script(&repo, "echo 'rm -rf' is only words");
+    let ran = repo.run_with("untrusted", &[], &env).await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    assert!(ran.event("hook.ran").is_none());
+    let later: Vec<String> = repo.mock.requests()[before..]
+        .iter()
+        .flat_map(|r| r.messages())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        !later.iter().any(|t| t.contains("repository forbids")),
+        "{later:?}"
+    );
 }
