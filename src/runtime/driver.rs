@@ -62,8 +62,12 @@ pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
         });
     }
     let mut l = Loop::default();
-    let new_run = matches!(first, Input::Start { .. });
-    for input in super::hooks::session_start(&mut run, new_run).await {
+    let (new_run, prompt) = match &first {
+        Input::Start { .. } => (true, Some(run.id.options.task.clone())),
+        // (A resumed run's follow-up was screened before it started.)
+        _ => (false, None),
+    };
+    for input in super::hooks::session_start(&mut run, new_run, prompt).await {
         l.feed(&mut run, input);
     }
     l.feed(&mut run, first);
@@ -87,7 +91,9 @@ pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
         }
         let emit_only = matches!(effect, Effect::Emit(_));
         if let Some(input) = perform(&mut run, &mut l, effect).await {
-            l.feed(&mut run, input);
+            for input in super::hooks::screen_follow_up(&mut run, input).await {
+                l.feed(&mut run, input);
+            }
         }
         if !emit_only {
             finish::write_state(&run.artifacts, &run.id.run_id, &run.agent, false);
@@ -109,7 +115,9 @@ async fn deliver_background(run: &mut Run, l: &mut Loop) {
         l.feed(run, input);
     }
     for input in run.steering.pending() {
-        l.feed(run, input);
+        for input in super::hooks::screen_follow_up(run, input).await {
+            l.feed(run, input);
+        }
     }
 }
 

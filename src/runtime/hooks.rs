@@ -140,11 +140,41 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
     Input::StopHooksRan { refused }
 }
 
-/// Runs the `SessionStart` hooks (`source`: `startup` or `resume`) and, for
-/// a new run, the `UserPromptSubmit` hooks of its task: what they add is
-/// context for the agent's next turn; a task a hook blocks cancels the run
+/// The `UserPromptSubmit` hooks of a resume's follow-up, before the run is
+/// set up again: a block refuses the resume with the reason (no model reads
+/// the follow-up). What they add is not kept: the follow-up speaks for
+/// itself.
+pub(crate) async fn screen_resume_follow_up(
+    options: &super::RunOptions,
+    run_id: &str,
+    text: &str,
+) -> Result<(), super::RunError> {
+    if options.hooks.is_empty_for(HookEvent::UserPromptSubmit) {
+        return Ok(());
+    }
+    let mut input = HookInput::new(HookEvent::UserPromptSubmit, run_id, &options.repo);
+    input.prompt = Some(text.to_string());
+    let ran = options.hooks.run(HookEvent::UserPromptSubmit, &input).await;
+    for r in &ran.records {
+        tracing::info!("{}", r.line());
+    }
+    match ran.verdict.refuses() {
+        Some(why) => Err(super::RunError::Invalid(format!(
+            "a UserPromptSubmit hook refused the follow-up: {why}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Runs the `SessionStart` hooks (`source`: `startup` or `resume`) and the
+/// `UserPromptSubmit` hooks of `prompt` (a new run's task): what they add is
+/// context for the agent's next turn; a prompt a hook blocks cancels the run
 /// before its first turn, with the reason.
-pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
+pub(crate) async fn session_start(
+    run: &mut Run,
+    new_run: bool,
+    prompt: Option<String>,
+) -> Vec<Input> {
     let hooks = run.id.options.hooks.clone();
     let mut inputs = Vec::new();
     if !hooks.is_empty_for(HookEvent::SessionStart) {
@@ -164,10 +194,10 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
             Err(why) => return vec![run.steering.interrupted(why)],
         }
     }
-    if new_run && !hooks.is_empty_for(HookEvent::UserPromptSubmit) {
+    if let Some(prompt) = prompt.filter(|_| !hooks.is_empty_for(HookEvent::UserPromptSubmit)) {
         let mut input = HookInput::new(HookEvent::UserPromptSubmit, &run.id.run_id, &run.id.repo);
         input.transcript_path = Some(run.artifacts.events_path().display().to_string());
-        input.prompt = Some(run.id.options.task.clone());
+        input.prompt = Some(prompt);
         match run
             .steering
             .race(hooks.run(HookEvent::UserPromptSubmit, &input))
@@ -177,7 +207,11 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
                 record(run, &ran, None);
                 if let Some(why) = ran.verdict.refuses() {
                     inputs.push(Input::Cancelled {
-                        reason: format!("a UserPromptSubmit hook refused the task: {why}"),
+                        reason: format!(
+                            "a UserPromptSubmit hook refused the {}: {}",
+                            if new_run { "task" } else { "follow-up" },
+                            redacted(run, &why)
+                        ),
                     });
                     return inputs;
                 }
@@ -186,6 +220,44 @@ pub(crate) async fn session_start(run: &mut Run, new_run: bool) -> Vec<Input> {
             Err(why) => return vec![run.steering.interrupted(why)],
         }
     }
+    inputs
+}
+
+/// A follow-up the person typed goes through the `UserPromptSubmit` hooks
+/// first: a block drops it (said as a rejected command, which the session
+/// shows), and what they add goes with it. Any other input passes as it is.
+pub(crate) async fn screen_follow_up(run: &mut Run, input: Input) -> Vec<Input> {
+    let Input::FollowUp(text) = input else {
+        return vec![input];
+    };
+    let hooks = run.id.options.hooks.clone();
+    if hooks.is_empty_for(HookEvent::UserPromptSubmit) {
+        return vec![Input::FollowUp(text)];
+    }
+    let mut hook_input = HookInput::new(HookEvent::UserPromptSubmit, &run.id.run_id, &run.id.repo);
+    hook_input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    hook_input.prompt = Some(text.clone());
+    let ran = match run
+        .steering
+        .race(hooks.run(HookEvent::UserPromptSubmit, &hook_input))
+        .await
+    {
+        Ok(ran) => ran,
+        Err(why) => return vec![run.steering.interrupted(why)],
+    };
+    record(run, &ran, None);
+    if let Some(why) = ran.verdict.refuses() {
+        run.bus.emit(RunEvent::CommandRejected {
+            command: "follow-up".into(),
+            reason: format!(
+                "a UserPromptSubmit hook refused it: {}",
+                redacted(run, &why)
+            ),
+        });
+        return Vec::new();
+    }
+    let mut inputs = vec![Input::FollowUp(text)];
+    inputs.extend(context_inputs(run, HookEvent::UserPromptSubmit, &ran));
     inputs
 }
 

@@ -59,6 +59,11 @@ pub async fn resume(
         crate::hooks::Hooks::load(crate::state::config_dir_from_env().as_deref())
             .map_err(|e| RunError::Invalid(format!("your hooks: {e}")))?,
     );
+    // The follow-up goes through the person's UserPromptSubmit hooks before
+    // anything of the run is started again.
+    if let Some(text) = &follow_up {
+        super::hooks::screen_resume_follow_up(&options, &run.id, text).await?;
+    }
     let new_checks = checks_to_use(&req, &mut options)?;
     let tail = log_tail(&run.dir.join("events.jsonl"));
     let note = note(&point, &tail, follow_up.is_some());

@@ -328,6 +328,7 @@ case "$input" in
   *'"hook_event_name":"UserPromptSubmit"'*'"prompt":"Fix the pagination bug"'*)
     if [ -e "$(dirname "$0")/refuse" ]; then echo "no pagination work today" >&2; exit 2; fi
     printf '%s' '{"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "ticket PAG-7"}}' ;;
+  *'"hook_event_name":"UserPromptSubmit"'*'"prompt":"forbidden'*) echo "not that follow-up" >&2; exit 2 ;;
   *'"hook_event_name":"SessionEnd"'*) printf '%s' "$input" > "$(dirname "$0")/ended.json" ;;
 esac
 exit 0
@@ -389,6 +390,30 @@ async fn session_and_prompt_hooks_add_context_refuse_a_task_and_hear_the_end() {
             .contains("a UserPromptSubmit hook refused the task: no pagination work today"),
         "{}",
         refused.result
+    );
+    assert_eq!(repo.mock.request_count(), before, "no model request");
+
+    // A resumed run's follow-up goes through the same hooks.
+    let run_id = ran.result["run_id"].as_str().unwrap().to_string();
+    let mut resume = repo.command(&[
+        "resume",
+        &run_id,
+        "forbidden: delete the tests",
+        "--non-interactive",
+    ]);
+    resume.env("MINICODER_CONFIG_DIR", config.path());
+    let out = resume.output().unwrap();
+    let result: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim())
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(result["outcome"], "failure", "{result}");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        result["reason"]
+            .as_str()
+            .unwrap()
+            .contains("a UserPromptSubmit hook refused the follow-up: not that follow-up"),
+        "{result}"
     );
     assert_eq!(repo.mock.request_count(), before, "no model request");
 }
