@@ -27,7 +27,7 @@ mod command;
 pub mod config;
 mod verdict;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -246,7 +246,7 @@ impl Hooks {
 
     /// Whether no hook at all may run for `event` (whatever the tool).
     pub fn is_empty_for(&self, event: HookEvent) -> bool {
-        self.config.listed().iter().all(|(e, _, _)| *e != event)
+        !self.config.has(event)
             && !self
                 .handlers
                 .iter()
@@ -349,11 +349,6 @@ impl HookRecord {
 
 /// The default time a command hook may take.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where a hook's relative paths start when nothing else is known.
-pub fn fallback_cwd() -> PathBuf {
-    std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"))
-}
 
 #[cfg(test)]
 mod tests;

@@ -16,17 +16,11 @@ use super::parts::Run;
 /// deadline, which kill them) and says what they decided.
 pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
     let input = tool_input(run, HookEvent::PreToolUse, call);
-    let hooks = run.id.options.hooks.clone();
-    let mut ran = match run
-        .steering
-        .race(hooks.run(HookEvent::PreToolUse, &input))
-        .await
-    {
+    let mut ran = match run_hooks(run, HookEvent::PreToolUse, &input, Some(&call.id)).await {
         Ok(ran) => ran,
-        Err(why) => return run.steering.interrupted(why),
+        Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(run, HookEvent::PreToolUse, &input, &mut ran).await;
-    record(run, &ran, Some(&call.id));
+    add_repo_hooks(run, HookEvent::PreToolUse, &input, &mut ran, Some(&call.id)).await;
     if let Some(why) = &ran.verdict.stop {
         // `continue: false` ends the run, as it stops Claude Code's agent.
         return Input::Cancelled {
@@ -78,16 +72,18 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
     }
     let mut input = tool_input(run, HookEvent::PostToolUse, call);
     input.tool_response = Some(serde_json::json!({"ok": ok, "content": content}));
-    let mut ran = match run
-        .steering
-        .race(hooks.run(HookEvent::PostToolUse, &input))
-        .await
-    {
+    let mut ran = match run_hooks(run, HookEvent::PostToolUse, &input, Some(&call.id)).await {
         Ok(ran) => ran,
-        Err(why) => return run.steering.interrupted(why),
+        Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(run, HookEvent::PostToolUse, &input, &mut ran).await;
-    record(run, &ran, Some(&call.id));
+    add_repo_hooks(
+        run,
+        HookEvent::PostToolUse,
+        &input,
+        &mut ran,
+        Some(&call.id),
+    )
+    .await;
     let content = post_tool_content(content, &ran);
     Input::ToolFinished {
         call_id,
@@ -107,10 +103,36 @@ fn post_tool_content(mut content: String, ran: &HookRun) -> String {
     content
 }
 
-/// What a hook of a tool event is told: the tool and its arguments.
-fn tool_input(run: &Run, event: HookEvent, call: &ToolCall) -> HookInput {
+/// What every hook of the run is told: the run, its repository and its
+/// event log.
+fn run_input(run: &Run, event: HookEvent) -> HookInput {
     let mut input = HookInput::new(event, &run.id.run_id, &run.id.repo);
     input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    input
+}
+
+/// Runs the person's hooks of `event` (raced against a cancel and the
+/// deadline, which kill them) and records each as a `hook.ran` event; the
+/// input of the interruption when the race is lost.
+async fn run_hooks(
+    run: &mut Run,
+    event: HookEvent,
+    input: &HookInput,
+    call_id: Option<&str>,
+) -> Result<HookRun, Input> {
+    let hooks = run.id.options.hooks.clone();
+    match run.steering.race(hooks.run(event, input)).await {
+        Ok(ran) => {
+            record(run, &ran, call_id);
+            Ok(ran)
+        }
+        Err(why) => Err(run.steering.interrupted(why)),
+    }
+}
+
+/// What a hook of a tool event is told: the tool and its arguments.
+fn tool_input(run: &Run, event: HookEvent, call: &ToolCall) -> HookInput {
+    let mut input = run_input(run, event);
     input.tool_name = Some(call.name.clone());
     input.tool_input = Some(
         serde_json::from_str(&call.arguments)
@@ -122,16 +144,13 @@ fn tool_input(run: &Run, event: HookEvent, call: &ToolCall) -> HookInput {
 /// Runs the `Stop` hooks of a run about to end verified: a block (exit 2,
 /// or `decision: "block"`) refuses the end, with its reason.
 pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
-    let mut input = HookInput::new(HookEvent::Stop, &run.id.run_id, &run.id.repo);
-    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    let mut input = run_input(run, HookEvent::Stop);
     input.stop_hook_active = Some(stop_hook_active);
-    let hooks = run.id.options.hooks.clone();
-    let mut ran = match run.steering.race(hooks.run(HookEvent::Stop, &input)).await {
+    let mut ran = match run_hooks(run, HookEvent::Stop, &input, None).await {
         Ok(ran) => ran,
-        Err(why) => return run.steering.interrupted(why),
+        Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(run, HookEvent::Stop, &input, &mut ran).await;
-    record(run, &ran, None);
+    add_repo_hooks(run, HookEvent::Stop, &input, &mut ran, None).await;
     // `continue: false` lets the run stop, whatever else a hook said.
     let refused = match ran.verdict.stop {
         Some(_) => None,
@@ -178,33 +197,19 @@ pub(crate) async fn session_start(
     let hooks = run.id.options.hooks.clone();
     let mut inputs = Vec::new();
     if !hooks.is_empty_for(HookEvent::SessionStart) {
-        let mut input = HookInput::new(HookEvent::SessionStart, &run.id.run_id, &run.id.repo);
-        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        let mut input = run_input(run, HookEvent::SessionStart);
         let source = if new_run { "startup" } else { "resume" };
         input.extra.insert("source".into(), source.into());
-        match run
-            .steering
-            .race(hooks.run(HookEvent::SessionStart, &input))
-            .await
-        {
-            Ok(ran) => {
-                record(run, &ran, None);
-                inputs.extend(context_inputs(run, HookEvent::SessionStart, &ran));
-            }
-            Err(why) => return vec![run.steering.interrupted(why)],
+        match run_hooks(run, HookEvent::SessionStart, &input, None).await {
+            Ok(ran) => inputs.extend(context_inputs(run, HookEvent::SessionStart, &ran)),
+            Err(interrupted) => return vec![interrupted],
         }
     }
     if let Some(prompt) = prompt.filter(|_| !hooks.is_empty_for(HookEvent::UserPromptSubmit)) {
-        let mut input = HookInput::new(HookEvent::UserPromptSubmit, &run.id.run_id, &run.id.repo);
-        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        let mut input = run_input(run, HookEvent::UserPromptSubmit);
         input.prompt = Some(prompt);
-        match run
-            .steering
-            .race(hooks.run(HookEvent::UserPromptSubmit, &input))
-            .await
-        {
+        match run_hooks(run, HookEvent::UserPromptSubmit, &input, None).await {
             Ok(ran) => {
-                record(run, &ran, None);
                 if let Some(why) = ran.verdict.refuses() {
                     inputs.push(Input::Cancelled {
                         reason: format!(
@@ -217,7 +222,7 @@ pub(crate) async fn session_start(
                 }
                 inputs.extend(context_inputs(run, HookEvent::UserPromptSubmit, &ran));
             }
-            Err(why) => return vec![run.steering.interrupted(why)],
+            Err(interrupted) => return vec![interrupted],
         }
     }
     inputs
@@ -230,22 +235,20 @@ pub(crate) async fn screen_follow_up(run: &mut Run, input: Input) -> Vec<Input> 
     let Input::FollowUp(text) = input else {
         return vec![input];
     };
-    let hooks = run.id.options.hooks.clone();
-    if hooks.is_empty_for(HookEvent::UserPromptSubmit) {
+    if run
+        .id
+        .options
+        .hooks
+        .is_empty_for(HookEvent::UserPromptSubmit)
+    {
         return vec![Input::FollowUp(text)];
     }
-    let mut hook_input = HookInput::new(HookEvent::UserPromptSubmit, &run.id.run_id, &run.id.repo);
-    hook_input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    let mut hook_input = run_input(run, HookEvent::UserPromptSubmit);
     hook_input.prompt = Some(text.clone());
-    let ran = match run
-        .steering
-        .race(hooks.run(HookEvent::UserPromptSubmit, &hook_input))
-        .await
-    {
+    let ran = match run_hooks(run, HookEvent::UserPromptSubmit, &hook_input, None).await {
         Ok(ran) => ran,
-        Err(why) => return vec![run.steering.interrupted(why)],
+        Err(interrupted) => return vec![interrupted],
     };
-    record(run, &ran, None);
     if let Some(why) = ran.verdict.refuses() {
         run.bus.emit(RunEvent::CommandRejected {
             command: "follow-up".into(),
@@ -280,8 +283,7 @@ pub(crate) async fn session_end(run: &mut Run, outcome: &str, reason: &str) {
     if hooks.is_empty_for(HookEvent::SessionEnd) {
         return;
     }
-    let mut input = HookInput::new(HookEvent::SessionEnd, &run.id.run_id, &run.id.repo);
-    input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+    let mut input = run_input(run, HookEvent::SessionEnd);
     input.extra.insert("outcome".into(), outcome.into());
     input.extra.insert("reason".into(), reason.into());
     let ran = hooks.run(HookEvent::SessionEnd, &input).await;
@@ -296,19 +298,14 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
     let hooks = run.id.options.hooks.clone();
     let pending = run.agent.phase().pending_approval()?.clone();
     if !hooks.is_empty_for(HookEvent::PermissionRequest) {
-        let mut input = HookInput::new(HookEvent::PermissionRequest, &run.id.run_id, &run.id.repo);
-        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        let mut input = run_input(run, HookEvent::PermissionRequest);
         input.tool_name = Some(pending.call.name.clone());
         input.tool_input = Some(serde_json::json!({"path": pending.path, "patch": pending.patch}));
-        let ran = match run
-            .steering
-            .race(hooks.run(HookEvent::PermissionRequest, &input))
-            .await
-        {
+        let call_id = Some(pending.call.id.as_str());
+        let ran = match run_hooks(run, HookEvent::PermissionRequest, &input, call_id).await {
             Ok(ran) => ran,
-            Err(why) => return Some(run.steering.interrupted(why)),
+            Err(interrupted) => return Some(interrupted),
         };
-        record(run, &ran, Some(&pending.call.id));
         if let Some(decision) = permission_answer(&ran) {
             let decision = match decision {
                 ApprovalDecision::Refuse(Some(why)) => {
@@ -323,8 +320,7 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
         }
     }
     if !hooks.is_empty_for(HookEvent::Notification) {
-        let mut input = HookInput::new(HookEvent::Notification, &run.id.run_id, &run.id.repo);
-        input.transcript_path = Some(run.artifacts.events_path().display().to_string());
+        let mut input = run_input(run, HookEvent::Notification);
         input.extra.insert(
             "message".into(),
             format!("minicoder needs your approval to edit {}", pending.path).into(),
@@ -362,7 +358,13 @@ const MAX_REPO_INPUT: usize = 64 * 1024;
 /// with no access to the host — and adds their verdict to `ran`. A
 /// repository hook may block, deny and add context; it cannot allow or
 /// rewrite a call (that is the person's to do).
-async fn add_repo_hooks(run: &mut Run, event: HookEvent, input: &HookInput, ran: &mut HookRun) {
+async fn add_repo_hooks(
+    run: &mut Run,
+    event: HookEvent,
+    input: &HookInput,
+    ran: &mut HookRun,
+    call_id: Option<&str>,
+) {
     let specs: Vec<crate::hooks::HookSpec> = run
         .id
         .repo_hooks
@@ -405,13 +407,18 @@ async fn add_repo_hooks(run: &mut Run, event: HookEvent, input: &HookInput, ran:
         if matches!(verdict.permission, Some((Permission::Allow, _))) {
             verdict.permission = None;
         }
-        ran.records.push(crate::hooks::HookRecord {
-            hook: format!("repository: {}", spec.command),
-            event: event.name().to_string(),
-            exit: ran_one.exit,
-            decision: verdict.word().to_string(),
-            duration_ms: started.elapsed().as_millis() as u64,
-        });
+        let one = HookRun {
+            records: vec![crate::hooks::HookRecord {
+                hook: format!("repository: {}", spec.command),
+                event: event.name().to_string(),
+                exit: ran_one.exit,
+                decision: verdict.word().to_string(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            }],
+            verdict: crate::hooks::Verdict::default(),
+        };
+        record(run, &one, call_id);
+        ran.records.extend(one.records);
         ran.verdict.add(verdict);
     }
 }
