@@ -10,8 +10,27 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use serde_json::json;
-use support::mock_openai::MockResponse;
+use support::mock_openai::{MockResponse, RecordedRequest};
 use support::repo_run::{API_KEY, Repo, plan};
+
+/// The tool results the model was sent in `requests`, in order.
+fn tool_results(requests: &[RecordedRequest]) -> Vec<String> {
+    requests
+        .iter()
+        .flat_map(|r| r.messages())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// What `minicoder doctor` prints in `repo` with the hooks of `config`.
+fn doctor(repo: &Repo, config: &Path) -> String {
+    let mut doctor = repo.command(&["doctor"]);
+    doctor
+        .env("MINICODER_CONFIG_DIR", config)
+        .current_dir(repo.path());
+    String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned()
+}
 
 /// A private configuration directory holding `hooks.json` (0600) with
 /// `hooks`, and the scripts it names.
@@ -78,15 +97,7 @@ async fn a_pre_tool_hook_blocks_one_command_rewrites_another_and_is_in_the_event
 
     // What the model was told after each command.
     let requests = repo.mock.requests();
-    let tool_text = |i: usize| -> String {
-        requests[i]
-            .messages()
-            .iter()
-            .filter(|m| m["role"] == "tool")
-            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
+    let tool_text = |i: usize| -> String { tool_results(&requests[i..=i]).join("\n") };
     assert!(
         tool_text(1).contains("Blocked by a PreToolUse hook: rm -rf is not allowed here"),
         "{}",
@@ -214,11 +225,7 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     );
 
     // doctor lists the hook and where it runs.
-    let mut doctor = repo.command(&["doctor"]);
-    doctor
-        .env("MINICODER_CONFIG_DIR", veto.path())
-        .current_dir(repo.path());
-    let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+    let listed = doctor(&repo, veto.path());
     assert!(
         listed.contains("[ OK ] hook: PreApply: `sh ")
             && listed.contains("runs on the host")
@@ -297,11 +304,10 @@ async fn a_stop_hook_refuses_the_first_end_and_the_model_hears_why() {
         .run_with("stop", &[], &[("MINICODER_CONFIG_DIR", config.path())])
         .await;
     assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
-    let last = repo.mock.requests().last().unwrap().messages();
+    let requests = repo.mock.requests();
+    let last = tool_results(&requests[requests.len() - 1..]);
     let told = last
         .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default())
         .any(|c| c.contains("a Stop hook refused the end of the run: run the linter first"));
     assert!(told, "{last:?}");
     let stops: Vec<(String, i64)> = ran
@@ -505,13 +511,7 @@ async fn a_trusted_repositorys_hooks_run_in_the_sandbox_and_an_untrusted_ones_no
     script(&repo, "rm -rf ./*");
     let ran = repo.run_with("trusted", &["--trust-project"], &env).await;
     assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
-    let requests = repo.mock.requests();
-    let told: Vec<String> = requests
-        .iter()
-        .flat_map(|r| r.messages())
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let told = tool_results(&repo.mock.requests());
     assert!(
         told.iter()
             .any(|t| t.contains("Blocked by a PreToolUse hook: the repository forbids rm -rf")),
@@ -537,11 +537,7 @@ async fn a_trusted_repositorys_hooks_run_in_the_sandbox_and_an_untrusted_ones_no
         "{records:?}"
     );
 
-    let mut doctor = repo.command(&["doctor"]);
-    doctor
-        .env("MINICODER_CONFIG_DIR", none.path())
-        .current_dir(repo.path());
-    let listed = String::from_utf8_lossy(&doctor.output().unwrap().stdout).into_owned();
+    let listed = doctor(&repo, none.path());
     assert!(
         listed.contains("[ OK ] repository hook: PreToolUse on tools `run_shell`: `grep -q")
             && listed.contains("runs in the run's sandbox, never on the host"),
@@ -554,12 +550,7 @@ async fn a_trusted_repositorys_hooks_run_in_the_sandbox_and_an_untrusted_ones_no
     let ran = repo.run_with("untrusted", &[], &env).await;
     assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
     assert!(ran.event("hook.ran").is_none());
-    let later: Vec<String> = repo.mock.requests()[before..]
-        .iter()
-        .flat_map(|r| r.messages())
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let later = tool_results(&repo.mock.requests()[before..]);
     assert!(
         !later.iter().any(|t| t.contains("repository forbids")),
         "{later:?}"
