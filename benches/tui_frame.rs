@@ -115,7 +115,7 @@ fn bench_frames(c: &mut Criterion) {
                 step += 1;
                 // Alternate the focus between the stream and the diff and scroll the focused
                 // pane, so every frame shows something new (and the input box stays empty).
-                app.panes.focus = if step % 2 == 0 {
+                app.panes.focus = if step.is_multiple_of(2) {
                     Pane::Stream
                 } else {
                     Pane::Diff

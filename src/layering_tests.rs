@@ -91,14 +91,13 @@ impl Crate {
     /// The file that defines what the absolute `path` names, through re-exports.
     fn resolve(&self, path: &[String], depth: usize) -> usize {
         let (at, rest) = self.deepest(path);
-        if depth < 8 {
-            if let Some(first) = rest.first() {
-                if let Some(target) = self.reexports(at).get(first) {
-                    let mut next = target.clone();
-                    next.extend_from_slice(&rest[1..]);
-                    return self.resolve(&next, depth + 1);
-                }
-            }
+        if depth < 8
+            && let Some(first) = rest.first()
+            && let Some(target) = self.reexports(at).get(first)
+        {
+            let mut next = target.clone();
+            next.extend_from_slice(&rest[1..]);
+            return self.resolve(&next, depth + 1);
         }
         at
     }

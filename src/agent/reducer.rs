@@ -398,15 +398,15 @@ impl Agent {
     /// counts any more — success needs a new one.
     fn on_resumed(&mut self, note: String, follow_up: Option<String>, fx: &mut Vec<Effect>) {
         let was_finished = matches!(self.phase, Phase::Finished { .. });
-        if was_finished && follow_up.is_none() {
-            if let Phase::Finished {
+        if was_finished
+            && follow_up.is_none()
+            && let Phase::Finished {
                 outcome: Outcome::Success,
                 ..
             } = self.phase
-            {
-                // Nothing to continue: a finished success needs a new instruction.
-                return self.finish_again(fx);
-            }
+        {
+            // Nothing to continue: a finished success needs a new instruction.
+            return self.finish_again(fx);
         }
         self.queue.clear();
         self.last_verdict = None;

@@ -41,10 +41,10 @@ pub fn parse_go_mod(text: &str) -> GoMod {
         if let Some(kind) = &block {
             if line == ")" {
                 block = None;
-            } else if kind == "require" || kind == "replace" {
-                if let Some(path) = line.split_whitespace().next() {
-                    out.provided.push(unquote(path));
-                }
+            } else if (kind == "require" || kind == "replace")
+                && let Some(path) = line.split_whitespace().next()
+            {
+                out.provided.push(unquote(path));
             }
             continue;
         }

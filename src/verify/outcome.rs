@@ -23,7 +23,7 @@ pub(crate) fn output_file(outcome: &CommandOutcome, outputs_dir: &Path) -> Optio
 
 /// "timed out after 60 s" (or "after 250 ms" below a second).
 pub(crate) fn timed_out_after(timeout: Duration) -> String {
-    if timeout.as_millis() % 1000 == 0 {
+    if timeout.as_millis().is_multiple_of(1000) {
         format!("timed out after {} s", timeout.as_secs())
     } else {
         format!("timed out after {} ms", timeout.as_millis())

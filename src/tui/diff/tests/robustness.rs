@@ -95,7 +95,11 @@ fn random_fragments_never_panic() {
         let text: Vec<&str> = (0..lines)
             .map(|_| FRAGMENTS[random.next() % FRAGMENTS.len()])
             .collect();
-        let separator = if random.next() % 4 == 0 { "\r\n" } else { "\n" };
+        let separator = if random.next().is_multiple_of(4) {
+            "\r\n"
+        } else {
+            "\n"
+        };
         exercise(&text.join(separator), &theme);
     }
 }
