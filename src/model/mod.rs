@@ -10,6 +10,7 @@ mod decode;
 pub mod dialect;
 pub mod env;
 mod error;
+pub mod external;
 pub mod openai;
 pub mod provider;
 pub(crate) mod provider_kind;
