@@ -56,6 +56,7 @@ mod doctor;
 mod doctor_instructions;
 mod doctor_project;
 mod gc;
+mod mcp;
 mod options;
 mod progress;
 mod resume;
@@ -197,6 +198,17 @@ pub enum Command {
     Sandbox {
         #[command(subcommand)]
         command: SandboxCommand,
+    },
+    /// Serve the sandbox, the tools and the verifier over MCP (stdio, or
+    /// Streamable HTTP on loopback with --http)
+    Mcp {
+        /// Serve Streamable HTTP on 127.0.0.1 instead of stdio; the bearer
+        /// token is written to mcp-http.json in the state directory (0600)
+        #[arg(long)]
+        http: bool,
+        /// The port for --http (0: any free one, printed on stderr)
+        #[arg(long, default_value_t = 0, requires = "http")]
+        port: u16,
     },
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
     Doctor,
@@ -469,6 +481,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
             command: SandboxCommand::Probe,
         }) => sandbox::probe().await,
         Some(Command::Doctor) => doctor::run().await,
+        Some(Command::Mcp { http, port }) => mcp::run(http, port).await,
         Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
         Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),
         Some(Command::Run(args)) => run::run(args).await,

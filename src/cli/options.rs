@@ -26,7 +26,8 @@ pub(crate) fn approval_mode(approval: Approval) -> ApprovalMode {
 
 /// Turns the flags and the environment into run options; `Err` is a usage error.
 pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<RunOptions, String> {
-    let mut limits = Limits::from_env(env)?;
+    let mut opts = base_options(&args.repo, &args.task, env)?;
+    let limits = &mut opts.limits;
     if let Some(n) = args.max_turns {
         limits.max_turns = n;
     }
@@ -36,8 +37,6 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
     if limits.max_turns == 0 || limits.timeout_ms == 0 {
         return Err("--max-turns and --timeout must be positive".into());
     }
-    let mut opts = RunOptions::new(&args.repo, &args.task);
-    opts.limits = limits;
     opts.network = args.network == Network::Enabled;
     opts.artifact_dir = args.artifact_dir.clone();
     opts.checks = args
@@ -47,12 +46,24 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
         .collect();
     opts.approval = approval_mode(args.approval);
     opts.allow_zero_tests = args.allow_zero_tests;
+    opts.trust = trust_grant(args.trust_project);
+    opts.allow_config_edits = args.allow_config_edits;
+    Ok(opts)
+}
+
+/// What every run takes from the environment, before any flag: the limits,
+/// whether the bootstrap may have the network, the person's hooks.
+pub(crate) fn base_options(
+    repo: &Path,
+    task: &str,
+    env: &HashMap<String, String>,
+) -> Result<RunOptions, String> {
+    let mut opts = RunOptions::new(repo, task);
+    opts.limits = Limits::from_env(env)?;
     opts.bootstrap_network = crate::verify::bootstrap_network(
         env.get(crate::verify::BOOTSTRAP_NETWORK_ENV)
             .map(String::as_str),
     );
-    opts.trust = trust_grant(args.trust_project);
-    opts.allow_config_edits = args.allow_config_edits;
     opts.hooks = std::sync::Arc::new(
         crate::hooks::Hooks::load(crate::state::config_dir(env).as_deref())
             .map_err(|e| format!("your hooks: {e}"))?,

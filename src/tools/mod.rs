@@ -18,7 +18,7 @@ mod read_file;
 mod read_output;
 mod ripgrep;
 mod run_shell;
-mod specs;
+pub(crate) mod specs;
 mod symbols;
 mod unified_diff;
 mod walk;

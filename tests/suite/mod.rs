@@ -15,6 +15,7 @@ mod git_paths;
 mod hooks;
 mod host_bounds;
 mod hostile_repo;
+mod mcp;
 mod model;
 mod model_chain;
 mod model_errors;

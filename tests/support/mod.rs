@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_run;
+pub mod mcp_client;
 pub mod mock_openai;
 pub mod model_harness;
 pub mod project_run;
