@@ -21,6 +21,7 @@
 //! workspace/   private copy, path confinement, fingerprints, checkpoints (git2)
 //! model/       OpenAI-compatible adapter, provider chain, retries, scripted source
 //! hooks/       the person's programs at fixed points of a run and of apply
+//! mcp_client/  the person's MCP servers, their tools offered to the model
 //! state.rs     the state directory      owner.rs  which process owns what      ids.rs  names
 //! protocol/    RunEvent · Command · RunReport — depends on nothing else in the crate
 //! ```
@@ -41,7 +42,7 @@
 //! trace
 //! verify
 //! sandbox
-//! workspace
+//! workspace  mcp_client
 //! model  state  hooks
 //! terminal_text  ids  owner
 //! protocol
@@ -56,6 +57,7 @@ pub mod delivery;
 pub mod headless;
 pub mod hooks;
 pub mod ids;
+pub mod mcp_client;
 pub mod model;
 pub mod owner;
 pub mod protocol;

@@ -42,6 +42,23 @@ pub struct AgentConfig {
     /// Which of the person's hooks the agent asks for.
     #[serde(default)]
     pub hooks: HookPoints,
+    /// Tools of the person's MCP servers (offered in `tools` as
+    /// `mcp__SERVER__TOOL`): which run without asking, and whether anyone
+    /// can be asked.
+    #[serde(default)]
+    pub external: ExternalTools,
+}
+
+/// What the agent needs to know of the person's MCP servers' tools: they
+/// run outside the sandbox, so each call asks the person first unless the
+/// tool is allow-listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExternalTools {
+    /// Tools that run without asking.
+    pub allowed: Vec<String>,
+    /// Someone can answer a question (the session, or the person's
+    /// `PermissionRequest` hooks); else a call that would ask is refused.
+    pub can_ask: bool,
 }
 
 /// The hook points the person configured hooks for: the agent asks the
@@ -80,7 +97,13 @@ impl AgentConfig {
             approval_timeout_ms: APPROVAL_TIMEOUT_MS,
             instructions: Vec::new(),
             hooks: HookPoints::default(),
+            external: ExternalTools::default(),
         }
+    }
+
+    /// Whether `name` is an offered tool of an MCP server.
+    pub fn offers_external(&self, name: &str) -> bool {
+        name.starts_with("mcp__") && self.tools.iter().any(|t| t.name == name)
     }
 }
 

@@ -13,8 +13,13 @@ use crate::protocol::{Outcome, VerificationReason};
 pub struct PendingApproval {
     pub id: String,
     pub call: ToolCall,
+    /// The file to edit; for an MCP server's tool, its name.
     pub path: String,
+    /// The edit's patch; for an MCP server's tool, its arguments.
     pub patch: String,
+    /// A call to an MCP server's tool rather than an edit.
+    #[serde(default)]
+    pub external: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -15,9 +15,10 @@ fn needs_plan(tool: &str) -> bool {
     ToolName::from_name(tool).is_some_and(ToolName::mutates_workspace)
 }
 
-/// Why a call is refused before it runs, if it is.
-pub fn refusal(tool: &str, arguments: &str, plan: &Plan) -> Option<String> {
-    if ToolName::from_name(tool).is_none() {
+/// Why a call is refused before it runs, if it is. `external` says the
+/// name is an offered tool of one of the person's MCP servers.
+pub fn refusal(tool: &str, arguments: &str, plan: &Plan, external: bool) -> Option<String> {
+    if ToolName::from_name(tool).is_none() && !external {
         return Some(format!(
             "unknown tool {tool:?}. The tools are: {}. Call one of them.",
             tool_names()
@@ -83,6 +84,9 @@ fn example_arguments(tool: &str) -> &'static str {
         "update_plan" => {
             r#"{"items": [{"id": "1", "content": "reproduce the bug", "status": "in_progress"}]}"#
         }
+        t if t.starts_with("mcp__") => {
+            r#"{"name": "value"} with the parameters the tool's schema names"#
+        }
         _ => r#"{"summary": "what was done and how it was checked"}"#,
     }
 }
@@ -116,11 +120,11 @@ mod tests {
     #[test]
     fn edits_and_commands_need_a_plan() {
         let empty = Plan::default();
-        let r = refusal("edit_file", "{}", &empty).expect("refused");
+        let r = refusal("edit_file", "{}", &empty, false).expect("refused");
         assert!(r.contains("plan is required"), "{r}");
-        assert!(refusal("run_shell", "{}", &empty).is_some());
-        assert!(refusal("read_file", r#"{"path":"a"}"#, &empty).is_none());
-        assert!(refusal("edit_file", "{}", &plan(&[PlanStatus::InProgress])).is_none());
+        assert!(refusal("run_shell", "{}", &empty, false).is_some());
+        assert!(refusal("read_file", r#"{"path":"a"}"#, &empty, false).is_none());
+        assert!(refusal("edit_file", "{}", &plan(&[PlanStatus::InProgress]), false).is_none());
     }
 
     #[test]
@@ -129,22 +133,39 @@ mod tests {
             "request_completion",
             "{}",
             &plan(&[PlanStatus::Done, PlanStatus::Pending]),
+            false,
         )
         .expect("refused");
         assert!(r.contains("1 (Pending)"), "{r}");
-        assert!(refusal("request_completion", "{}", &plan(&[PlanStatus::Done])).is_none());
-        assert!(refusal("request_completion", "{}", &Plan::default()).is_some());
+        assert!(
+            refusal(
+                "request_completion",
+                "{}",
+                &plan(&[PlanStatus::Done]),
+                false
+            )
+            .is_none()
+        );
+        assert!(refusal("request_completion", "{}", &Plan::default(), false).is_some());
     }
 
     #[test]
     fn unknown_tools_and_broken_json_are_refused_with_guidance() {
-        let r = refusal("delete_everything", "{}", &Plan::default()).expect("refused");
+        let r = refusal("delete_everything", "{}", &Plan::default(), false).expect("refused");
         assert!(r.contains("unknown tool") && r.contains("read_file"), "{r}");
-        let r = refusal("read_file", r#"{"path": "a"#, &Plan::default()).expect("refused");
+        let r = refusal("read_file", r#"{"path": "a"#, &Plan::default(), false).expect("refused");
         assert!(
             r.contains("not valid JSON") && r.contains("start_line"),
             "{r}"
         );
-        assert!(refusal("read_file", "[1]", &Plan::default()).is_some());
+        assert!(refusal("read_file", "[1]", &Plan::default(), false).is_some());
+    }
+
+    #[test]
+    fn an_offered_mcp_tool_is_known_and_still_needs_a_json_object() {
+        let name = "mcp__notes__lookup";
+        assert!(refusal(name, "{}", &Plan::default(), false).is_some());
+        assert!(refusal(name, r#"{"topic": "x"}"#, &Plan::default(), true).is_none());
+        assert!(refusal(name, "[]", &Plan::default(), true).is_some());
     }
 }

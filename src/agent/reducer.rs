@@ -94,6 +94,9 @@ pub struct Agent {
     /// What hooks added, not sent yet.
     #[serde(default)]
     hook_context: Vec<String>,
+    /// MCP tools the person allowed for the rest of the run.
+    #[serde(default)]
+    external_approved: Vec<String>,
 }
 
 impl Agent {
@@ -126,6 +129,7 @@ impl Agent {
             failures_since_validated: 0,
             last_verdict: None,
             approve_all: false,
+            external_approved: Vec::new(),
             approvals_asked: 0,
             completion_summary: None,
             rebootstrapping: false,
@@ -144,6 +148,11 @@ impl Agent {
     /// hooks as they are, not as they were).
     pub(crate) fn set_hooks(&mut self, hooks: crate::agent::effects::HookPoints) {
         self.config.hooks = hooks;
+    }
+
+    /// A resumed run's MCP servers as they are now.
+    pub(crate) fn set_external(&mut self, external: crate::agent::effects::ExternalTools) {
+        self.config.external = external;
     }
 
     pub fn plan(&self) -> &Plan {
@@ -596,7 +605,9 @@ impl Agent {
 
     /// Answers `call` with the policy's refusal, if it has one.
     fn refused_by_policy(&mut self, call: &ToolCall, fx: &mut Vec<Effect>) -> bool {
-        let Some(reason) = policy::refusal(&call.name, &call.arguments, &self.plan) else {
+        let external = self.config.offers_external(&call.name);
+        let Some(reason) = policy::refusal(&call.name, &call.arguments, &self.plan, external)
+        else {
             return false;
         };
         fx.push(Effect::Emit(RunEvent::PolicyRefused {
@@ -608,8 +619,12 @@ impl Agent {
         true
     }
 
-    /// Runs a tool call the policy (and the hooks) let through.
+    /// Runs a tool call the policy (and the hooks) let through; an MCP
+    /// server's tool the person has not allowed asks them first.
     fn start_tool(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
+        if self.config.offers_external(&call.name) && !self.external_allowed(&call.name) {
+            return self.ask_external(call, fx);
+        }
         if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
             self.checkpoint(format!("before {}", call.name), false, fx);
         }

@@ -714,3 +714,157 @@ fn hook_context_goes_out_with_the_next_turn_once() {
     };
     assert_eq!(said(next), 1, "kept in the history, not added again");
 }
+
+const LOOKUP: &str = "mcp__notes__lookup";
+
+/// An agent offered the notes server's `lookup`, allowed or not, with or
+/// without anyone to ask; past the baseline.
+fn external_agent(allowed: bool, can_ask: bool) -> Agent {
+    let mut cfg = config();
+    cfg.tools.push(crate::model::types::ToolSpec {
+        name: LOOKUP.into(),
+        description: "look a note up".into(),
+        parameters: serde_json::json!({"type": "object"}),
+    });
+    cfg.external = crate::agent::effects::ExternalTools {
+        allowed: if allowed {
+            vec![LOOKUP.into()]
+        } else {
+            Vec::new()
+        },
+        can_ask,
+    };
+    let mut a = Agent::new(cfg);
+    start(&mut a);
+    a.handle(Input::Verified {
+        reason: V::Baseline,
+        passed: false,
+        fingerprint: "base".into(),
+        feedback: String::new(),
+        checks: Vec::new(),
+    });
+    a
+}
+
+fn lookup_reply() -> Input {
+    reply(vec![call("c1", LOOKUP, r#"{"topic": "pagination"}"#)])
+}
+
+fn runs_lookup(fx: &[Effect]) -> bool {
+    has(fx, |e| matches!(e, Effect::RunTool(c) if c.name == LOOKUP))
+}
+
+#[test]
+fn an_allowed_mcp_tool_runs_without_asking_and_needs_no_plan() {
+    let mut a = external_agent(true, false);
+    let fx = a.handle(lookup_reply());
+    assert!(runs_lookup(&fx), "{fx:?}");
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+    assert!(
+        !has(&fx, |e| matches!(e, Effect::Checkpoint { .. })),
+        "no checkpoint: it changes no file"
+    );
+}
+
+#[test]
+fn an_mcp_tool_not_allowed_asks_the_person_and_runs_only_on_a_yes() {
+    let mut a = external_agent(false, true);
+    let fx = a.handle(lookup_reply());
+    assert!(!runs_lookup(&fx), "{fx:?}");
+    let started = fx.iter().position(
+        |e| matches!(e, Effect::Emit(RunEvent::ToolStarted { name, .. }) if name == LOOKUP),
+    );
+    let asked = fx.iter().position(|e| {
+        matches!(e, Effect::Emit(RunEvent::ApprovalRequested { path, patch, .. })
+            if path == LOOKUP && patch.contains("\"topic\": \"pagination\""))
+    });
+    assert!(started.is_some() && asked > started, "{fx:?}");
+    assert!(
+        matches!(fx.last(), Some(Effect::AwaitApproval { .. })),
+        "{fx:?}"
+    );
+    let id = asked_id(&fx);
+
+    // An answer to something else changes nothing; the yes runs the call.
+    let fx = a.handle(Input::Approval {
+        id: "approval-99".into(),
+        decision: ApprovalDecision::Approve,
+    });
+    assert!(!runs_lookup(&fx));
+    let fx = a.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::Approve,
+    });
+    assert!(runs_lookup(&fx), "{fx:?}");
+
+    // The next call asks again: one yes is one call.
+    a.handle(Input::ToolFinished {
+        call_id: "c1".into(),
+        ok: true,
+        content: "note".into(),
+    });
+    let fx = a.handle(reply(vec![call("c2", LOOKUP, "{}")]));
+    assert!(has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+}
+
+#[test]
+fn approving_an_mcp_tool_for_the_run_stops_asking_for_that_tool_only() {
+    let mut a = external_agent(false, true);
+    let id = asked_id(&a.handle(lookup_reply()));
+    let fx = a.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::ApproveAll,
+    });
+    assert!(runs_lookup(&fx), "{fx:?}");
+    a.handle(Input::ToolFinished {
+        call_id: "c1".into(),
+        ok: true,
+        content: "note".into(),
+    });
+    let fx = a.handle(reply(vec![call("c2", LOOKUP, "{}")]));
+    assert!(runs_lookup(&fx), "{fx:?}");
+    // Edits still follow the edit approval mode (never, here): untouched.
+    assert!(!a.approve_all);
+}
+
+#[test]
+fn a_refused_or_unanswerable_mcp_call_is_answered_no_and_the_run_goes_on() {
+    let mut a = external_agent(false, true);
+    let id = asked_id(&a.handle(lookup_reply()));
+    let fx = a.handle(Input::Approval {
+        id,
+        decision: ApprovalDecision::Refuse(Some("not now".into())),
+    });
+    assert!(!runs_lookup(&fx));
+    assert!(has(&fx, |e| matches!(e,
+        Effect::Emit(RunEvent::ToolFinished { ok: false, result, .. }) if result.contains("not now"))));
+    assert!(calls_model(&fx), "{fx:?}");
+
+    let mut a = external_agent(false, false);
+    let fx = a.handle(lookup_reply());
+    assert!(!runs_lookup(&fx));
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ApprovalRequested { .. })
+    )));
+    assert!(has(&fx, |e| matches!(e,
+        Effect::Emit(RunEvent::ToolFinished { ok: false, result, .. }) if result.contains("allow-listed"))));
+    assert!(calls_model(&fx), "{fx:?}");
+}
+
+#[test]
+fn a_tool_name_no_server_offered_is_unknown() {
+    let mut a = external_agent(true, true);
+    let fx = a.handle(reply(vec![call("c1", "mcp__other__tool", "{}")]));
+    assert!(has(
+        &fx,
+        |e| matches!(e, Effect::Emit(RunEvent::PolicyRefused { reason, .. }) if reason.contains("unknown tool"))
+    ));
+    assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))));
+}

@@ -52,6 +52,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
     providers(&mut record);
     hooks(&mut record);
     repository_hooks(&mut record);
+    mcp_servers(&mut record);
     let cwd = std::env::current_dir().ok();
     for detail in cwd
         .and_then(|d| super::doctor_instructions::report(&d))
@@ -230,6 +231,53 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
     }
 }
 
+/// The person's MCP servers, and what their tools may do without asking.
+fn mcp_servers(record: &mut dyn FnMut(Level, &str, String)) {
+    use crate::mcp_client::Transport;
+    let dir = crate::state::config_dir_from_env();
+    let file = dir
+        .as_ref()
+        .map(|d| {
+            d.join(crate::mcp_client::config::FILE)
+                .display()
+                .to_string()
+        })
+        .unwrap_or_else(|| "no configuration directory".into());
+    match crate::mcp_client::McpConfig::load(dir.as_deref()) {
+        Err(e) => record(
+            Level::Fail,
+            "MCP servers",
+            format!("{e} (runs refuse to start until it is fixed)"),
+        ),
+        Ok(config) if config.servers.is_empty() => {
+            record(Level::Ok, "MCP servers", format!("none ({file})"));
+        }
+        Ok(config) => {
+            for server in &config.servers {
+                let what = match &server.transport {
+                    Transport::Command { command, args, .. } => {
+                        format!("`{command} {}` on the host", args.join(" "))
+                    }
+                    Transport::Http { url, .. } => url.clone(),
+                };
+                let allowed = if server.allow.is_empty() {
+                    "every call asks".to_string()
+                } else {
+                    format!("without asking: {}", server.allow.join(", "))
+                };
+                record(
+                    Level::Ok,
+                    "MCP server",
+                    format!(
+                        "{} ({what}): tools offered as mcp__{}__TOOL, {allowed} (from {file})",
+                        server.name, server.name
+                    ),
+                );
+            }
+        }
+    }
+}
+
 /// The hooks of the repository around the current directory, which run
 /// only in its command container and only once its configuration is trusted.
 fn repository_hooks(record: &mut dyn FnMut(Level, &str, String)) {
@@ -287,7 +335,9 @@ fn matcher_misses(event: crate::hooks::HookEvent, matcher: &Option<String>) -> O
         .filter(|t| !matches!(t, ToolName::UpdatePlan | ToolName::RequestCompletion))
         .map(|t| t.as_str())
         .collect();
-    if hooked.iter().any(|t| regex.is_match(t)) {
+    // (An MCP server's tools are known only once it runs: a matcher that
+    // can name one is taken as meant.)
+    if hooked.iter().any(|t| regex.is_match(t)) || pattern.starts_with(crate::mcp_client::PREFIX) {
         return None;
     }
     Some(format!(

@@ -64,9 +64,13 @@ pub(crate) fn base_options(
         env.get(crate::verify::BOOTSTRAP_NETWORK_ENV)
             .map(String::as_str),
     );
+    let config_dir = crate::state::config_dir(env);
     opts.hooks = std::sync::Arc::new(
-        crate::hooks::Hooks::load(crate::state::config_dir(env).as_deref())
-            .map_err(|e| format!("your hooks: {e}"))?,
+        crate::hooks::Hooks::load(config_dir.as_deref()).map_err(|e| format!("your hooks: {e}"))?,
+    );
+    opts.mcp = std::sync::Arc::new(
+        crate::mcp_client::McpConfig::load(config_dir.as_deref())
+            .map_err(|e| format!("your MCP servers: {e}"))?,
     );
     Ok(opts)
 }

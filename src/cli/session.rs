@@ -270,7 +270,11 @@ impl Launcher for CliLauncher {
     ) -> BoxFuture<'static, Result<RunReport, String>> {
         let mut args = self.template.clone();
         args.task = task;
-        let options = super::options::options(&args, &self.env);
+        let options = super::options::options(&args, &self.env).map(|mut o| {
+            // The person is at the keyboard to answer.
+            o.interactive = true;
+            o
+        });
         let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
             .map_err(|e| e.to_string());
         let resume = self.resume.lock().ok().and_then(|mut r| r.take());

@@ -90,31 +90,10 @@ impl HooksConfig {
             path: path.to_path_buf(),
             why,
         };
-        let meta = match std::fs::metadata(path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(HooksConfig::default());
-            }
-            Err(e) => return Err(bad(e.to_string())),
-        };
-        if !meta.is_file() {
-            return Err(bad("not a regular file".into()));
+        match read_owned_file(path, MAX_BYTES).map_err(bad)? {
+            None => Ok(HooksConfig::default()),
+            Some(text) => HooksConfig::parse(&text).map_err(bad),
         }
-        if meta.len() > MAX_BYTES {
-            return Err(bad(format!("over {MAX_BYTES} bytes")));
-        }
-        only_owner_writes(path, &meta).map_err(bad)?;
-        // The directory holding it must be checked too; one that cannot be
-        // is refused rather than trusted.
-        let dir = path
-            .parent()
-            .filter(|d| d.is_absolute())
-            .ok_or_else(|| bad("not an absolute path".into()))?;
-        let dir_meta =
-            std::fs::metadata(dir).map_err(|e| bad(format!("{}: {e}", dir.display())))?;
-        only_owner_writes(dir, &dir_meta).map_err(bad)?;
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
-        HooksConfig::parse(&text).map_err(bad)
     }
 
     /// Parses the file's text.
@@ -208,20 +187,51 @@ impl HooksConfig {
     }
 }
 
+/// Reads a file of the person's configuration that names programs to run
+/// (`None` when there is none): a regular file of at most `max` bytes that
+/// only its owner — the running user, or root — may write, in a directory
+/// of which the same holds. Whoever could write it could run programs as
+/// the person.
+pub(crate) fn read_owned_file(path: &Path, max: u64) -> Result<Option<String>, String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > max {
+        return Err(format!("over {max} bytes"));
+    }
+    only_owner_writes(path, &meta)?;
+    // The directory holding it must be checked too; one that cannot be
+    // is refused rather than trusted.
+    let dir = path
+        .parent()
+        .filter(|d| d.is_absolute())
+        .ok_or_else(|| "not an absolute path".to_string())?;
+    let dir_meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    only_owner_writes(dir, &dir_meta)?;
+    std::fs::read_to_string(path)
+        .map(Some)
+        .map_err(|e| e.to_string())
+}
+
 /// Refuses `path` when its group or others may write it, or when it is
 /// not the running user's (or root's).
 fn only_owner_writes(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me && meta.uid() != 0 {
         return Err(format!(
-            "{} belongs to another user (uid {}); hooks are read only from your own files",
+            "{} belongs to another user (uid {}); programs to run are read only from your own files",
             path.display(),
             meta.uid()
         ));
     }
     if meta.mode() & 0o022 != 0 {
         return Err(format!(
-            "{} can be written by others (mode {:o}): hooks run as you, so `chmod go-w {}` first",
+            "{} can be written by others (mode {:o}): what it names runs as you, so `chmod go-w {}` first",
             path.display(),
             meta.mode() & 0o7777,
             path.display()

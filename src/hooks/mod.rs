@@ -35,6 +35,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use command::Ran;
+pub(crate) use command::is_secret_name;
 pub use config::{ConfigError, HookSpec, HooksConfig};
 pub use verdict::{Permission, Verdict};
 

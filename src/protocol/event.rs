@@ -273,8 +273,14 @@ pub enum RunEvent {
     ApprovalRequested {
         id: String,
         call_id: String,
+        /// The file to edit; for a call, the tool's name.
         path: String,
+        /// The edit's patch; for a call, its arguments.
         patch: String,
+        /// A call to a tool of the person's MCP server (outside the
+        /// sandbox) rather than an edit.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        external: bool,
     },
     #[serde(rename = "approval.resolved")]
     ApprovalResolved {

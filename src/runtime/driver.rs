@@ -34,8 +34,14 @@ struct Loop {
 
 impl Loop {
     /// Gives the agent an input; what it causes is performed next.
+    /// (A wait the agent holds is queued again after each input that does
+    /// not end it; one still queued, behind what was asked with it, is not
+    /// queued again ahead of those: they happen first.)
     fn feed(&mut self, run: &mut Run, input: Input) {
         for effect in run.agent.handle(input).into_iter().rev() {
+            if effect.is_wait() && self.queue.contains(&effect) {
+                continue;
+            }
             self.queue.push_front(effect);
         }
     }
@@ -309,6 +315,15 @@ async fn run_tool(run: &mut Run, call: &ToolCall) -> Input {
         command_timeout,
         allow_config_edits,
     };
+    if call.name.starts_with(crate::mcp_client::PREFIX) {
+        return match steering
+            .race(tool_exec::run_external(p, &sandbox.mcp, call))
+            .await
+        {
+            Ok(input) => input,
+            Err(why) => run.steering.interrupted(why),
+        };
+    }
     match steering.race(tool_exec::run_tool(p, call)).await {
         Ok(Ok(input)) => input,
         Ok(Err(e)) => Input::Failed {

@@ -165,7 +165,11 @@ pub(crate) async fn finish(
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
     let deps = sandbox.deps.clone();
-    tokio::join!(sandbox.container.shutdown(), sandbox.verifier.shutdown());
+    tokio::join!(
+        sandbox.container.shutdown(),
+        sandbox.verifier.shutdown(),
+        sandbox.mcp.stop()
+    );
     if let Err(e) = crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
         tracing::warn!("checking for containers left by the run: {e}");
     }

@@ -300,7 +300,11 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
     if !hooks.is_empty_for(HookEvent::PermissionRequest) {
         let mut input = run_input(run, HookEvent::PermissionRequest);
         input.tool_name = Some(pending.call.name.clone());
-        input.tool_input = Some(serde_json::json!({"path": pending.path, "patch": pending.patch}));
+        input.tool_input = Some(if pending.external {
+            serde_json::from_str(&pending.call.arguments).unwrap_or_default()
+        } else {
+            serde_json::json!({"path": pending.path, "patch": pending.patch})
+        });
         let call_id = Some(pending.call.id.as_str());
         let ran = match run_hooks(run, HookEvent::PermissionRequest, &input, call_id).await {
             Ok(ran) => ran,
@@ -323,7 +327,12 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
         let mut input = run_input(run, HookEvent::Notification);
         input.extra.insert(
             "message".into(),
-            format!("minicoder needs your approval to edit {}", pending.path).into(),
+            if pending.external {
+                format!("minicoder needs your approval to call {}", pending.path)
+            } else {
+                format!("minicoder needs your approval to edit {}", pending.path)
+            }
+            .into(),
         );
         input
             .extra

@@ -96,6 +96,11 @@ pub struct RunOptions {
     /// The person's hooks (none by default; front ends load them from the
     /// configuration directory).
     pub hooks: std::sync::Arc<crate::hooks::Hooks>,
+    /// The person's MCP servers, whose tools the model is offered (none by
+    /// default; front ends load them from the configuration directory).
+    pub mcp: std::sync::Arc<crate::mcp_client::McpConfig>,
+    /// A person can answer questions (the session).
+    pub interactive: bool,
 }
 
 /// Trust given for one run.
@@ -122,6 +127,8 @@ impl RunOptions {
             trust: None,
             allow_config_edits: false,
             hooks: std::sync::Arc::default(),
+            mcp: std::sync::Arc::default(),
+            interactive: false,
         }
     }
 }

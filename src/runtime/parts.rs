@@ -38,6 +38,8 @@ pub(crate) struct RunIdentity {
 
 /// The run's containers.
 pub(crate) struct RunSandbox {
+    /// The person's MCP servers, started with the run.
+    pub mcp: crate::mcp_client::McpServers,
     pub docker: Docker,
     pub image: String,
     pub container: CommandContainer,

@@ -59,6 +59,11 @@ pub async fn resume(
         crate::hooks::Hooks::load(crate::state::config_dir_from_env().as_deref())
             .map_err(|e| RunError::Invalid(format!("your hooks: {e}")))?,
     );
+    // And the person's MCP servers as they are now.
+    options.mcp = std::sync::Arc::new(
+        crate::mcp_client::McpConfig::load(crate::state::config_dir_from_env().as_deref())
+            .map_err(|e| RunError::Invalid(format!("your MCP servers: {e}")))?,
+    );
     // The follow-up goes through the person's UserPromptSubmit hooks before
     // anything of the run is started again.
     if let Some(text) = &follow_up {

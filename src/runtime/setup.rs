@@ -62,7 +62,9 @@ pub(crate) async fn prepare_with(
     let deadline = tokio::time::Instant::now() + options.limits.timeout();
     let mut phases = PreparePhases::default();
     let progress = Progress(channels.subscribers.clone());
-    let inputs = resolve_inputs(&options)?;
+    let mut inputs = resolve_inputs(&options)?;
+    // The servers' tools are in the first request, which may go out early.
+    let mcp = start_mcp(&options, &mut inputs).await;
     progress.phase("model");
     // A model that cannot be reached stops the run before anything is
     // copied, built or started.
@@ -149,6 +151,7 @@ pub(crate) async fn prepare_with(
             deps: claim.deps_dir(),
             bootstrap_network: inputs.bootstrap_network,
             download_key,
+            mcp,
         },
         ws,
         artifacts,
@@ -402,6 +405,7 @@ fn open_trace(
             let mut agent = r.point.agent;
             agent.set_approval(options.approval);
             agent.set_hooks(hook_points(options, inputs));
+            agent.set_external(external_tools(options, inputs));
             counters.edit_seq = r.point.edit_seq;
             counters.call_seq = r.point.call_seq;
             return Ok((EventBus::new(log, subscribers), agent, counters));
@@ -459,6 +463,9 @@ struct Inputs {
     project: Option<crate::protocol::ProjectTrust>,
     /// The repository's hooks, read only when its configuration is trusted.
     repo_hooks: crate::hooks::HooksConfig,
+    /// The tools of the person's MCP servers that started, and which of
+    /// them run without asking.
+    external: (Vec<crate::model::types::ToolSpec>, Vec<String>),
 }
 
 /// Checks the repository and the task, and freezes the checks.
@@ -503,6 +510,7 @@ fn resolve_inputs(options: &RunOptions) -> Result<Inputs, RunError> {
     };
     Ok(Inputs {
         repo_hooks,
+        external: Default::default(),
         limits,
         repo,
         checks,
@@ -968,7 +976,10 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
         .iter()
         .map(|c| format!("{}: {}", c.name, c.command))
         .collect();
-    let mut config = AgentConfig::new(options.task.clone(), checks, crate::tools::specs());
+    let mut tools = crate::tools::specs();
+    tools.extend(inputs.external.0.iter().cloned());
+    let mut config = AgentConfig::new(options.task.clone(), checks, tools);
+    config.external = external_tools(options, inputs);
     config.max_turns = options.limits.max_turns;
     config.max_tokens = options.limits.max_tokens;
     config.context_limit = context_limit;
@@ -979,7 +990,33 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
     config
 }
 
-/// The points the person has hooks for.
+/// Starts the person's MCP servers (none configured: nothing to do) and
+/// offers their tools. A server that does not start is left out, said in
+/// the log and on stderr.
+async fn start_mcp(options: &RunOptions, inputs: &mut Inputs) -> crate::mcp_client::McpServers {
+    if options.mcp.servers.is_empty() {
+        return Default::default();
+    }
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let started = crate::mcp_client::start(&options.mcp, &env).await;
+    for note in &started.notes {
+        tracing::warn!("{note}");
+    }
+    inputs.external = (started.specs, started.allowed);
+    started.servers
+}
+
+/// Which MCP tools run without asking, and whether anyone can be asked.
+fn external_tools(options: &RunOptions, inputs: &Inputs) -> crate::agent::effects::ExternalTools {
+    crate::agent::effects::ExternalTools {
+        allowed: inputs.external.1.clone(),
+        can_ask: options.interactive
+            || !options
+                .hooks
+                .is_empty_for(crate::hooks::HookEvent::PermissionRequest),
+    }
+}
+
 /// The points the person or the (trusted) repository has hooks for.
 fn hook_points(options: &RunOptions, inputs: &Inputs) -> crate::agent::effects::HookPoints {
     use crate::hooks::HookEvent;

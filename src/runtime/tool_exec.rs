@@ -30,6 +30,26 @@ pub(crate) struct Parts<'a> {
     pub allow_config_edits: bool,
 }
 
+/// Calls a tool of one of the person's MCP servers (outside the sandbox):
+/// its answer is bounded, redacted and recorded like any tool's.
+pub(crate) async fn run_external(
+    mut p: Parts<'_>,
+    servers: &crate::mcp_client::McpServers,
+    call: &ToolCall,
+) -> Input {
+    let started = Instant::now();
+    let stem = p.call_stem(call);
+    let answer = servers.call(&call.name, &call.arguments).await;
+    let text = p.artifacts.redactor().redact(&answer.text).into_owned();
+    let output = if answer.ok {
+        let summary = format!("{} bytes from the MCP server", text.len());
+        ToolOutput::success(text, summary)
+    } else {
+        ToolOutput::failure(text)
+    };
+    p.finished(call, &stem, output, started)
+}
+
 /// Runs one call; for `edit_file`, only checks its patch. `Err` only when
 /// the sandbox itself broke.
 pub(crate) async fn run_tool(mut p: Parts<'_>, call: &ToolCall) -> Result<Input, SandboxError> {

@@ -296,11 +296,13 @@ impl App {
                 call_id,
                 path,
                 patch,
+                external,
             } => self.approval_requested(ApprovalRequest {
                 id: id.clone(),
                 call_id: call_id.clone(),
                 path: path.clone(),
                 patch: patch.clone(),
+                external: *external,
             }),
             RunEvent::ApprovalResolved { id, reason, .. } => {
                 self.approval_resolved(id, reason.as_deref())

@@ -130,6 +130,8 @@ pub struct RunView {
     pub matrix: Matrix,
     /// Bumped on every change, so a frame is only drawn when something changed.
     pub revision: u64,
+    /// Approvals asked for calls to MCP servers' tools (not edits), by id.
+    pub asked_calls: Vec<String>,
 }
 
 impl RunView {
@@ -156,6 +158,7 @@ impl RunView {
             changed_files: Vec::new(),
             matrix: Matrix::default(),
             revision: 0,
+            asked_calls: Vec::new(),
         }
     }
 

@@ -373,3 +373,175 @@ async fn over_http_a_wrong_bearer_and_a_foreign_origin_are_refused_and_run_compl
     assert!(status.success(), "{status:?}");
     assert!(!server.token_file.exists());
 }
+
+/// A private configuration directory with `mcp.json` naming the notes
+/// server (its calls logged to `notes.log` there), `allow` as given, and
+/// `hooks.json` with `hooks`.
+fn person_config(python: &std::path::Path, allow: &[&str], hooks: Value) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("config dir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let server = support::mcp_client::script().with_file_name("notes_server.py");
+    let mcp = json!({"mcpServers": {"notes": {
+        "command": python,
+        "args": [server],
+        "env": {"NOTES_LOG": dir.path().join("notes.log")},
+        "allow": allow,
+    }}});
+    let hooks = hooks
+        .to_string()
+        .replace("$DIR", &dir.path().display().to_string());
+    for (name, text) in [("mcp.json", mcp.to_string()), ("hooks.json", hooks)] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    dir
+}
+
+/// The model plans, asks the notes server about pagination, then fixes the bug.
+fn script_with_lookup(repo: &Repo) {
+    repo.mock
+        .push(support::mock_openai::MockResponse::tool_calls(&[
+            (
+                "update_plan",
+                support::repo_run::plan(["in_progress", "pending"]),
+            ),
+            ("mcp__notes__lookup", json!({"topic": "pagination"})),
+        ]));
+    repo.fix();
+}
+
+/// What the model was told of the lookup.
+fn lookup_result(repo: &Repo) -> String {
+    repo.mock
+        .requests()
+        .iter()
+        .flat_map(|r| r.messages())
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .find(|c| c.contains("note on") || c.contains("MCP server"))
+        .unwrap_or_default()
+}
+
+const ASKED: &str = r#"#!/bin/sh
+cat > "$(dirname "$0")/asked.json"
+printf '%s' '{"hookSpecificOutput": {"hookEventName": "PermissionRequest", "permissionDecision": "allow"}}'
+"#;
+
+#[tokio::test]
+async fn a_model_calls_an_mcp_servers_tool_once_the_person_allows_it() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let Some(python) = mcp_client::python() else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    let config = person_config(
+        &python,
+        &[],
+        json!({"hooks": {"PermissionRequest": [{"matcher": "mcp__.*",
+            "hooks": [{"type": "command", "command": "sh $DIR/asked.sh"}]}]}}),
+    );
+    std::fs::write(config.path().join("asked.sh"), ASKED).unwrap();
+    script_with_lookup(&repo);
+    let ran = repo
+        .run_with("lookup", &[], &[("MINICODER_CONFIG_DIR", config.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+
+    // The model was offered the tool, the person was asked, and said yes.
+    let first = &repo.mock.requests()[0];
+    assert!(
+        first.tool_names().iter().any(|t| t == "mcp__notes__lookup"),
+        "{:?}",
+        first.tool_names()
+    );
+    let asked: Value = serde_json::from_str(
+        &std::fs::read_to_string(config.path().join("asked.json")).expect("the person was asked"),
+    )
+    .unwrap();
+    assert_eq!(asked["tool_name"], "mcp__notes__lookup");
+    assert_eq!(asked["tool_input"], json!({"topic": "pagination"}));
+    let types: Vec<String> = ran
+        .events()
+        .iter()
+        .map(|e| format!("{} {} {}", e["type"], e["name"], e["call_id"]))
+        .collect();
+    let requested = ran
+        .event("approval.requested")
+        .unwrap_or_else(|| panic!("approval asked: {types:?}"));
+    assert_eq!(requested["path"], "mcp__notes__lookup");
+    assert_eq!(ran.event("approval.resolved").unwrap()["approved"], true);
+
+    // The answer reached the model — without the provider's key, which the
+    // server's environment never held — and the call is in the event log.
+    let result = lookup_result(&repo);
+    assert!(
+        result.contains("note on pagination: page counts round up"),
+        "{result}"
+    );
+    assert!(result.contains("the key here is absent"), "{result}");
+    let finished = ran
+        .events()
+        .into_iter()
+        .find(|e| e["type"] == "tool.finished" && e["name"] == "mcp__notes__lookup")
+        .expect("the call is in the event log");
+    assert_eq!(finished["ok"], true, "{finished}");
+    let log = std::fs::read_to_string(config.path().join("notes.log")).unwrap();
+    assert_eq!(log, "pagination\n");
+    assert!(!ran.stderr().contains(API_KEY));
+    // The server stopped with the run.
+    let ps = std::process::Command::new("pgrep")
+        .args(["-f", &config.path().display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        ps.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&ps.stdout)
+    );
+}
+
+#[tokio::test]
+async fn with_nobody_to_ask_only_an_allow_listed_mcp_tool_runs() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let Some(python) = mcp_client::python() else {
+        return;
+    };
+    // Not allow-listed, headless, no hook to ask: refused, never called.
+    let repo = Repo::new(&[]).await;
+    let config = person_config(&python, &[], json!({"hooks": {}}));
+    script_with_lookup(&repo);
+    let ran = repo
+        .run_with("refused", &[], &[("MINICODER_CONFIG_DIR", config.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    let result = lookup_result(&repo);
+    assert!(
+        result.contains("Refused") && result.contains("allow-listed"),
+        "{result}"
+    );
+    assert!(
+        !config.path().join("notes.log").exists(),
+        "the server was called"
+    );
+    assert!(ran.event("approval.requested").is_none());
+
+    // Allow-listed: it runs without asking.
+    let repo = Repo::new(&[]).await;
+    let config = person_config(&python, &["lookup"], json!({"hooks": {}}));
+    script_with_lookup(&repo);
+    let ran = repo
+        .run_with("allowed", &[], &[("MINICODER_CONFIG_DIR", config.path())])
+        .await;
+    assert_eq!(ran.result["outcome"], "success", "{}", ran.stderr());
+    assert!(lookup_result(&repo).contains("note on pagination"));
+    assert!(ran.event("approval.requested").is_none());
+    assert_eq!(
+        std::fs::read_to_string(config.path().join("notes.log")).unwrap(),
+        "pagination\n"
+    );
+}

@@ -157,6 +157,7 @@ fn approval_request(id: &str) -> RunEvent {
             .next()
             .unwrap_or("")
             .into(),
+        external: false,
     }
 }
 
@@ -292,6 +293,20 @@ fn an_edit_waits_on_the_approval_modal() {
     both_sizes("approval", ApprovalMode::Each, |h| {
         mid_run(h);
         h.feed(vec![approval_request("approval-1")]);
+    });
+}
+
+#[test]
+fn a_call_to_an_mcp_servers_tool_waits_on_the_approval_modal() {
+    both_sizes("approval_mcp_call", ApprovalMode::Final, |h| {
+        mid_run(h);
+        h.feed(vec![RunEvent::ApprovalRequested {
+            id: "approval-1".into(),
+            call_id: "call_5".into(),
+            path: "mcp__notes__lookup".into(),
+            patch: "{\n  \"topic\": \"pagination \u{1b}[2J\"\n}".into(),
+            external: true,
+        }]);
     });
 }
 

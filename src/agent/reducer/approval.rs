@@ -49,12 +49,14 @@ impl Agent {
                 call,
                 path,
                 patch,
+                external: false,
             };
             fx.push(Effect::Emit(RunEvent::ApprovalRequested {
                 id: approval.id.clone(),
                 call_id: approval.call.id.clone(),
                 path: approval.path.clone(),
                 patch: approval.patch.clone(),
+                external: false,
             }));
             fx.push(Effect::AwaitApproval {
                 id: approval.id.clone(),
@@ -64,6 +66,54 @@ impl Agent {
             return;
         }
         self.apply(call, path, patch, fx);
+    }
+
+    /// Whether an MCP server's tool runs without asking.
+    pub(super) fn external_allowed(&self, tool: &str) -> bool {
+        self.config.external.allowed.iter().any(|t| t == tool)
+            || self.external_approved.iter().any(|t| t == tool)
+    }
+
+    /// An MCP server's tool runs outside the sandbox, as the person: they
+    /// are asked first (with nobody to ask, the call is refused).
+    pub(super) fn ask_external(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
+        if !self.config.external.can_ask {
+            self.answer(
+                &call,
+                false,
+                "refused: not allowed",
+                format!(
+                    "Refused: {} is a tool of an MCP server outside the sandbox, and only tools the person \
+                     allow-listed run when nobody can be asked. Do without it.",
+                    call.name
+                ),
+                fx,
+            );
+            return self.next_call(fx);
+        }
+        self.approvals_asked += 1;
+        let arguments = serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| call.arguments.clone());
+        let approval = PendingApproval {
+            id: format!("approval-{}", self.approvals_asked),
+            path: call.name.clone(),
+            patch: arguments,
+            external: true,
+            call,
+        };
+        fx.push(Effect::Emit(RunEvent::ApprovalRequested {
+            id: approval.id.clone(),
+            call_id: approval.call.id.clone(),
+            path: approval.path.clone(),
+            patch: approval.patch.clone(),
+            external: true,
+        }));
+        fx.push(Effect::AwaitApproval {
+            id: approval.id.clone(),
+            timeout_ms: self.config.approval_timeout_ms,
+        });
+        self.phase = Phase::AwaitingApproval { approval };
     }
 
     fn apply(&mut self, call: ToolCall, path: String, patch: String, fx: &mut Vec<Effect>) {
@@ -103,6 +153,9 @@ impl Agent {
             approved,
             reason: reason.clone(),
         }));
+        if pending.external {
+            return self.on_external_answer(pending.call, &decision, reason, fx);
+        }
         if decision == ApprovalDecision::ApproveAll {
             self.approve_all = true;
         }
@@ -122,6 +175,45 @@ impl Agent {
             ),
             fx,
         );
+    }
+
+    /// The person's answer about an MCP server's tool: run it (and, for
+    /// "the rest of the run", every later call of that tool), or tell the
+    /// model no.
+    fn on_external_answer(
+        &mut self,
+        call: ToolCall,
+        decision: &ApprovalDecision,
+        reason: Option<String>,
+        fx: &mut Vec<Effect>,
+    ) {
+        match decision {
+            ApprovalDecision::ApproveAll => {
+                self.external_approved.push(call.name.clone());
+                self.start_tool(call, fx);
+            }
+            ApprovalDecision::Approve => {
+                self.phase = Phase::AwaitingTool { call: call.clone() };
+                fx.push(Effect::RunTool(call));
+            }
+            ApprovalDecision::Refuse(_) => {
+                let why = reason
+                    .map(|r| format!(" Their reason: {r}"))
+                    .unwrap_or_default();
+                self.phase = Phase::AwaitingModel;
+                self.answer(
+                    &call,
+                    false,
+                    "refused by the person",
+                    format!(
+                        "The person refused this call to {}.{why} Do without it.",
+                        call.name
+                    ),
+                    fx,
+                );
+                self.next_call(fx);
+            }
+        }
     }
 
     /// Nobody answered in time: a refusal, never a yes.

@@ -76,6 +76,9 @@ impl Workspaces {
         opts.limits.timeout_ms = 24 * 3_600_000;
         opts.limits.model_timeout_ms = 3_600_000;
         opts.approval = crate::runtime::ApprovalMode::Never;
+        // The client chooses every call: the person's MCP servers are not
+        // offered to it here.
+        opts.mcp = Arc::default();
         let (source, mut driver) = external("mcp");
         let (channels, commands, events) = RunChannels::pair();
         let run = tokio::spawn(runtime::run(opts, Box::new(source), channels));

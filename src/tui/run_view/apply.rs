@@ -386,16 +386,28 @@ impl RunView {
             RunEvent::CommandRejected { reason, .. } => {
                 self.note(NoteKind::Warning, reason.clone())
             }
-            RunEvent::ApprovalRequested { path, .. } => {
+            RunEvent::ApprovalRequested {
+                id, path, external, ..
+            } => {
+                if *external {
+                    self.asked_calls.push(id.clone());
+                }
                 self.note(NoteKind::Info, format!("waiting for approval of {path}"))
             }
             RunEvent::ApprovalResolved {
-                approved, reason, ..
+                id,
+                approved,
+                reason,
             } => {
+                let what = if self.asked_calls.contains(id) {
+                    "call"
+                } else {
+                    "edit"
+                };
                 let text = match (approved, reason) {
-                    (true, _) => "edit approved".to_string(),
-                    (false, Some(r)) => format!("edit refused: {r}"),
-                    (false, None) => "edit refused".to_string(),
+                    (true, _) => format!("{what} approved"),
+                    (false, Some(r)) => format!("{what} refused: {r}"),
+                    (false, None) => format!("{what} refused"),
                 };
                 let kind = if *approved {
                     NoteKind::Info

@@ -13,6 +13,9 @@ pub struct ApprovalRequest {
     pub call_id: String,
     pub path: String,
     pub patch: String,
+    /// A call to a tool of an MCP server (`path` its name, `patch` its
+    /// arguments), not an edit.
+    pub external: bool,
 }
 
 /// An edit waiting for `y`/`n`/`a`.

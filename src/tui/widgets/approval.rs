@@ -9,7 +9,8 @@ use super::chrome::centered;
 use crate::tui::screen::approval::Approvals;
 use crate::tui::theme::{Meaning, Theme};
 
-/// The edit asked about, over the whole screen.
+/// The edit (or the call to an MCP server's tool) asked about, over the
+/// whole screen.
 pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approvals) {
     let Some(pending) = approvals.shown.as_mut() else {
         return;
@@ -30,10 +31,17 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
         .border_type(BorderType::Double)
         .border_style(theme.get(Meaning::ApprovalBorder))
         .title(Line::from(Span::styled(
-            format!(
-                " Apply this edit to {}? +{added} -{removed}{more} ",
-                pending.request.path
-            ),
+            if pending.request.external {
+                format!(
+                    " Call {}, outside the sandbox?{more} ",
+                    pending.request.path
+                )
+            } else {
+                format!(
+                    " Apply this edit to {}? +{added} -{removed}{more} ",
+                    pending.request.path
+                )
+            },
             theme.get(Meaning::Title),
         )));
     let inner = block.inner(modal);
@@ -41,13 +49,31 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
     let footer_rows = if pending.reason.is_some() { 3 } else { 1 };
     let [body, footer] =
         Layout::vertical([Constraint::Fill(1), Constraint::Length(footer_rows)]).areas(inner);
-    crate::tui::diff::render_patch(
-        body,
-        frame.buffer_mut(),
-        &pending.patch,
-        pending.scroll,
-        theme,
-    );
+    if pending.request.external {
+        // The call's arguments, as the model gave them (escaped: they are
+        // the model's text).
+        let lines: Vec<Line> = std::iter::once(Line::from(Span::styled(
+            " It runs on this machine, as you, with these arguments:",
+            theme.get(Meaning::Text),
+        )))
+        .chain(pending.request.patch.lines().map(|l| {
+            Line::from(Span::styled(
+                format!(" {}", crate::terminal_text::escape_line(l)),
+                theme.get(Meaning::Text),
+            ))
+        }))
+        .collect();
+        let scroll = u16::try_from(pending.scroll).unwrap_or(u16::MAX);
+        frame.render_widget(Paragraph::new(lines).scroll((scroll, 0)), body);
+    } else {
+        crate::tui::diff::render_patch(
+            body,
+            frame.buffer_mut(),
+            &pending.patch,
+            pending.scroll,
+            theme,
+        );
+    }
     match pending.reason.as_mut() {
         Some(reason) => {
             reason.set_block(
@@ -62,13 +88,18 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
         None => {
             let key = theme.get(Meaning::HelpKey);
             let text = theme.get(Meaning::Text);
+            let (yes, all) = if pending.request.external {
+                (" call  ", " allow this tool for the rest of the run  ")
+            } else {
+                (" apply  ", " approve the rest of the run  ")
+            };
             let line = Line::from(vec![
                 Span::styled(" y", key),
-                Span::styled(" apply  ", text),
+                Span::styled(yes, text),
                 Span::styled("n", key),
                 Span::styled(" refuse (say why)  ", text),
                 Span::styled("a", key),
-                Span::styled(" approve the rest of the run  ", text),
+                Span::styled(all, text),
                 Span::styled("Esc", key),
                 Span::styled(" look around first  ", text),
                 Span::styled("j/k", key),
