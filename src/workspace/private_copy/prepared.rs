@@ -174,6 +174,10 @@ struct Lock {
     _file: std::fs::File,
 }
 
+/// How long a preparation waits for the lock before it leaves the
+/// directory to whoever holds it.
+const PROBE_GRACE: Duration = Duration::from_millis(200);
+
 impl Lock {
     fn open(dir: &Path) -> Result<std::fs::File, WorkspaceError> {
         crate::state::private_dir(dir).map_err(|e| WorkspaceError::io(dir, e))?;
@@ -248,7 +252,10 @@ pub(crate) fn prepare_from(
     settings: &PrepareSettings,
     recycled: Option<(&Path, MakeFrom<'_>)>,
 ) -> Result<bool, WorkspaceError> {
-    let Some(_lock) = Lock::try_take(dir)? else {
+    // A probe (`is_preparing`, gc) holds the lock for an instant: that is
+    // no other preparation, so it is waited out; a preparation under way
+    // holds it for seconds.
+    let Some(_lock) = Lock::wait(dir, PROBE_GRACE)? else {
         if let Some((r, _)) = recycled {
             crate::sandbox::gc::remove_detached(&[r]);
         }
