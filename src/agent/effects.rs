@@ -187,6 +187,8 @@ pub enum Input {
         call_id: String,
         refused: Option<String>,
         arguments: Option<String>,
+        /// A hook asks for the person's confirmation, with its reason.
+        ask: Option<String>,
     },
     /// The `Stop` hooks ran; `refused` with the reason when one blocks the end.
     StopHooksRan {

@@ -17,9 +17,9 @@ pub struct PendingApproval {
     pub path: String,
     /// The edit's patch; for an MCP server's tool, its arguments.
     pub patch: String,
-    /// A call to an MCP server's tool rather than an edit.
+    /// A tool call to be allowed rather than an edit.
     #[serde(default)]
-    pub external: bool,
+    pub call_approval: Option<crate::protocol::CallApproval>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -345,10 +345,11 @@ impl Agent {
                     call_id,
                     refused,
                     arguments,
+                    ask,
                 },
             ) if call.id == call_id => {
                 let call = call.clone();
-                self.on_pre_tool_hooks(call, refused, arguments, fx);
+                self.on_pre_tool_hooks(call, refused, arguments, ask, fx);
             }
             (Phase::AwaitingStopHooks { call }, Input::StopHooksRan { refused }) => {
                 let call = call.clone();
@@ -623,8 +624,17 @@ impl Agent {
     /// server's tool the person has not allowed asks them first.
     fn start_tool(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
         if self.config.offers_external(&call.name) && !self.external_allowed(&call.name) {
-            return self.ask_external(call, fx);
+            let why = crate::protocol::CallApproval {
+                outside_sandbox: true,
+                reason: None,
+            };
+            return self.ask_call(call, why, fx);
         }
+        self.run_call(call, fx);
+    }
+
+    /// Runs a call nobody needs to be asked about (any more).
+    fn run_call(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
         if ToolName::from_name(&call.name).is_some_and(ToolName::mutates_workspace) {
             self.checkpoint(format!("before {}", call.name), false, fx);
         }
@@ -641,6 +651,7 @@ impl Agent {
         mut call: ToolCall,
         refused: Option<String>,
         arguments: Option<String>,
+        ask: Option<String>,
         fx: &mut Vec<Effect>,
     ) {
         self.phase = Phase::AwaitingModel;
@@ -659,6 +670,15 @@ impl Agent {
             if self.refused_by_policy(&call, fx) {
                 return self.next_call(fx);
             }
+        }
+        if let Some(reason) = ask {
+            // The person decides (for an MCP server's tool too: one answer).
+            let why = crate::protocol::CallApproval {
+                outside_sandbox: self.config.offers_external(&call.name)
+                    && !self.external_allowed(&call.name),
+                reason: Some(reason),
+            };
+            return self.ask_call(call, why, fx);
         }
         self.start_tool(call, fx);
     }

@@ -525,12 +525,14 @@ fn with_pre_tool_hooks_a_call_waits_for_them_and_a_refusal_reaches_the_model() {
         call_id: "other".into(),
         refused: None,
         arguments: None,
+        ask: None,
     });
     assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))));
     let fx = a.handle(Input::PreToolHooksRan {
         call_id: "s".into(),
         refused: Some("no rm -rf".into()),
         arguments: None,
+        ask: None,
     });
     assert!(has(&fx, |e| matches!(
         e,
@@ -562,6 +564,7 @@ fn a_rewritten_call_runs_with_its_new_arguments_and_still_meets_the_policy() {
         call_id: "s".into(),
         refused: None,
         arguments: Some(r#"{"command":"echo safe"}"#.into()),
+        ask: None,
     });
     assert!(
         matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == "s" && c.arguments == r#"{"command":"echo safe"}"#),
@@ -578,6 +581,7 @@ fn a_rewritten_call_runs_with_its_new_arguments_and_still_meets_the_policy() {
         call_id: "x".into(),
         refused: None,
         arguments: Some("[1]".into()),
+        ask: None,
     });
     assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))), "{fx:?}");
     assert!(last_tool_result(&a).starts_with("Refused: the arguments of run_shell"));
@@ -867,4 +871,46 @@ fn a_tool_name_no_server_offered_is_unknown() {
         |e| matches!(e, Effect::Emit(RunEvent::PolicyRefused { reason, .. }) if reason.contains("unknown tool"))
     ));
     assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))));
+}
+
+#[test]
+fn a_hook_that_asks_puts_the_call_to_the_person_or_refuses_it_with_nobody_there() {
+    for can_ask in [true, false] {
+        let mut a = hooked_agent();
+        a.config.external.can_ask = can_ask;
+        a.handle(reply(vec![
+            call("p", "update_plan", PLAN_WIP),
+            call("s", "run_shell", SHELL),
+        ]));
+        let fx = a.handle(Input::PreToolHooksRan {
+            call_id: "s".into(),
+            refused: None,
+            arguments: None,
+            ask: Some("deploys need a look".into()),
+        });
+        assert!(!has(&fx, |e| matches!(e, Effect::RunTool(_))), "{fx:?}");
+        if !can_ask {
+            assert!(last_tool_result(&a).contains("deploys need a look"));
+            assert!(last_tool_result(&a).contains("nobody can be asked"));
+            continue;
+        }
+        assert!(has(&fx, |e| matches!(e,
+            Effect::Emit(RunEvent::ApprovalRequested { path, call: Some(c), .. })
+                if path == "run_shell" && !c.outside_sandbox
+                    && c.reason.as_deref() == Some("deploys need a look"))));
+        let id = asked_id(&fx);
+        let fx = a.handle(Input::Approval {
+            id,
+            decision: ApprovalDecision::Approve,
+        });
+        // The yes runs it, after the checkpoint a command gets.
+        assert!(
+            has(&fx, |e| matches!(e, Effect::Checkpoint { .. })),
+            "{fx:?}"
+        );
+        assert!(
+            matches!(fx.last(), Some(Effect::RunTool(c)) if c.id == "s"),
+            "{fx:?}"
+        );
+    }
 }

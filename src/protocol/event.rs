@@ -29,6 +29,17 @@ pub enum VerificationReason {
     AfterRestore,
 }
 
+/// Why a tool call waits for the person (rather than an edit).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallApproval {
+    /// A tool of one of the person's MCP servers, which runs outside the
+    /// sandbox, as them.
+    pub outside_sandbox: bool,
+    /// What a `PreToolUse` hook that asked for the person said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
 /// One check of a verification matrix, as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckReport {
@@ -277,10 +288,9 @@ pub enum RunEvent {
         path: String,
         /// The edit's patch; for a call, its arguments.
         patch: String,
-        /// A call to a tool of the person's MCP server (outside the
-        /// sandbox) rather than an edit.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        external: bool,
+        /// A tool call to be allowed, rather than an edit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<CallApproval>,
     },
     #[serde(rename = "approval.resolved")]
     ApprovalResolved {

@@ -13,8 +13,8 @@ pub mod source;
 
 pub use command::{ApprovalDecision, ApprovalMode, Command};
 pub use event::{
-    CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason, preparing_text,
-    project_notice,
+    CallApproval, CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason,
+    preparing_text, project_notice,
 };
 pub use model::{ModelId, Usage};
 pub use plan::{PlanItem, PlanStatus};

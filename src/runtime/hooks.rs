@@ -27,7 +27,7 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
             reason: format!("a PreToolUse hook stopped the run: {}", redacted(run, why)),
         };
     }
-    let (refused, arguments) = pre_tool_verdict(&ran);
+    let (refused, arguments, ask) = pre_tool_verdict(&ran);
     if let Some(arguments) = &arguments {
         // What runs instead of what the model asked is in the event chain.
         run.bus.emit(RunEvent::ToolRewritten {
@@ -40,6 +40,7 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         call_id: call.id.clone(),
         refused: refused.map(|why| redacted(run, &why)),
         arguments,
+        ask: ask.map(|why| redacted(run, &why)),
     }
 }
 
@@ -300,7 +301,7 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
     if !hooks.is_empty_for(HookEvent::PermissionRequest) {
         let mut input = run_input(run, HookEvent::PermissionRequest);
         input.tool_name = Some(pending.call.name.clone());
-        input.tool_input = Some(if pending.external {
+        input.tool_input = Some(if pending.call_approval.is_some() {
             serde_json::from_str(&pending.call.arguments).unwrap_or_default()
         } else {
             serde_json::json!({"path": pending.path, "patch": pending.patch})
@@ -327,7 +328,7 @@ pub(crate) async fn approval_asked(run: &mut Run, id: &str) -> Option<Input> {
         let mut input = run_input(run, HookEvent::Notification);
         input.extra.insert(
             "message".into(),
-            if pending.external {
+            if pending.call_approval.is_some() {
                 format!("minicoder needs your approval to call {}", pending.path)
             } else {
                 format!("minicoder needs your approval to edit {}", pending.path)
@@ -459,20 +460,18 @@ fn repo_input(input: &HookInput) -> String {
 /// What the agent is told of the hooks' verdict: a refusal (a block, a
 /// deny, a stop, or an ask, which a run has no one to put to yet), or the
 /// arguments a hook rewrote.
-fn pre_tool_verdict(ran: &HookRun) -> (Option<String>, Option<String>) {
+/// What the `PreToolUse` hooks decided: a refusal, rewritten arguments,
+/// and whether the person must confirm the call (and why).
+fn pre_tool_verdict(ran: &HookRun) -> (Option<String>, Option<String>, Option<String>) {
     if let Some(why) = ran.verdict.refuses() {
-        return (Some(why), None);
+        return (Some(why), None, None);
     }
-    if let Some((Permission::Ask, why)) = &ran.verdict.permission {
-        return (
-            Some(format!(
-                "a hook asks for the person's confirmation ({why}), which this run cannot ask for"
-            )),
-            None,
-        );
-    }
+    let ask = match &ran.verdict.permission {
+        Some((Permission::Ask, why)) => Some(why.clone()),
+        _ => None,
+    };
     let arguments = ran.verdict.updated_input.as_ref().map(|v| v.to_string());
-    (None, arguments)
+    (None, arguments, ask)
 }
 
 /// Each hook that ran, as a `hook.ran` event.
@@ -502,18 +501,18 @@ mod tests {
     }
 
     #[test]
-    fn the_agent_is_told_a_refusal_or_the_rewritten_arguments() {
+    fn the_agent_is_told_a_refusal_the_rewritten_arguments_or_that_the_person_must_confirm() {
         let deny = ran(Verdict {
             permission: Some((Permission::Deny, "no".into())),
             updated_input: Some(serde_json::json!({"command": "x"})),
             ..Verdict::default()
         });
-        assert_eq!(pre_tool_verdict(&deny), (Some("no".into()), None));
+        assert_eq!(pre_tool_verdict(&deny), (Some("no".into()), None, None));
         let ask = ran(Verdict {
             permission: Some((Permission::Ask, "sure?".into())),
             ..Verdict::default()
         });
-        assert!(pre_tool_verdict(&ask).0.unwrap().contains("sure?"));
+        assert_eq!(pre_tool_verdict(&ask), (None, None, Some("sure?".into())));
         let rewrite = ran(Verdict {
             permission: Some((Permission::Allow, String::new())),
             updated_input: Some(serde_json::json!({"command": "echo hi"})),
@@ -521,9 +520,12 @@ mod tests {
         });
         assert_eq!(
             pre_tool_verdict(&rewrite),
-            (None, Some(r#"{"command":"echo hi"}"#.into()))
+            (None, Some(r#"{"command":"echo hi"}"#.into()), None)
         );
-        assert_eq!(pre_tool_verdict(&ran(Verdict::default())), (None, None));
+        assert_eq!(
+            pre_tool_verdict(&ran(Verdict::default())),
+            (None, None, None)
+        );
     }
 
     #[test]

@@ -296,13 +296,13 @@ impl App {
                 call_id,
                 path,
                 patch,
-                external,
+                call,
             } => self.approval_requested(ApprovalRequest {
                 id: id.clone(),
                 call_id: call_id.clone(),
                 path: path.clone(),
                 patch: patch.clone(),
-                external: *external,
+                call: call.clone(),
             }),
             RunEvent::ApprovalResolved { id, reason, .. } => {
                 self.approval_resolved(id, reason.as_deref())

@@ -157,7 +157,7 @@ fn approval_request(id: &str) -> RunEvent {
             .next()
             .unwrap_or("")
             .into(),
-        external: false,
+        call: None,
     }
 }
 
@@ -305,7 +305,10 @@ fn a_call_to_an_mcp_servers_tool_waits_on_the_approval_modal() {
             call_id: "call_5".into(),
             path: "mcp__notes__lookup".into(),
             patch: "{\n  \"topic\": \"pagination \u{1b}[2J\"\n}".into(),
-            external: true,
+            call: Some(minicoder::protocol::CallApproval {
+                outside_sandbox: true,
+                reason: None,
+            }),
         }]);
     });
 }

@@ -79,7 +79,7 @@ impl Launcher for StandIn {
                 call_id: "c1".into(),
                 path: "pagination.py".into(),
                 patch: ev::DIFF.into(),
-                external: false,
+                call: None,
             });
             // Like the runtime, take the answer to a1 from the command
             // channel, and stop waiting for it once cancelled.

@@ -6,7 +6,7 @@
 use super::{Agent, Effect};
 use crate::agent::phase::{PendingApproval, Phase};
 use crate::model::types::ToolCall;
-use crate::protocol::{ApprovalDecision, ApprovalMode, RunEvent};
+use crate::protocol::{ApprovalDecision, ApprovalMode, CallApproval, RunEvent};
 
 impl Agent {
     /// `edit_file`'s patch fits: refuse it, ask for it, or apply it.
@@ -49,14 +49,14 @@ impl Agent {
                 call,
                 path,
                 patch,
-                external: false,
+                call_approval: None,
             };
             fx.push(Effect::Emit(RunEvent::ApprovalRequested {
                 id: approval.id.clone(),
                 call_id: approval.call.id.clone(),
                 path: approval.path.clone(),
                 patch: approval.patch.clone(),
-                external: false,
+                call: None,
             }));
             fx.push(Effect::AwaitApproval {
                 id: approval.id.clone(),
@@ -74,21 +74,23 @@ impl Agent {
             || self.external_approved.iter().any(|t| t == tool)
     }
 
-    /// An MCP server's tool runs outside the sandbox, as the person: they
-    /// are asked first (with nobody to ask, the call is refused).
-    pub(super) fn ask_external(&mut self, call: ToolCall, fx: &mut Vec<Effect>) {
+    /// Asks the person whether `call` may run: a tool of an MCP server
+    /// (outside the sandbox, as them), or one a `PreToolUse` hook wants
+    /// them to confirm. With nobody to ask, the call is refused.
+    pub(super) fn ask_call(&mut self, call: ToolCall, why: CallApproval, fx: &mut Vec<Effect>) {
         if !self.config.external.can_ask {
-            self.answer(
-                &call,
-                false,
-                "refused: not allowed",
-                format!(
+            let text = match (&why.reason, why.outside_sandbox) {
+                (Some(reason), _) => format!(
+                    "Refused: a PreToolUse hook asks for the person's confirmation of this call ({reason}), \
+                     and nobody can be asked in this run."
+                ),
+                (None, _) => format!(
                     "Refused: {} is a tool of an MCP server outside the sandbox, and only tools the person \
                      allow-listed run when nobody can be asked. Do without it.",
                     call.name
                 ),
-                fx,
-            );
+            };
+            self.answer(&call, false, "refused: nobody to ask", text, fx);
             return self.next_call(fx);
         }
         self.approvals_asked += 1;
@@ -99,7 +101,7 @@ impl Agent {
             id: format!("approval-{}", self.approvals_asked),
             path: call.name.clone(),
             patch: arguments,
-            external: true,
+            call_approval: Some(why),
             call,
         };
         fx.push(Effect::Emit(RunEvent::ApprovalRequested {
@@ -107,7 +109,7 @@ impl Agent {
             call_id: approval.call.id.clone(),
             path: approval.path.clone(),
             patch: approval.patch.clone(),
-            external: true,
+            call: approval.call_approval.clone(),
         }));
         fx.push(Effect::AwaitApproval {
             id: approval.id.clone(),
@@ -153,8 +155,8 @@ impl Agent {
             approved,
             reason: reason.clone(),
         }));
-        if pending.external {
-            return self.on_external_answer(pending.call, &decision, reason, fx);
+        if let Some(why) = &pending.call_approval {
+            return self.on_call_answer(pending.call, why.outside_sandbox, &decision, reason, fx);
         }
         if decision == ApprovalDecision::ApproveAll {
             self.approve_all = true;
@@ -177,43 +179,38 @@ impl Agent {
         );
     }
 
-    /// The person's answer about an MCP server's tool: run it (and, for
-    /// "the rest of the run", every later call of that tool), or tell the
-    /// model no.
-    fn on_external_answer(
+    /// The person's answer about a call: run it (and, for an MCP server's
+    /// tool approved for "the rest of the run", every later call of that
+    /// tool), or tell the model no.
+    fn on_call_answer(
         &mut self,
         call: ToolCall,
+        outside_sandbox: bool,
         decision: &ApprovalDecision,
         reason: Option<String>,
         fx: &mut Vec<Effect>,
     ) {
-        match decision {
-            ApprovalDecision::ApproveAll => {
-                self.external_approved.push(call.name.clone());
-                self.start_tool(call, fx);
-            }
-            ApprovalDecision::Approve => {
-                self.phase = Phase::AwaitingTool { call: call.clone() };
-                fx.push(Effect::RunTool(call));
-            }
-            ApprovalDecision::Refuse(_) => {
-                let why = reason
-                    .map(|r| format!(" Their reason: {r}"))
-                    .unwrap_or_default();
-                self.phase = Phase::AwaitingModel;
-                self.answer(
-                    &call,
-                    false,
-                    "refused by the person",
-                    format!(
-                        "The person refused this call to {}.{why} Do without it.",
-                        call.name
-                    ),
-                    fx,
-                );
-                self.next_call(fx);
-            }
+        if let ApprovalDecision::Refuse(_) = decision {
+            let why = reason
+                .map(|r| format!(" Their reason: {r}"))
+                .unwrap_or_default();
+            self.phase = Phase::AwaitingModel;
+            self.answer(
+                &call,
+                false,
+                "refused by the person",
+                format!(
+                    "The person refused this call to {}.{why} Do without it.",
+                    call.name
+                ),
+                fx,
+            );
+            return self.next_call(fx);
         }
+        if *decision == ApprovalDecision::ApproveAll && outside_sandbox {
+            self.external_approved.push(call.name.clone());
+        }
+        self.run_call(call, fx);
     }
 
     /// Nobody answered in time: a refusal, never a yes.

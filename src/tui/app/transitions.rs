@@ -32,7 +32,7 @@ fn asked(id: &str) -> AppEvent {
         call_id: format!("call-{id}"),
         path: "a.py".into(),
         patch: PATCH.into(),
-        external: false,
+        call: None,
     })
 }
 

@@ -386,10 +386,8 @@ impl RunView {
             RunEvent::CommandRejected { reason, .. } => {
                 self.note(NoteKind::Warning, reason.clone())
             }
-            RunEvent::ApprovalRequested {
-                id, path, external, ..
-            } => {
-                if *external {
+            RunEvent::ApprovalRequested { id, path, call, .. } => {
+                if call.is_some() {
                     self.asked_calls.push(id.clone());
                 }
                 self.note(NoteKind::Info, format!("waiting for approval of {path}"))

@@ -13,9 +13,9 @@ pub struct ApprovalRequest {
     pub call_id: String,
     pub path: String,
     pub patch: String,
-    /// A call to a tool of an MCP server (`path` its name, `patch` its
-    /// arguments), not an edit.
-    pub external: bool,
+    /// A tool call to allow (`path` its tool, `patch` its arguments), not
+    /// an edit.
+    pub call: Option<crate::protocol::CallApproval>,
 }
 
 /// An edit waiting for `y`/`n`/`a`.

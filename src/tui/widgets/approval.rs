@@ -31,11 +31,13 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
         .border_type(BorderType::Double)
         .border_style(theme.get(Meaning::ApprovalBorder))
         .title(Line::from(Span::styled(
-            if pending.request.external {
-                format!(
-                    " Call {}, outside the sandbox?{more} ",
-                    pending.request.path
-                )
+            if let Some(call) = &pending.request.call {
+                let where_ = if call.outside_sandbox {
+                    ", outside the sandbox"
+                } else {
+                    ""
+                };
+                format!(" Call {}{where_}?{more} ", pending.request.path)
             } else {
                 format!(
                     " Apply this edit to {}? +{added} -{removed}{more} ",
@@ -49,11 +51,16 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
     let footer_rows = if pending.reason.is_some() { 3 } else { 1 };
     let [body, footer] =
         Layout::vertical([Constraint::Fill(1), Constraint::Length(footer_rows)]).areas(inner);
-    if pending.request.external {
-        // The call's arguments, as the model gave them (escaped: they are
-        // the model's text).
+    if let Some(call) = &pending.request.call {
+        // Why it is asked, then the call's arguments as the model gave them
+        // (escaped: they are the model's text).
+        let why = match (&call.reason, call.outside_sandbox) {
+            (Some(reason), _) => format!(" A hook asks you first: {reason}"),
+            (None, true) => " It runs on this machine, as you, with these arguments:".to_string(),
+            (None, false) => " With these arguments:".to_string(),
+        };
         let lines: Vec<Line> = std::iter::once(Line::from(Span::styled(
-            " It runs on this machine, as you, with these arguments:",
+            crate::terminal_text::escape_line(&why).into_owned(),
             theme.get(Meaning::Text),
         )))
         .chain(pending.request.patch.lines().map(|l| {
@@ -88,8 +95,13 @@ pub fn draw(frame: &mut Frame, area: Rect, theme: &Theme, approvals: &mut Approv
         None => {
             let key = theme.get(Meaning::HelpKey);
             let text = theme.get(Meaning::Text);
-            let (yes, all) = if pending.request.external {
-                (" call  ", " allow this tool for the rest of the run  ")
+            let (yes, all) = if let Some(call) = &pending.request.call {
+                let all = if call.outside_sandbox {
+                    " allow this tool for the rest of the run  "
+                } else {
+                    " call (a hook asks each time)  "
+                };
+                (" call  ", all)
             } else {
                 (" apply  ", " approve the rest of the run  ")
             };

@@ -77,7 +77,7 @@ fn pending() -> PendingApproval {
             call_id: "call-a1".into(),
             path: "a.py".into(),
             patch: PATCH.into(),
-            external: false,
+            call: None,
         },
         patch: DiffModel::parse(PATCH),
         scroll: 0,
