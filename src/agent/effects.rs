@@ -71,6 +71,11 @@ pub struct HookPoints {
     /// `Stop`: when a run is about to end verified.
     #[serde(default)]
     pub stop: bool,
+    /// `PreCompact` (the agent waits for them) and `PostCompact`.
+    #[serde(default)]
+    pub pre_compact: bool,
+    #[serde(default)]
+    pub post_compact: bool,
 }
 
 fn default_approval() -> ApprovalMode {
@@ -189,6 +194,10 @@ pub enum Input {
         arguments: Option<String>,
         /// A hook asks for the person's confirmation, with its reason.
         ask: Option<String>,
+    },
+    /// The `PreCompact` hooks ran; what they add is kept for the next turn.
+    PreCompactHooksRan {
+        context: Vec<String>,
     },
     /// The `Stop` hooks ran; `refused` with the reason when one blocks the end.
     StopHooksRan {
@@ -309,6 +318,17 @@ pub enum Effect {
     /// Run the `PreToolUse` hooks of `call`; the verdict comes back as
     /// `PreToolHooksRan`.
     PreToolHooks(ToolCall),
+    /// Run the `PreCompact` hooks: the context is about to be compacted
+    /// (`tokens` its estimate). They answer with `PreCompactHooksRan`.
+    PreCompactHooks {
+        tokens: u64,
+    },
+    /// Run the `PostCompact` hooks (heard, not waited for).
+    PostCompactHooks {
+        before_tokens: u64,
+        after_tokens: u64,
+        messages_compacted: usize,
+    },
     /// Run the `Stop` hooks: the run is about to end verified. The verdict
     /// comes back as `StopHooksRan`.
     StopHooks {

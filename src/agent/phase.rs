@@ -46,6 +46,9 @@ pub enum Phase {
     },
     /// A verified completion waits for the person's `Stop` hooks.
     AwaitingStopHooks { call: ToolCall },
+    /// The context is about to be compacted: the person's `PreCompact`
+    /// hooks run first.
+    AwaitingCompactHooks,
     /// A failed completion waits for the baseline's verdict, which decides
     /// whether it counts against a validated state.
     AwaitingBaseline { call: ToolCall, feedback: String },
@@ -83,6 +86,7 @@ impl Phase {
             Phase::ApplyingEdit { .. } => "applying an edit",
             Phase::Verifying { .. } => "verifying",
             Phase::AwaitingStopHooks { .. } => "running stop hooks",
+            Phase::AwaitingCompactHooks => "running compaction hooks",
             Phase::AwaitingBaseline { .. } => "awaiting the baseline verdict",
             Phase::Restoring { .. } => "restoring",
             Phase::Concluding { .. } => "concluding",

@@ -97,6 +97,9 @@ pub struct Agent {
     /// MCP tools the person allowed for the rest of the run.
     #[serde(default)]
     external_approved: Vec<String>,
+    /// The `PreCompact` hooks ran for the compaction about to happen.
+    #[serde(default)]
+    compact_hooks_ran: bool,
 }
 
 impl Agent {
@@ -130,6 +133,7 @@ impl Agent {
             last_verdict: None,
             approve_all: false,
             external_approved: Vec::new(),
+            compact_hooks_ran: false,
             approvals_asked: 0,
             completion_summary: None,
             rebootstrapping: false,
@@ -350,6 +354,15 @@ impl Agent {
             ) if call.id == call_id => {
                 let call = call.clone();
                 self.on_pre_tool_hooks(call, refused, arguments, ask, fx);
+            }
+            (Phase::AwaitingCompactHooks, Input::PreCompactHooksRan { context }) => {
+                for text in context {
+                    self.hook_context.push(format!(
+                        "Context from the person's PreCompact hook:\n{text}"
+                    ));
+                }
+                self.compact_hooks_ran = true;
+                self.next_turn(fx);
             }
             (Phase::AwaitingStopHooks { call }, Input::StopHooksRan { refused }) => {
                 let call = call.clone();

@@ -475,3 +475,105 @@ fn the_new_state_round_trips_through_serde() {
         })
     );
 }
+
+/// Two turns whose results take the next request past 75 % of a 12,000
+/// token budget; the effects of the second result.
+fn past_compaction(a: &mut Agent) -> Vec<Effect> {
+    start(a);
+    a.handle(reply(vec![
+        call("p", "update_plan", PLAN_TWO),
+        call("t0", "run_shell", r#"{"command":"python3 -m pytest -q"}"#),
+    ]));
+    a.handle(finished("p", "Plan updated".into()));
+    let fx = a.handle(finished("t0", "collected line\n".repeat(1000)));
+    assert!(
+        matches!(fx.last(), Some(Effect::CallModel(_))),
+        "{:?}",
+        short(&fx)
+    );
+    a.handle(reply(vec![call("t1", "run_shell", r#"{"command":"ls"}"#)]));
+    a.handle(finished("t1", "listed file\n".repeat(1200)))
+}
+
+/// The effects, each cut to its first words (results are long).
+fn short(fx: &[Effect]) -> Vec<String> {
+    fx.iter()
+        .map(|e| format!("{e:?}").chars().take(60).collect())
+        .collect()
+}
+
+fn compacting_agent(hooks: crate::agent::effects::HookPoints) -> Agent {
+    Agent::new(AgentConfig {
+        context_limit: 12_000,
+        tools: crate::tools::specs(),
+        max_turns: 200,
+        hooks,
+        ..config()
+    })
+}
+
+#[test]
+fn with_compaction_hooks_the_pre_hooks_run_before_it_and_the_post_hooks_after() {
+    let mut a = compacting_agent(crate::agent::effects::HookPoints {
+        pre_compact: true,
+        post_compact: true,
+        ..Default::default()
+    });
+    let fx = past_compaction(&mut a);
+    // The turn waits for the PreCompact hooks; nothing is compacted yet.
+    assert!(
+        matches!(fx.last(), Some(Effect::PreCompactHooks { tokens }) if *tokens > 9_000),
+        "{:?}",
+        short(&fx)
+    );
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::Emit(RunEvent::ContextCompacted { .. })
+    )));
+    assert!(!has(&fx, |e| matches!(e, Effect::CallModel(_))));
+    assert_eq!(a.phase().name(), "running compaction hooks");
+    // Anything else meanwhile changes nothing.
+    let fx = a.handle(Input::StopHooksRan { refused: None });
+    assert!(!has(&fx, |e| matches!(e, Effect::CallModel(_))));
+
+    let fx = a.handle(Input::PreCompactHooksRan {
+        context: vec!["keep the failing test's name".into()],
+    });
+    let compacted = fx
+        .iter()
+        .position(|e| matches!(e, Effect::Emit(RunEvent::ContextCompacted { .. })))
+        .expect("compacted");
+    let post = fx
+        .iter()
+        .position(|e| matches!(e, Effect::PostCompactHooks { messages_compacted, .. } if *messages_compacted > 0))
+        .expect("the PostCompact hooks hear of it");
+    assert!(compacted < post, "{:?}", short(&fx));
+    let req = request(&fx);
+    assert!(
+        text(req).contains("keep the failing test's name"),
+        "the hook's note outlives it"
+    );
+}
+
+#[test]
+fn without_compaction_hooks_the_context_is_compacted_at_once() {
+    let mut a = compacting_agent(Default::default());
+    let fx = past_compaction(&mut a);
+    assert!(
+        has(&fx, |e| matches!(
+            e,
+            Effect::Emit(RunEvent::ContextCompacted { .. })
+        )),
+        "{:?}",
+        short(&fx)
+    );
+    assert!(!has(&fx, |e| matches!(
+        e,
+        Effect::PreCompactHooks { .. } | Effect::PostCompactHooks { .. }
+    )));
+    assert!(
+        matches!(fx.last(), Some(Effect::CallModel(_))),
+        "{:?}",
+        short(&fx)
+    );
+}

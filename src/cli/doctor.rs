@@ -208,9 +208,7 @@ fn hooks(record: &mut dyn FnMut(Level, &str, String)) {
         }
         Ok(hooks) => {
             for (event, matcher, spec) in hooks.listed() {
-                let (level, runs) = if !event.is_run() {
-                    (Level::Warn, "is not run by this version".to_string())
-                } else if let Some(unmatched) = matcher_misses(event, &matcher) {
+                let (level, runs) = if let Some(unmatched) = matcher_misses(event, &matcher) {
                     (Level::Warn, unmatched)
                 } else {
                     (Level::Ok, "runs on the host".to_string())

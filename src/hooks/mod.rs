@@ -94,24 +94,6 @@ impl HookEvent {
         HookEvent::ALL.into_iter().find(|e| e.name() == name)
     }
 
-    /// Whether this version runs hooks of the event (the others are read
-    /// from the file, and `doctor` says they do not run yet).
-    pub fn is_run(self) -> bool {
-        matches!(
-            self,
-            HookEvent::SessionStart
-                | HookEvent::SessionEnd
-                | HookEvent::UserPromptSubmit
-                | HookEvent::PreToolUse
-                | HookEvent::PostToolUse
-                | HookEvent::PermissionRequest
-                | HookEvent::Notification
-                | HookEvent::Stop
-                | HookEvent::PreApply
-                | HookEvent::PostApply
-        )
-    }
-
     /// Whether a hook of the event stands between an action and its doing,
     /// so that one that gives no answer blocks it.
     pub fn vetoes(self) -> bool {

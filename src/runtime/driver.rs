@@ -181,6 +181,12 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::ReadInstructions { lookups } => Some(Input::InstructionsRead {
             docs: super::instructions::read(&run.ws.root, &lookups),
         }),
+        Effect::PreCompactHooks { tokens } => Some(super::hooks::pre_compact(run, tokens).await),
+        Effect::PostCompactHooks {
+            before_tokens,
+            after_tokens,
+            messages_compacted,
+        } => super::hooks::post_compact(run, before_tokens, after_tokens, messages_compacted).await,
         Effect::StopHooks { stop_hook_active } => {
             Some(super::hooks::stop(run, stop_hook_active).await)
         }

@@ -160,6 +160,50 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
     Input::StopHooksRan { refused }
 }
 
+/// The `PreCompact` hooks: the context (about `tokens`) is about to be
+/// compacted. They cannot stop it; what they add (`additionalContext`) is
+/// kept for the next turn, after the compaction.
+pub(crate) async fn pre_compact(run: &mut Run, tokens: u64) -> Input {
+    let mut input = run_input(run, HookEvent::PreCompact);
+    input.extra.insert("trigger".into(), "auto".into());
+    input.extra.insert("custom_instructions".into(), "".into());
+    input.extra.insert("tokens".into(), tokens.into());
+    let context = match run_hooks(run, HookEvent::PreCompact, &input, None).await {
+        Ok(ran) => ran
+            .verdict
+            .context
+            .iter()
+            .map(|t| redacted(run, t))
+            .collect(),
+        Err(interrupted) => return interrupted,
+    };
+    Input::PreCompactHooksRan { context }
+}
+
+/// The `PostCompact` hooks hear what the compaction did. `Some` only when
+/// the run was interrupted meanwhile.
+pub(crate) async fn post_compact(
+    run: &mut Run,
+    before_tokens: u64,
+    after_tokens: u64,
+    messages_compacted: usize,
+) -> Option<Input> {
+    let mut input = run_input(run, HookEvent::PostCompact);
+    input.extra.insert("trigger".into(), "auto".into());
+    input
+        .extra
+        .insert("before_tokens".into(), before_tokens.into());
+    input
+        .extra
+        .insert("after_tokens".into(), after_tokens.into());
+    input
+        .extra
+        .insert("messages_compacted".into(), messages_compacted.into());
+    run_hooks(run, HookEvent::PostCompact, &input, None)
+        .await
+        .err()
+}
+
 /// The `UserPromptSubmit` hooks of a resume's follow-up, before the run is
 /// set up again: a block refuses the resume with the reason (no model reads
 /// the follow-up). What they add is not kept: the follow-up speaks for

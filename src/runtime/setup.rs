@@ -1021,9 +1021,12 @@ fn external_tools(options: &RunOptions, inputs: &Inputs) -> crate::agent::effect
 fn hook_points(options: &RunOptions, inputs: &Inputs) -> crate::agent::effects::HookPoints {
     use crate::hooks::HookEvent;
     let any = |event| !options.hooks.is_empty_for(event) || inputs.repo_hooks.has(event);
+    let person = |event| !options.hooks.is_empty_for(event);
     crate::agent::effects::HookPoints {
         pre_tool_use: any(HookEvent::PreToolUse),
         stop: any(HookEvent::Stop),
+        pre_compact: person(HookEvent::PreCompact),
+        post_compact: person(HookEvent::PostCompact),
     }
 }
 

@@ -229,7 +229,7 @@ async fn a_pre_apply_hook_vetoes_an_apply_and_a_post_apply_hook_hears_of_one() {
     assert!(
         listed.contains("[ OK ] hook: PreApply: `sh ")
             && listed.contains("runs on the host")
-            && listed.contains("[WARN] hook: PreCompact: `true` is not run by this version")
+            && listed.contains("[ OK ] hook: PreCompact: `true` runs on the host")
             && listed
                 .contains("[WARN] hook: PreToolUse on tools `Bash|Edit`: `false` runs for no tool"),
         "{listed}"

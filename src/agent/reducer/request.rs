@@ -50,6 +50,16 @@ impl Agent {
                 "Message from the person running you:\n{text}"
             )));
         }
+        if self.config.hooks.pre_compact && !self.compact_hooks_ran && self.needs_compaction() {
+            // The person's hooks hear of it first (and may leave a note
+            // that outlives it).
+            let tokens = self
+                .calibration
+                .tokens(self.fixed_chars() + self.context.chars());
+            fx.push(Effect::PreCompactHooks { tokens });
+            self.phase = Phase::AwaitingCompactHooks;
+            return;
+        }
         if let Some(reason) = self.fit_context(fx) {
             return self.finish(Outcome::Failure, reason, fx);
         }
@@ -107,17 +117,29 @@ impl Agent {
         let limit = self.config.context_limit.max(1);
         let fixed = self.fixed_chars();
         let share = |tokens: u64| tokens as f64 / limit as f64;
-        if share(self.calibration.tokens(fixed + self.context.chars())) < COMPACT_AT {
+        if !self.needs_compaction() {
             return None;
         }
+        self.compact_hooks_ran = false;
         let target = (COMPACT_TO * limit as f64) as u64;
         let room = self.calibration.chars_within(target).saturating_sub(fixed);
         if let Some(c) = self.context.compact(fixed, room) {
+            let (before_tokens, after_tokens) = (
+                self.calibration.scale(c.before_tokens),
+                self.calibration.scale(c.after_tokens),
+            );
             fx.push(Effect::Emit(RunEvent::ContextCompacted {
-                before_tokens: self.calibration.scale(c.before_tokens),
-                after_tokens: self.calibration.scale(c.after_tokens),
+                before_tokens,
+                after_tokens,
                 messages_compacted: c.messages_compacted,
             }));
+            if self.config.hooks.post_compact {
+                fx.push(Effect::PostCompactHooks {
+                    before_tokens,
+                    after_tokens,
+                    messages_compacted: c.messages_compacted,
+                });
+            }
         }
         let after = self.calibration.tokens(fixed + self.context.chars());
         (share(after) >= STOP_AT).then(|| {
@@ -126,6 +148,15 @@ impl Agent {
                  (≈ {after} tokens are left that cannot be compacted)"
             )
         })
+    }
+
+    /// Whether the next request would pass [`COMPACT_AT`] of the budget.
+    fn needs_compaction(&self) -> bool {
+        let limit = self.config.context_limit.max(1);
+        let tokens = self
+            .calibration
+            .tokens(self.fixed_chars() + self.context.chars());
+        tokens as f64 / limit as f64 >= COMPACT_AT
     }
 
     /// The plain estimate of a request, for calibrating against the provider.
