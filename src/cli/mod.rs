@@ -397,6 +397,9 @@ pub fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(dispatch(cli));
+    // A blocking read of standard input (the MCP server's over stdio) may
+    // still wait for a line that never comes: not waited for past this.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => code,
         Err(e) => {

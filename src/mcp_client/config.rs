@@ -145,14 +145,7 @@ fn server(name: String, s: ServerShape) -> Result<ServerSpec, String> {
             env: s.env,
         },
         (None | Some("http"), None, Some(url)) => {
-            let loopback = ["http://127.0.0.1:", "http://localhost:", "http://[::1]:"]
-                .iter()
-                .any(|p| url.starts_with(p));
-            if !(url.starts_with("https://") || loopback) {
-                return Err(format!(
-                    "{name}: the url must be https, or http on loopback"
-                ));
-            }
+            check_url(&name, &url)?;
             Transport::Http {
                 url,
                 bearer_env: s.bearer_env,
@@ -172,6 +165,24 @@ fn server(name: String, s: ServerShape) -> Result<ServerSpec, String> {
     })
 }
 
+/// An https URL, or http on loopback; never with a user or password in
+/// it (`http://127.0.0.1:1@elsewhere/` names `elsewhere`).
+fn check_url(name: &str, url: &str) -> Result<(), String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{name}: the url {url:?}: {e}"))?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "{name}: the url may not carry a user or a password"
+        ));
+    }
+    match parsed.scheme() {
+        "https" if parsed.host().is_some() => Ok(()),
+        "http" if crate::model::provider::is_loopback(&parsed) => Ok(()),
+        _ => Err(format!(
+            "{name}: the url must be https, or http on loopback"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,21 +192,22 @@ mod tests {
         let c = McpConfig::parse(
             r#"{"mcpServers": {
                 "notes": {"command": "python3", "args": ["s.py"], "env": {"A": "1"}, "allow": ["lookup"]},
-                "remote": {"type": "http", "url": "https://x.example/mcp", "bearer_env": "T", "timeout": 5}
+                "remote": {"type": "http", "url": "https://x.example/mcp", "bearer_env": "T", "timeout": 5},
+                "local": {"url": "http://127.0.0.1:8765/mcp"}
             }}"#,
         )
         .unwrap();
-        assert_eq!(c.servers.len(), 2);
-        assert_eq!(c.servers[0].name, "notes");
-        assert_eq!(c.servers[0].allow, ["lookup"]);
-        assert_eq!(c.servers[0].timeout, Duration::from_secs(60));
+        assert_eq!(c.servers.len(), 3);
+        assert_eq!(c.servers[1].name, "notes");
+        assert_eq!(c.servers[1].allow, ["lookup"]);
+        assert_eq!(c.servers[1].timeout, Duration::from_secs(60));
         assert!(
-            matches!(&c.servers[0].transport, Transport::Command { command, .. } if command == "python3")
+            matches!(&c.servers[1].transport, Transport::Command { command, .. } if command == "python3")
         );
         assert!(
-            matches!(&c.servers[1].transport, Transport::Http { bearer_env: Some(v), .. } if v == "T")
+            matches!(&c.servers[2].transport, Transport::Http { bearer_env: Some(v), .. } if v == "T")
         );
-        assert_eq!(c.servers[1].timeout, Duration::from_secs(5));
+        assert_eq!(c.servers[2].timeout, Duration::from_secs(5));
     }
 
     #[test]
@@ -214,6 +226,15 @@ mod tests {
                 r#"{"mcpServers": {"a": {"url": "http://example.com/mcp"}}}"#,
                 "https",
             ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://127.0.0.1:1@evil.example/mcp"}}}"#,
+                "user or a password",
+            ),
+            (
+                r#"{"mcpServers": {"a": {"url": "http://localhost.evil.example/mcp"}}}"#,
+                "https",
+            ),
+            (r#"{"mcpServers": {"a": {"url": "not a url"}}}"#, "url"),
             (
                 r#"{"mcpServers": {"a": {"command": "x", "timeout": 0}}}"#,
                 "timeout",

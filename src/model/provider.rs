@@ -144,7 +144,7 @@ pub(crate) fn validate_base_url(url: &str, variable: &str) -> Result<String, Str
     Ok(url.trim_end_matches('/').to_string())
 }
 
-fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
         Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),

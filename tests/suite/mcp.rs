@@ -545,3 +545,38 @@ async fn with_nobody_to_ask_only_an_allow_listed_mcp_tool_runs() {
         "pagination\n"
     );
 }
+
+#[test]
+fn sigterm_stops_the_stdio_server_while_its_input_is_still_open() {
+    let state = support::state_dir();
+    let mut child = std::process::Command::new(support::bin())
+        .arg("mcp")
+        .env("MINICODER_STATE_DIR", state.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the server starts");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // (stdin is still open: the test holds it.)
+    let _stdin = child.stdin.take();
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    assert!(status.is_some(), "the server did not stop on SIGTERM");
+}

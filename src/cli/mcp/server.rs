@@ -55,7 +55,7 @@ impl ServerHandler for Server {
         };
         let args = Value::Object(request.arguments.clone().unwrap_or_default());
         let result = match entry.name {
-            "open_workspace" => self.open(&args).await.map_err(error),
+            "open_workspace" => self.open(&args, &context).await.map_err(error),
             "verify" => self.verify(&args).await.map_err(error),
             "export" => self.export(&args).await.map_err(error),
             "close" => self.close(&args).await.map_err(error),
@@ -140,12 +140,18 @@ async fn ready(repo: &std::path::Path) -> Result<(), String> {
 }
 
 impl Server {
-    async fn open(&self, args: &Value) -> Result<Value, String> {
+    async fn open(
+        &self,
+        args: &Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, String> {
         let opts = run_options(args, "Work on the repository as an MCP client directs")?;
         ready(&opts.repo).await?;
         let repo = opts.repo.display().to_string();
         let checks: Vec<String> = opts.checks.iter().map(|(n, _)| n.clone()).collect();
-        let workspace = self.workspaces.open(opts).await?;
+        // (Set-up is not stopped half-way: the opened workspace is closed
+        // instead, so nothing is left behind.)
+        let workspace = self.workspaces.open(opts, &context.ct).await?;
         Ok(json!({
             "workspace": workspace.id,
             "run_id": workspace.run_id(),

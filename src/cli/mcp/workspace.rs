@@ -29,6 +29,19 @@ const PATCH_INLINE_LIMIT: u64 = 1024 * 1024;
 #[derive(Default)]
 pub(super) struct Workspaces {
     open: Mutex<HashMap<String, Arc<Workspace>>>,
+    /// Workspaces being opened: their slots are taken before the slow
+    /// set-up, so opens at once cannot pass the limit.
+    opening: Mutex<usize>,
+}
+
+/// A slot among the [`MAX_OPEN`], held while a workspace is opened.
+struct Slot<'a>(&'a Mutex<usize>);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut opening = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *opening = opening.saturating_sub(1);
+    }
 }
 
 impl Workspaces {
@@ -41,11 +54,21 @@ impl Workspaces {
             .ok_or_else(|| format!("no open workspace {id:?}; open_workspace gives one"))
     }
 
-    fn count(&self) -> usize {
-        self.open
+    /// Takes a slot for a workspace about to open, if one is free.
+    fn reserve(&self) -> Result<Slot<'_>, String> {
+        let mut opening = self.opening.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = self
+            .open
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .len()
+            .len();
+        if open + *opening >= MAX_OPEN {
+            return Err(format!(
+                "{MAX_OPEN} workspaces are open already; close one first"
+            ));
+        }
+        *opening += 1;
+        Ok(Slot(&self.opening))
     }
 
     fn insert(&self, workspace: Arc<Workspace>) {
@@ -64,12 +87,14 @@ impl Workspaces {
 
     /// Opens a workspace on `opts.repo`: the run starts (private copy,
     /// command container, frozen checks) and waits for the first call.
-    pub(super) async fn open(&self, mut opts: RunOptions) -> Result<Arc<Workspace>, String> {
-        if self.count() >= MAX_OPEN {
-            return Err(format!(
-                "{MAX_OPEN} workspaces are open already; close one first"
-            ));
-        }
+    /// A client that gives up (`cancelled`) before the workspace is open
+    /// never learns its id: it is closed at once.
+    pub(super) async fn open(
+        &self,
+        mut opts: RunOptions,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Result<Arc<Workspace>, String> {
+        let _slot = self.reserve()?;
         // The client sets the pace: no turn limit worth meeting, a day of
         // wall time, an hour between two calls.
         opts.limits.max_turns = 100_000;
@@ -104,6 +129,10 @@ impl Workspaces {
         if let Err(e) = workspace.call("update_plan", &plan).await {
             let _ = workspace.close().await;
             return Err(e);
+        }
+        if cancelled.is_cancelled() {
+            let _ = workspace.close().await;
+            return Err("cancelled: the workspace was closed".to_string());
         }
         self.insert(workspace.clone());
         Ok(workspace)
@@ -422,5 +451,25 @@ fn ended_message(report: &Result<RunReport, String>) -> String {
             r.reason
         ),
         Err(e) => format!("the workspace's run ended: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_taken_before_the_set_up_so_opens_at_once_cannot_pass_the_limit() {
+        let workspaces = Workspaces::default();
+        let slots: Vec<Slot<'_>> = (0..MAX_OPEN)
+            .map(|_| workspaces.reserve().expect("a free slot"))
+            .collect();
+        let refused = workspaces.reserve().err().expect("the ninth is refused");
+        assert!(refused.contains("close one first"), "{refused}");
+        drop(slots);
+        assert!(
+            workspaces.reserve().is_ok(),
+            "slots come back when set-up ends"
+        );
     }
 }
