@@ -303,7 +303,7 @@ async fn post(url: &str, headers: &[(&str, &str)]) -> u16 {
 }
 
 #[tokio::test]
-async fn over_http_a_wrong_bearer_and_a_foreign_origin_are_refused_and_run_completes_a_fix() {
+async fn over_http_a_wrong_bearer_and_a_foreign_origin_are_refused_every_tool_works_and_run_completes_a_fix() {
     let Some(docker) = support::docker_or_skip().await else {
         return;
     };
@@ -339,6 +339,29 @@ async fn over_http_a_wrong_bearer_and_a_foreign_origin_are_refused_and_run_compl
     );
     let elsewhere = server.url.replace("/mcp", "/other");
     assert_eq!(post(&elsewhere, &[("authorization", &good)]).await, 404);
+
+    // Every workspace tool, over HTTP this time (a repository of its own).
+    let other = Repo::new(&[]).await;
+    let tools = mcp_client::run(
+        &python,
+        &json!({
+            "transport": "http",
+            "url": server.url,
+            "token": server.token,
+            "scenario": "workspace",
+            "repo": other.path(),
+            "fix": support::FIX_PAGINATION,
+        }),
+    )
+    .await;
+    assert_eq!(tools["tools"].as_object().map(|t| t.len()), Some(13), "{tools}");
+    for c in tools["calls"].as_array().unwrap().iter().take(8) {
+        assert_eq!(c["is_error"], false, "{c}");
+    }
+    assert_eq!(tools["verify"]["structured"]["verified"], true, "{tools}");
+    assert!(tools["export"]["structured"]["patch"].as_str().unwrap().contains("+made over MCP"));
+    assert_eq!(tools["close"]["structured"]["outcome"], "success");
+    assert_eq!(support::git_status(other.path()), "");
 
     let out = mcp_client::run(
         &python,
