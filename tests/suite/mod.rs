@@ -3,6 +3,7 @@
 
 mod apply;
 mod apply_subset;
+mod builds;
 mod checkpoint_export;
 mod cli;
 mod context_run;

@@ -1,8 +1,8 @@
 //! What a project asks of its sandbox, end to end with the real
-//! binary, Docker and a scripted model: `"packages"` builds a derived image
-//! once; a check whose program the image lacks stops the run before the first
-//! model request, naming it; what a bootstrap writes is baseline, never part
-//! of the agent's patch.
+//! binary, Docker and a scripted model: a check whose program the image
+//! lacks stops the run before the first model request, naming it; what a
+//! bootstrap writes is baseline, never part of the agent's patch. (The
+//! tests that build a project's image are in `builds.rs`.)
 
 use crate::support;
 
@@ -65,73 +65,6 @@ async fn a_baseline_that_cannot_run_its_check_interrupts_the_model_turn_in_fligh
         !kinds.contains(&"model.response"),
         "the run stopped while the model was still thinking: {kinds:?}"
     );
-}
-
-#[tokio::test]
-async fn packages_build_a_derived_image_once_and_its_program_verifies() {
-    let Some(docker) = support::docker_or_skip().await else {
-        return;
-    };
-    let config = r#"{"packages": ["jq"], "verification": [{"name": "status", "command": "jq -e '.ok == true' status.json"}]}"#;
-    let p = Project::new(
-        "",
-        &[
-            (".minicoder.json", config),
-            ("status.json", "{\n  \"ok\": false\n}\n"),
-        ],
-    )
-    .await;
-    // Start from no derived image, so the first run must build it.
-    let base = minicoder::sandbox::spec::image_from_env();
-    let base_id = docker
-        .inspect_image(&base)
-        .await
-        .expect("the sandbox image")
-        .id
-        .expect("an id");
-    let tag = minicoder::sandbox::derived::packages_tag(&base_id, &["jq".to_string()]);
-    let _ = docker
-        .remove_image(
-            &tag,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
-
-    let fix = p.patch("status.json", "  \"ok\": false", "  \"ok\": true");
-    p.script_fix("jq . status.json", "status.json", &fix);
-    let first = p.run("jq-first", &[]).await;
-    first.assert_success();
-    assert!(
-        first.stderr().contains(&format!("building {tag}")),
-        "the first run builds {tag}:\n{}",
-        first.stderr()
-    );
-    let built = docker
-        .inspect_image(&tag)
-        .await
-        .expect("the derived image exists");
-
-    p.script_fix("jq . status.json", "status.json", &fix);
-    let second = p.run("jq-second", &[]).await;
-    second.assert_success();
-    assert!(
-        !second.stderr().contains("building"),
-        "the second run builds nothing:\n{}",
-        second.stderr()
-    );
-    let again = docker.inspect_image(&tag).await.expect("still there");
-    assert_eq!(built.id, again.id, "the same image, not a rebuild");
-    let checks = &second.result["verification"]["checks"];
-    assert_eq!(checks[0]["name"], "status");
-    assert_eq!(checks[0]["passed"], true);
-    let _ = docker
-        .remove_image(
-            &tag,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
 }
 
 #[tokio::test]
@@ -332,65 +265,4 @@ var _ = http.Get
         !text.contains("math/big"),
         "the standard library is found: {text}"
     );
-}
-
-#[tokio::test]
-async fn a_recipe_of_the_repositorys_own_is_built_on_the_sandbox_image() {
-    let Some(docker) = support::docker_or_skip().await else {
-        return;
-    };
-    let recipe = "ARG MINICODER_SANDBOX_IMAGE\nFROM $MINICODER_SANDBOX_IMAGE\nUSER 0:0\nCOPY files/marker.txt /etc/minicoder-marker\nUSER 10001:10001\n";
-    let marker = format!("recipe-{}\n", std::process::id());
-    let config = r#"{"verification": [{"name": "marker", "command": "grep -q recipe- /etc/minicoder-marker && test -f ready"}]}"#;
-    let p = Project::new(
-        "",
-        &[
-            (".minicoder.json", config),
-            (".minicoder/Dockerfile", recipe),
-            (".minicoder/files/marker.txt", &marker),
-            ("ready.txt", "not yet\n"),
-        ],
-    )
-    .await;
-    p.mock.push(MockResponse::tool_calls(&[
-        (
-            "update_plan",
-            json!({"items": [{"id": "1", "content": "mark ready", "status": "in_progress"}]}),
-        ),
-        (
-            "run_shell",
-            json!({"command": "cat /etc/minicoder-marker && mv ready.txt ready"}),
-        ),
-    ]));
-    p.mock.push(MockResponse::tool_calls(&[
-        (
-            "update_plan",
-            json!({"items": [{"id": "1", "content": "mark ready", "status": "done"}]}),
-        ),
-        ("request_completion", json!({"summary": "ready"})),
-    ]));
-    let run = p.run("recipe", &[]).await;
-    run.assert_success();
-    assert!(
-        run.stderr().contains("from .minicoder/Dockerfile"),
-        "{}",
-        run.stderr()
-    );
-    assert!(
-        p.tool_results().iter().any(|r| r.contains(marker.trim())),
-        "the command container runs the recipe's image"
-    );
-    let tag = run
-        .stderr()
-        .split_whitespace()
-        .find(|w| w.starts_with("minicoder-project:"))
-        .map(|w| w.trim_end_matches(':').to_string())
-        .expect("the built tag is named");
-    let _ = docker
-        .remove_image(
-            &tag,
-            None::<bollard::query_parameters::RemoveImageOptions>,
-            None,
-        )
-        .await;
 }

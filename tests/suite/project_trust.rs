@@ -15,7 +15,7 @@ use support::mock_openai::MockResponse;
 use support::repo_run::{Listener, Repo, plan};
 
 /// The address containers on Docker's default bridge reach the host at.
-async fn host_from_containers(docker: &bollard::Docker) -> String {
+pub(super) async fn host_from_containers(docker: &bollard::Docker) -> String {
     let network = docker
         .inspect_network(
             "bridge",
@@ -45,14 +45,14 @@ async fn host_from_containers(docker: &bollard::Docker) -> String {
 }
 
 /// A Python one-liner that connects to the listener and sends `what`.
-fn phone_home(host: &str, port: u16, what: &str) -> String {
+pub(super) fn phone_home(host: &str, port: u16, what: &str) -> String {
     format!(
         "python3 -c \"import socket; s=socket.create_connection(('{host}', {port}), 3); s.sendall(b'{what}'); s.close()\""
     )
 }
 
 /// Project images built from recipes (for clean-up and counting).
-async fn recipe_images(docker: &bollard::Docker) -> Vec<String> {
+pub(super) async fn recipe_images(docker: &bollard::Docker) -> Vec<String> {
     let images = docker
         .list_images(Some(bollard::query_parameters::ListImagesOptions {
             all: false,
@@ -67,7 +67,7 @@ async fn recipe_images(docker: &bollard::Docker) -> Vec<String> {
         .collect()
 }
 
-async fn remove_images(docker: &bollard::Docker, tags: &[String]) {
+pub(super) async fn remove_images(docker: &bollard::Docker, tags: &[String]) {
     for tag in tags {
         let _ = docker
             .remove_image(
@@ -80,108 +80,6 @@ async fn remove_images(docker: &bollard::Docker, tags: &[String]) {
             )
             .await;
     }
-}
-
-// Image builds are slow on some storage drivers (a step commits in tens of
-// seconds on fuse-overlayfs), so one recipe serves both the network and the
-// health-check attacks: one step that phones home, one health check.
-#[tokio::test]
-async fn a_recipe_is_built_only_when_trusted_reaches_the_host_only_with_network_trust_and_its_health_check_never_runs()
- {
-    let Some(docker) = support::docker_or_skip().await else {
-        return;
-    };
-    let host = host_from_containers(&docker).await;
-    let listener = Listener::start().await;
-    let recipe = format!(
-        "ARG MINICODER_SANDBOX_IMAGE\nFROM ${{MINICODER_SANDBOX_IMAGE}}\nRUN {} || true\nHEALTHCHECK --interval=1s CMD touch /workspace/health-was-here\n",
-        phone_home(&host, listener.port, "recipe")
-    );
-    let repo = Repo::new(&[(".minicoder/Dockerfile", &recipe)]).await;
-    let before = recipe_images(&docker).await;
-
-    // Untrusted: nothing is built, the run goes on and says why.
-    repo.fix();
-    let untrusted = repo.run("untrusted", &[]).await;
-    assert_eq!(
-        untrusted.result["outcome"],
-        "success",
-        "{}",
-        untrusted.stderr()
-    );
-    let project = untrusted.event("project.config").expect("project.config");
-    assert_eq!(project["trusted"], false);
-    assert!(
-        project["ignored"]
-            .to_string()
-            .contains(".minicoder/Dockerfile"),
-        "{project}"
-    );
-    assert!(
-        untrusted.stderr().contains("not trusted"),
-        "{}",
-        untrusted.stderr()
-    );
-    assert_eq!(recipe_images(&docker).await, before, "nothing was built");
-    assert_eq!(listener.connections(), 0);
-
-    // Trusted without network: built, but its step reaches nothing; and
-    // its health check, every second, never runs: three seconds in the
-    // command container leave the workspace as the agent made it.
-    repo.script("sleep 3; ls -a");
-    let trusted = repo.run("trusted", &["--trust-project"]).await;
-    assert_eq!(
-        trusted.result["outcome"],
-        "success",
-        "{}\n{}",
-        trusted.result,
-        trusted.stderr()
-    );
-    let built: Vec<String> = recipe_images(&docker)
-        .await
-        .into_iter()
-        .filter(|t| !before.contains(t))
-        .collect();
-    assert_eq!(built.len(), 1, "one recipe image: {built:?}");
-    assert_eq!(listener.connections(), 0, "no build step reached the host");
-    assert_eq!(trusted.result["changed_files"], json!(["pagination.py"]));
-    assert!(
-        !trusted.patch().contains("health-was-here"),
-        "{}",
-        trusted.patch()
-    );
-    let seen = repo.mock.requests()[3].json().to_string();
-    assert!(
-        seen.contains("pagination.py") && !seen.contains("health-was-here"),
-        "{seen}"
-    );
-
-    // The same image on the bridge network reaches the listener, so the
-    // zero above is the build's missing network, not a listener nobody can
-    // reach. (Builds with network trust differ only in the build option,
-    // which a unit test holds; a second build here would cost minutes.)
-    let control = tokio::process::Command::new("docker")
-        .args(["run", "--rm", "--network", "bridge", &built[0], "sh", "-c"])
-        .arg(phone_home(&host, listener.port, "control"))
-        .output()
-        .await
-        .expect("docker run");
-    for _ in 0..100 {
-        if listener.received().contains("control") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(
-        control.status.success(),
-        "{}",
-        String::from_utf8_lossy(&control.stderr)
-    );
-    assert_eq!(listener.connections(), 1);
-    assert!(listener.received().contains("control"));
-    eprintln!("reached the host: untrusted 0, trusted 0; the image on the bridge: 1 connection");
-    let all = built;
-    remove_images(&docker, &all).await;
 }
 
 #[tokio::test]
