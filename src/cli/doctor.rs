@@ -155,6 +155,21 @@ fn host_git(record: &mut dyn FnMut(Level, &str, String)) {
 
 /// Which providers have a key, which are usable, and the free-tier chain.
 fn providers(record: &mut dyn FnMut(Level, &str, String)) {
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    match super::options::model_selection(None, false, &env) {
+        Ok(selection) => {
+            let chosen = match (&selection.pinned, env.get("MINICODER_MODEL")) {
+                (Some(model), Some(_)) => format!("{model} (from MINICODER_MODEL)"),
+                (Some(model), None) => format!("{model} (from config.toml)"),
+                (None, _) => {
+                    "the free-tier chain, when confirmed (choose one with `model = \"PROVIDER[:MODEL]\"` in config.toml, or MINICODER_MODEL)"
+                        .to_string()
+                }
+            };
+            record(Level::Ok, "default model", chosen);
+        }
+        Err(e) => record(Level::Fail, "default model", e),
+    }
     for (provider, var) in PROVIDER_KEYS {
         let present = std::env::var_os(var).is_some_and(|v| !v.is_empty());
         record(

@@ -160,3 +160,119 @@ pub(crate) fn check_model_flag(model: Option<&str>) -> Result<(), String> {
         )),
     }
 }
+
+/// The most of `config.toml` that is read.
+const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
+/// A string setting of `config.toml` in the configuration directory
+/// (`None`: no directory, no file, no such key). A file that cannot be
+/// read or parsed is an error that names it.
+pub(crate) fn config_value(config: Option<&Path>, key: &str) -> Result<Option<String>, String> {
+    let Some(dir) = config else { return Ok(None) };
+    let path = dir.join("config.toml");
+    let text = match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Ok(meta) if meta.len() > CONFIG_MAX_BYTES => {
+            return Err(format!("{}: over {CONFIG_MAX_BYTES} bytes", path.display()));
+        }
+        Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?,
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    match table.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(value)) => Ok(Some(value.clone())),
+        Some(_) => Err(format!("{}: `{key}` must be a string", path.display())),
+    }
+}
+
+/// Which model a run uses: `--model`, else `MINICODER_MODEL`, else
+/// `model = "..."` in `config.toml`, else the default chain. Each is checked
+/// like the flag, and an error names where the bad value came from.
+pub(crate) fn model_selection(
+    flag: Option<&str>,
+    benchmark: bool,
+    env: &HashMap<String, String>,
+) -> Result<crate::model::ModelSelection, String> {
+    let pinned = match flag {
+        Some(flag) => Some(flag.to_string()),
+        None => match env.get("MINICODER_MODEL").filter(|v| !v.trim().is_empty()) {
+            Some(value) => {
+                check_model_flag(Some(value)).map_err(|e| format!("MINICODER_MODEL: {e}"))?;
+                Some(value.trim().to_string())
+            }
+            None => {
+                let config = crate::state::config_dir(env);
+                let value = config_value(config.as_deref(), "model")?;
+                if let Some(value) = &value {
+                    check_model_flag(Some(value)).map_err(|e| {
+                        format!(
+                            "`model` in config.toml of {}: {e}",
+                            config.unwrap_or_default().display()
+                        )
+                    })?;
+                }
+                value.map(|v| v.trim().to_string())
+            }
+        },
+    };
+    Ok(crate::model::ModelSelection { pinned, benchmark })
+}
+
+#[cfg(test)]
+mod model_selection_tests {
+    use super::*;
+
+    fn env_with(config: &Path, pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        let mut env: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env.insert("MINICODER_CONFIG_DIR".into(), config.display().to_string());
+        env
+    }
+
+    #[test]
+    fn the_flag_wins_then_the_environment_then_config_toml_else_the_default_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("config.toml"), "model = \"openai:gpt-x\"\n").unwrap();
+        let env = env_with(dir.path(), &[("MINICODER_MODEL", "deepseek")]);
+        let pinned = |flag: Option<&str>, env: &HashMap<String, String>| {
+            model_selection(flag, false, env).unwrap().pinned
+        };
+        assert_eq!(pinned(Some("qwen"), &env).as_deref(), Some("qwen"));
+        assert_eq!(pinned(None, &env).as_deref(), Some("deepseek"));
+        let env = env_with(dir.path(), &[]);
+        assert_eq!(pinned(None, &env).as_deref(), Some("openai:gpt-x"));
+        let empty = tempfile::tempdir().unwrap();
+        assert_eq!(pinned(None, &env_with(empty.path(), &[])), None);
+    }
+
+    #[test]
+    fn a_bad_default_says_where_it_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = model_selection(
+            None,
+            false,
+            &env_with(dir.path(), &[("MINICODER_MODEL", "nope")]),
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("MINICODER_MODEL:") && e.contains("unknown provider"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("config.toml"), "model = \"nope:x\"\n").unwrap();
+        let e = model_selection(None, false, &env_with(dir.path(), &[])).unwrap_err();
+        assert!(
+            e.contains("config.toml") && e.contains("unknown provider"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("config.toml"), "model = 3\n").unwrap();
+        let e = model_selection(None, false, &env_with(dir.path(), &[])).unwrap_err();
+        assert!(e.contains("must be a string"), "{e}");
+        std::fs::write(dir.path().join("config.toml"), "model = [\n").unwrap();
+        assert!(model_selection(None, false, &env_with(dir.path(), &[])).is_err());
+    }
+}

@@ -8,7 +8,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::options::{exit_code, options};
 use super::{Approval, RunArgs};
 use crate::headless::{self, StdoutMode};
-use crate::model::{ActionSource, ModelChain, ModelSelection};
+use crate::model::{ActionSource, ModelChain};
 use crate::protocol::{Command, RunReport};
 use crate::runtime::{self, RunChannels, RunOptions};
 
@@ -64,10 +64,11 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             "--approval each needs the interactive session (or PermissionRequest hooks to answer it); use final or never with --non-interactive",
         ));
     }
-    let selection = ModelSelection {
-        pinned: args.model.clone(),
-        benchmark: args.benchmark,
-    };
+    let selection =
+        match super::options::model_selection(args.model.as_deref(), args.benchmark, &env) {
+            Ok(selection) => selection,
+            Err(e) => return Ok(usage(&args, &e)),
+        };
     let source: Box<dyn ActionSource> =
         match ModelChain::from_env(&crate::model::Env::from_pairs(env.clone()), &selection) {
             Ok(chain) => Box::new(chain),

@@ -89,15 +89,7 @@ fn usage(message: &str) -> anyhow::Result<ExitCode> {
 
 /// The theme: `--theme`, else `theme = "..."` in `config.toml`, else the default.
 fn load_theme(flag: Option<&str>, config: Option<&Path>) -> Result<Theme, String> {
-    let configured = config
-        .and_then(|dir| std::fs::read_to_string(dir.join("config.toml")).ok())
-        .and_then(|text| text.parse::<toml::Table>().ok())
-        .and_then(|table| {
-            table
-                .get("theme")
-                .and_then(|v| v.as_str())
-                .map(String::from)
-        });
+    let configured = super::options::config_value(config, "theme")?;
     let name = flag
         .map(String::from)
         .or(configured)
@@ -147,9 +139,13 @@ async fn interactive(
             "the full-screen session needs a terminal; add --non-interactive for JSON output",
         );
     }
-    let selection = ModelSelection {
-        pinned: template.model.clone(),
-        benchmark: template.benchmark,
+    let selection = match super::options::model_selection(
+        template.model.as_deref(),
+        template.benchmark,
+        &env,
+    ) {
+        Ok(selection) => selection,
+        Err(e) => return usage(&e),
     };
     if let Err(e) = ModelChain::from_env(&Env::from_pairs(env.clone()), &selection) {
         err!("minicoder: {e}");

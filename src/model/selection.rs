@@ -34,8 +34,10 @@ pub(crate) struct ResolvedProviders {
 fn free_tier_refusal(what: &str) -> ModelError {
     ModelError::Config(format!(
         "{what} uses free-tier APIs (gemini, qwen, deepseek), whose providers may log or train on the \
-         code and prompts sent to them; set MINICODER_FREE_TIER_CONFIRMED=true to accept that, or pass \
-         --model openai (with OPENAI_API_KEY and OPENAI_MODEL) to use another endpoint"
+         code and prompts sent to them; set MINICODER_FREE_TIER_CONFIRMED=true to accept that, or choose \
+         another endpoint once with the line `model = \"openai\"` in config.toml of your configuration \
+         directory (~/.config/minicoder; with OPENAI_API_KEY and OPENAI_MODEL set) or MINICODER_MODEL=openai, \
+         or pass --model openai"
     ))
 }
 

@@ -488,3 +488,71 @@ fn git_config_isolation_reuses_one_private_empty_directory() {
     assert_eq!(meta.permissions().mode() & 0o077, 0, "private");
     assert_eq!(std::fs::read_dir(&dir).expect("list").count(), 0, "empty");
 }
+
+/// `minicoder run REPO TASK --non-interactive` without `--model`, with
+/// `env` added and the configuration directory `config`.
+async fn run_without_model_flag(
+    repo: &support::repo_run::Repo,
+    config: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (std::process::Output, serde_json::Value) {
+    let mut cmd = repo.command(&["run"]);
+    cmd.arg(repo.path())
+        .arg("Fix the pagination bug")
+        .arg("--non-interactive")
+        .env("MINICODER_CONFIG_DIR", config)
+        .env_remove("MINICODER_MODEL")
+        .env_remove("MINICODER_FREE_TIER_CONFIRMED");
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    // (Off the test's runtime, which serves the mock model.)
+    let out = tokio::task::spawn_blocking(move || cmd.output().expect("minicoder runs"))
+        .await
+        .expect("join");
+    let result = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim())
+        .unwrap_or(serde_json::Value::Null);
+    (out, result)
+}
+
+#[tokio::test]
+async fn a_model_chosen_once_in_config_toml_or_the_environment_needs_no_flag() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let repo = support::repo_run::Repo::new(&[]).await;
+    let config = tempfile::tempdir().unwrap();
+
+    // Nothing chosen: refused, and the refusal names the line that fixes it.
+    let (out, _) = run_without_model_flag(&repo, config.path(), &[]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"`model = "openai"` in config.toml"#),
+        "{stderr}"
+    );
+
+    // MINICODER_MODEL chooses it.
+    repo.fix_only();
+    let (out, result) =
+        run_without_model_flag(&repo, config.path(), &[("MINICODER_MODEL", "openai")]).await;
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(result["model"]["provider"], "openai", "{result}");
+
+    // So does one line of config.toml.
+    std::fs::write(config.path().join("config.toml"), "model = \"openai\"\n").unwrap();
+    repo.fix_only();
+    let (out, result) = run_without_model_flag(&repo, config.path(), &[]).await;
+    assert_eq!(
+        result["outcome"],
+        "success",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(result["model"]["provider"], "openai", "{result}");
+}

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::catalog;
 use super::workspace::{Workspaces, watch};
-use crate::model::{ActionSource, ModelChain, ModelSelection};
+use crate::model::{ActionSource, ModelChain};
 use crate::protocol::Command;
 use crate::runtime::{self, RunChannels, RunOptions};
 use crate::trace::redact::shown;
@@ -236,15 +236,13 @@ impl Server {
         if let Some(s) = args.get("timeout_s").and_then(Value::as_u64) {
             opts.limits.timeout_ms = s.clamp(1, 86_400) * 1000;
         }
-        let env =
-            crate::model::Env::from_pairs(std::env::vars().collect::<HashMap<String, String>>());
-        let selection = ModelSelection {
-            pinned: args
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            benchmark: false,
-        };
+        let vars: HashMap<String, String> = std::env::vars().collect();
+        let selection = crate::cli::options::model_selection(
+            args.get("model").and_then(Value::as_str),
+            false,
+            &vars,
+        )?;
+        let env = crate::model::Env::from_pairs(vars);
         let source: Box<dyn ActionSource> =
             Box::new(ModelChain::from_env(&env, &selection).map_err(|e| e.to_string())?);
         source.preflight().await?;
