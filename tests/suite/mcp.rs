@@ -260,6 +260,24 @@ async fn a_cancelled_command_stops_and_leaves_no_process_or_container() {
     );
 }
 
+#[tokio::test]
+async fn run_completes_a_scripted_fix_over_stdio_with_progress() {
+    let Some((docker, python)) = prerequisites().await else {
+        return;
+    };
+    let repo = Repo::new(&[]).await;
+    repo.fix_only();
+    let out = mcp_client::run(&python, &stdio_config(&repo, "run")).await;
+    let result = &out["run"]["structured"];
+    assert_eq!(out["run"]["is_error"], false, "{out}");
+    assert_eq!(result["outcome"], "success", "{result}");
+    assert_eq!(result["verification"]["passed"], true, "{result}");
+    assert!(out["progress"].as_array().unwrap().len() >= 3, "{out}");
+    let run_id = result["run_id"].as_str().unwrap();
+    assert!(support::containers_of_run(&docker, run_id).await.is_empty());
+    assert_eq!(support::git_status(repo.path()), "");
+}
+
 /// A `minicoder mcp --http` server: its URL from stderr, its token file.
 struct HttpServer {
     child: std::process::Child,
