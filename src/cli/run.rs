@@ -125,14 +125,11 @@ pub(crate) async fn run_with(
             None,
         );
     }
-    match super::sandbox::docker_with_project_image(&begin.repo(), begin.trust()).await {
-        Ok((docker, _)) => super::sandbox::startup_gc(&docker).await,
-        Err(e) => {
-            return (
-                failure_object(repo, task, &format!("{e:#}"), mode, super::EXIT_FAILURE),
-                None,
-            );
-        }
+    if let Err(e) = super::sandbox::ready_for_run(&begin.repo(), begin.trust()).await {
+        return (
+            failure_object(repo, task, &format!("{e:#}"), mode, super::EXIT_FAILURE),
+            None,
+        );
     }
     let (channels, commands, events) = RunChannels::pair();
     let consumer = tokio::spawn(headless::consume(events, mode, true));

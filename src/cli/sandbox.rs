@@ -64,6 +64,17 @@ pub(crate) async fn docker_with_project_image(
 }
 
 /// Removes what dead runs left, quietly unless something was removed.
+/// What every run needs before it starts: the project's image (built if
+/// need be) and the leftovers of dead runs collected.
+pub(crate) async fn ready_for_run(
+    repo: &std::path::Path,
+    trust: Option<crate::verify::Trust>,
+) -> anyhow::Result<()> {
+    let (docker, _) = docker_with_project_image(repo, trust).await?;
+    startup_gc(&docker).await;
+    Ok(())
+}
+
 pub(crate) async fn startup_gc(docker: &bollard::Docker) {
     let mut report = sandbox::gc::GcReport::default();
     let _ = sandbox::gc::collect_docker(docker, &mut report).await;

@@ -163,8 +163,7 @@ async fn interactive(
     }
     let granted = super::options::trust_grant(template.trust_project)
         .map(|g| crate::verify::Trust { network: g.network });
-    let (docker, _) = super::sandbox::docker_with_project_image(&template.repo, granted).await?;
-    super::sandbox::startup_gc(&docker).await;
+    super::sandbox::ready_for_run(&template.repo, granted).await?;
 
     let approval = super::options::approval_mode(template.approval);
     let repo = template.repo.display().to_string();

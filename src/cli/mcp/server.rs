@@ -132,11 +132,9 @@ fn run_options(args: &Value, task: &str) -> Result<RunOptions, String> {
 /// The sandbox image is there (built if need be) and leftovers of dead runs
 /// are gone, as before any run.
 async fn ready(repo: &std::path::Path) -> Result<(), String> {
-    let (docker, _) = crate::cli::sandbox::docker_with_project_image(repo, None)
+    crate::cli::sandbox::ready_for_run(repo, None)
         .await
-        .map_err(|e| format!("{e:#}"))?;
-    crate::cli::sandbox::startup_gc(&docker).await;
-    Ok(())
+        .map_err(|e| format!("{e:#}"))
 }
 
 impl Server {
