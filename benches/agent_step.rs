@@ -30,6 +30,7 @@ fn reply(i: u64) -> Input {
         usage: Usage {
             input: 4000,
             output: 60,
+            cached: 0,
             estimated: false,
         },
         model: ModelId {

@@ -34,9 +34,16 @@ pub(crate) async fn consume(
     // (a baseline's checks can end while a completion's run).
     let mut reasons = std::collections::HashMap::new();
     let mut run_id = None;
+    let mut spent = Spent::default();
     while let Some(event) = events.recv().await {
         if let RunEvent::RunStarted { run_id: id, .. } = &event {
             run_id = Some(id.clone());
+        }
+        if let RunEvent::ModelResponse {
+            usage, cost_micros, ..
+        } = &event
+        {
+            spent.add(usage, *cost_micros);
         }
         if let RunEvent::VerificationStarted {
             attempt, reason, ..
@@ -61,18 +68,52 @@ pub(crate) async fn consume(
         if progress && let Some(line) = line {
             write_line(&mut std::io::stderr().lock(), &shown(&line));
         }
-        let extra = match &event {
-            RunEvent::RunStarted { source, .. } => {
-                source.dirty_notice().map(|n| format!("  note: {n}"))
+        let extra: Vec<String> = match &event {
+            RunEvent::RunStarted { source, .. } => source
+                .dirty_notice()
+                .map(|n| format!("  note: {n}"))
+                .into_iter()
+                .collect(),
+            RunEvent::RunFinished { outcome, .. } => {
+                let tokens =
+                    (spent.replies > 0).then(|| format!("tokens: {}", spent.totals.describe()));
+                let next = run_id
+                    .as_deref()
+                    .map(|id| format!("next: {}", next_step(id, *outcome)));
+                tokens.into_iter().chain(next).collect()
             }
-            RunEvent::RunFinished { outcome, .. } => run_id
-                .as_deref()
-                .map(|id| format!("next: {}", next_step(id, *outcome))),
-            _ => None,
+            _ => Vec::new(),
         };
-        if progress && let Some(line) = extra {
-            write_line(&mut std::io::stderr().lock(), &shown(&line));
+        if progress {
+            for line in extra {
+                write_line(&mut std::io::stderr().lock(), &shown(&line));
+            }
         }
+    }
+}
+
+/// What the replies of a run reported, added up as they arrive.
+#[derive(Default)]
+struct Spent {
+    totals: crate::protocol::TokenTotals,
+    replies: u32,
+    unpriced: bool,
+}
+
+impl Spent {
+    fn add(&mut self, usage: &crate::protocol::Usage, cost_micros: Option<u64>) {
+        let t = &mut self.totals;
+        t.input += usage.input;
+        t.output += usage.output;
+        t.cached += usage.cached.min(usage.input);
+        t.estimated |= usage.estimated;
+        self.unpriced |= cost_micros.is_none();
+        t.cost_micros = if self.unpriced {
+            None
+        } else {
+            Some(t.cost_micros.unwrap_or(0) + cost_micros.unwrap_or(0))
+        };
+        self.replies += 1;
     }
 }
 
@@ -80,6 +121,9 @@ pub(crate) async fn consume(
 pub(crate) fn next_step(run_id: &str, outcome: crate::protocol::Outcome) -> String {
     match outcome {
         crate::protocol::Outcome::Success => format!("minicoder apply {run_id}"),
+        crate::protocol::Outcome::Budget => format!(
+            "minicoder resume {run_id} --max-cost USD (or --max-tokens N) to go on with a larger budget"
+        ),
         _ => format!("minicoder show {run_id}"),
     }
 }

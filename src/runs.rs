@@ -45,12 +45,13 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    /// `success`, `failure`, `cancelled`, `running`, `interrupted`.
+    /// `success`, `failure`, `cancelled`, `budget`, `running`, `interrupted`.
     pub fn as_str(self) -> &'static str {
         match self {
             RunStatus::Finished(Outcome::Success) => "success",
             RunStatus::Finished(Outcome::Failure) => "failure",
             RunStatus::Finished(Outcome::Cancelled) => "cancelled",
+            RunStatus::Finished(Outcome::Budget) => "budget",
             RunStatus::Running => "running",
             RunStatus::Interrupted => "interrupted",
         }
@@ -427,6 +428,56 @@ pub(crate) fn verifications(
     (latest, baseline)
 }
 
+/// One reply's counts, as `show` lists them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub(crate) struct TurnUsage {
+    pub turn: u32,
+    pub model: crate::protocol::ModelId,
+    pub usage: crate::protocol::Usage,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_micros: Option<u64>,
+}
+
+/// The most turns `show` lists (the latest).
+pub(crate) const MAX_LISTED_TURNS: usize = 100;
+
+/// Every reply's counts in the event log, the latest
+/// [`MAX_LISTED_TURNS`] of them, and how many came before those.
+pub(crate) fn turn_usage(events: &Path) -> (Vec<TurnUsage>, usize) {
+    use std::io::BufRead;
+    let Ok(file) = std::fs::File::open(events) else {
+        return (Vec::new(), 0);
+    };
+    let mut turns = std::collections::VecDeque::new();
+    let mut dropped = 0;
+    for line in std::io::BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        if !line.contains("\"model.response\"") {
+            continue;
+        }
+        if let Ok(crate::protocol::RunEvent::ModelResponse {
+            turn,
+            model,
+            usage,
+            cost_micros,
+            ..
+        }) = serde_json::from_str(&line)
+        {
+            turns.push_back(TurnUsage {
+                turn,
+                model,
+                usage,
+                cost_micros,
+            });
+            if turns.len() > MAX_LISTED_TURNS {
+                turns.pop_front();
+                dropped += 1;
+            }
+        }
+    }
+    (turns.into(), dropped)
+}
+
 /// The last `limit` bytes of a file (a run's outputs can be huge: whoever
 /// shows them must not stall reading them), and how many bytes came before.
 pub(crate) fn read_tail(path: &Path, limit: u64) -> std::io::Result<(String, u64)> {
@@ -464,6 +515,7 @@ mod tests {
                 command_timeout_ms: 1,
                 model_timeout_ms: 1,
                 max_tokens: 1,
+                max_cost_micros: None,
                 network: false,
                 approval: "never".into(),
                 allow_config_edits: false,

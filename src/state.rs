@@ -215,6 +215,108 @@ pub fn config_dir_from_env() -> Option<PathBuf> {
     config_dir(&std::env::vars().collect())
 }
 
+/// The most of `config.toml` that is read.
+const CONFIG_MAX_BYTES: u64 = 1 << 20;
+
+/// A string setting of `config.toml` in the configuration directory
+/// (`None`: no directory, no file, no such key). A file that cannot be
+/// read or parsed is an error that names it.
+pub(crate) fn config_value(config: Option<&Path>, key: &str) -> Result<Option<String>, String> {
+    let Some((path, table)) = config_table(config)? else {
+        return Ok(None);
+    };
+    match table.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(value)) => Ok(Some(value.clone())),
+        Some(_) => Err(format!("{}: `{key}` must be a string", path.display())),
+    }
+}
+
+/// `config.toml` of the configuration directory, parsed, and its path
+/// (`None`: no directory or no file).
+pub(crate) fn config_table(
+    config: Option<&Path>,
+) -> Result<Option<(PathBuf, toml::Table)>, String> {
+    let Some(dir) = config else { return Ok(None) };
+    let path = dir.join("config.toml");
+    let text = match std::fs::metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Ok(meta) if meta.len() > CONFIG_MAX_BYTES => {
+            return Err(format!("{}: over {CONFIG_MAX_BYTES} bytes", path.display()));
+        }
+        Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?,
+    };
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(Some((path, table)))
+}
+
+/// The most a price may say, in dollars a million tokens.
+const MAX_PRICE: f64 = 10_000.0;
+
+/// The price table of `config.toml`: `[prices."PROVIDER:MODEL"]` (or a
+/// model name alone) with `input`, `output` and optionally `cached_input`,
+/// in dollars a million tokens.
+pub(crate) fn prices(config: Option<&Path>) -> Result<crate::protocol::PriceTable, String> {
+    let mut table = crate::protocol::PriceTable::default();
+    let Some((path, config)) = config_table(config)? else {
+        return Ok(table);
+    };
+    let Some(prices) = config.get("prices") else {
+        return Ok(table);
+    };
+    let at = |what: String| format!("{}: {what}", path.display());
+    let prices = prices
+        .as_table()
+        .ok_or_else(|| at("`prices` must be a table of models".into()))?;
+    for (model, entry) in prices {
+        let entry = entry.as_table().ok_or_else(|| {
+            at(format!(
+                "prices.\"{model}\" must be a table: input = …, output = … (dollars a million tokens)"
+            ))
+        })?;
+        let number = |key: &str| -> Result<Option<f64>, String> {
+            let Some(value) = entry.get(key) else {
+                return Ok(None);
+            };
+            let n = match value {
+                toml::Value::Float(f) => *f,
+                toml::Value::Integer(i) => *i as f64,
+                _ => f64::NAN,
+            };
+            if n.is_finite() && (0.0..=MAX_PRICE).contains(&n) {
+                Ok(Some(n))
+            } else {
+                Err(at(format!(
+                    "prices.\"{model}\".{key} must be a number of dollars a million tokens, from 0 to {MAX_PRICE}"
+                )))
+            }
+        };
+        let need = |key: &str| {
+            number(key)?.ok_or_else(|| at(format!("prices.\"{model}\" has no {key} price")))
+        };
+        if let Some(unknown) = entry
+            .keys()
+            .find(|k| !["input", "output", "cached_input"].contains(&k.as_str()))
+        {
+            return Err(at(format!(
+                "prices.\"{model}\".{unknown} is not a price (input, output, cached_input)"
+            )));
+        }
+        table.0.insert(
+            model.clone(),
+            crate::protocol::Price {
+                input: need("input")?,
+                output: need("output")?,
+                cached_input: number("cached_input")?,
+            },
+        );
+    }
+    Ok(table)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -47,6 +47,12 @@ pub struct AgentConfig {
     /// can be asked.
     #[serde(default)]
     pub external: ExternalTools,
+    /// Prices by model, from `config.toml` (empty: costs unknown).
+    #[serde(default)]
+    pub prices: crate::protocol::PriceTable,
+    /// The cost budget, in millionths of a dollar.
+    #[serde(default)]
+    pub max_cost_micros: Option<u64>,
 }
 
 /// What the agent needs to know of the person's MCP servers' tools: they
@@ -103,6 +109,8 @@ impl AgentConfig {
             instructions: Vec::new(),
             hooks: HookPoints::default(),
             external: ExternalTools::default(),
+            prices: crate::protocol::PriceTable::default(),
+            max_cost_micros: None,
         }
     }
 
@@ -379,10 +387,19 @@ impl Effect {
 
 /// Counters for the report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AgentStats {
     pub turns: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens the providers served from their prompt caches.
+    pub cached_tokens: u64,
+    /// What the priced replies cost, in millionths of a dollar.
+    pub cost_micros: u64,
+    /// Replies whose model had no price.
+    pub unpriced_replies: u32,
+    /// Replies whose counts were estimated (the provider reported none).
+    pub estimated_replies: u32,
     pub tool_calls: u32,
     pub repair_cycles: u32,
     pub rollbacks: u32,

@@ -10,6 +10,7 @@
 mod approval;
 mod plan_update;
 mod request;
+mod spend;
 mod verdict;
 
 use std::collections::VecDeque;
@@ -100,6 +101,12 @@ pub struct Agent {
     /// The `PreCompact` hooks ran for the compaction about to happen.
     #[serde(default)]
     compact_hooks_ran: bool,
+    /// Which budgets the model was warned of at 80 %.
+    #[serde(default)]
+    budget_warned: spend::BudgetWarned,
+    /// The first model that answered without a price in the table.
+    #[serde(default)]
+    unpriced_model: Option<String>,
 }
 
 impl Agent {
@@ -134,6 +141,8 @@ impl Agent {
             approve_all: false,
             external_approved: Vec::new(),
             compact_hooks_ran: false,
+            budget_warned: spend::BudgetWarned::default(),
+            unpriced_model: None,
             approvals_asked: 0,
             completion_summary: None,
             rebootstrapping: false,
@@ -550,8 +559,7 @@ impl Agent {
     }
 
     fn on_reply(&mut self, reply: ModelReply, fx: &mut Vec<Effect>) {
-        self.stats.input_tokens += reply.usage.input;
-        self.stats.output_tokens += reply.usage.output;
+        self.spend(&reply);
         self.calibrate(&reply);
         self.context.history.push(ChatMessage::from_reply(&reply));
         if reply.tool_calls.is_empty() {

@@ -354,6 +354,7 @@ fn a_provider_that_counts_more_tokens_makes_compaction_come_sooner() {
                 usage: Usage {
                     input: estimated * reported / 100,
                     output: 10,
+                    cached: 0,
                     estimated: false,
                 },
                 model: ModelId {

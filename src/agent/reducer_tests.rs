@@ -26,6 +26,7 @@ pub(super) fn reply(calls: Vec<ToolCall>) -> Input {
         usage: Usage {
             input: 100,
             output: 10,
+            cached: 0,
             estimated: false,
         },
         model: ModelId {
@@ -400,8 +401,178 @@ fn the_token_budget_ends_the_run() {
     start(&mut a);
     let fx = a.handle(reply(vec![]));
     assert!(
-        matches!(fx.last(), Some(Effect::Finish { reason, .. }) if reason.contains("token budget"))
+        matches!(fx.last(), Some(Effect::Finish { outcome: Outcome::Budget, reason }) if reason.contains("token budget") && reason.contains("110 of 50 tokens")),
+        "{fx:?}"
     );
+}
+
+/// A reply of `input` tokens (`cached` of them from the cache) and 10
+/// output tokens from model `m` of provider `test`, reading a file.
+fn priced_reply(id: &str, input: u64, cached: u64) -> Input {
+    Input::ModelReplied(ModelReply {
+        content: None,
+        tool_calls: vec![call(id, "read_file", r#"{"path":"a"}"#)],
+        usage: Usage {
+            input,
+            output: 10,
+            cached,
+            estimated: false,
+        },
+        model: ModelId {
+            provider: "test".into(),
+            model: "m".into(),
+        },
+        provider: Default::default(),
+    })
+}
+
+fn tool_done(a: &mut Agent, id: &str) -> Vec<Effect> {
+    a.handle(Input::ToolFinished {
+        call_id: id.into(),
+        ok: true,
+        content: "x".into(),
+    })
+}
+
+/// $1 a million input tokens, $0.10 cached, $10 output: a reply of 1,000
+/// input (none cached) and 10 output costs $0.0011.
+fn priced_config(max_cost_micros: Option<u64>) -> AgentConfig {
+    let mut cfg = config();
+    cfg.prices.0.insert(
+        "test:m".into(),
+        crate::protocol::Price {
+            input: 1.0,
+            output: 10.0,
+            cached_input: Some(0.1),
+        },
+    );
+    cfg.max_cost_micros = max_cost_micros;
+    cfg
+}
+
+fn warnings(fx: &[Effect]) -> Vec<String> {
+    fx.iter()
+        .filter_map(|e| match e {
+            Effect::Emit(RunEvent::AgentCorrection { message, .. })
+                if message.starts_with("Budget warning") =>
+            {
+                Some(message.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn cached_tokens_and_cost_are_counted_per_reply_and_in_total() {
+    let mut a = Agent::new(priced_config(None));
+    start(&mut a);
+    a.handle(priced_reply("r1", 1_000, 0));
+    tool_done(&mut a, "r1");
+    a.handle(priced_reply("r2", 1_000, 800));
+    let stats = a.stats();
+    assert_eq!(
+        (stats.input_tokens, stats.cached_tokens, stats.output_tokens),
+        (2_000, 800, 20)
+    );
+    // 1,000 + (200 + 800 × 0.1) input, 20 × 10 output.
+    assert_eq!(a.cost_micros(), Some(1_000 + 280 + 200));
+}
+
+#[test]
+fn the_cost_budget_warns_once_at_80_percent_then_ends_the_run_as_budget() {
+    // Each reply costs 1,100 millionths; the budget is 4,000.
+    let mut a = Agent::new(priced_config(Some(4_000)));
+    start(&mut a);
+    let mut warned = Vec::new();
+    let mut end = None;
+    for i in 0..6 {
+        let id = format!("r{i}");
+        a.handle(priced_reply(&id, 1_000, 0));
+        let fx = tool_done(&mut a, &id);
+        warned.extend(warnings(&fx));
+        if let Some(Effect::Finish { outcome, reason }) = fx.last() {
+            end = Some((*outcome, reason.clone(), i));
+            break;
+        }
+        assert!(calls_model(&fx), "{fx:?}");
+        if i == 2 {
+            // 3,300 of 4,000 is past 80 %: the request carries the warning.
+            let Some(Effect::CallModel(req)) = fx.last() else {
+                unreachable!()
+            };
+            assert!(
+                req.messages.iter().any(|m| m
+                    .content
+                    .as_deref()
+                    .is_some_and(|c| c.starts_with("Budget warning"))),
+                "the model is told"
+            );
+        }
+    }
+    assert_eq!(warned.len(), 1, "warned once: {warned:?}");
+    assert!(
+        warned[0].contains("$0.0033 of the $0.0040 cost budget"),
+        "{}",
+        warned[0]
+    );
+    let (outcome, reason, at) = end.expect("the run ends");
+    assert_eq!(outcome, Outcome::Budget);
+    assert_eq!(at, 3, "after the fourth reply (4,400 ≥ 4,000)");
+    assert!(reason.contains("$0.0044 of $0.0040"), "{reason}");
+    assert!(reason.contains("--max-cost"), "says how to go on: {reason}");
+}
+
+#[test]
+fn a_cost_budget_with_a_model_that_has_no_price_stops_rather_than_guess() {
+    let mut cfg = priced_config(Some(1_000_000));
+    cfg.prices.0.clear();
+    cfg.prices.0.insert(
+        "other:model".into(),
+        crate::protocol::Price {
+            input: 1.0,
+            output: 1.0,
+            cached_input: None,
+        },
+    );
+    let mut a = Agent::new(cfg);
+    start(&mut a);
+    a.handle(priced_reply("r1", 1_000, 0));
+    let fx = tool_done(&mut a, "r1");
+    assert!(
+        matches!(fx.last(), Some(Effect::Finish { outcome: Outcome::Failure, reason }) if reason.contains("test:m has no price")),
+        "{fx:?}"
+    );
+    assert_eq!(a.cost_micros(), None, "the cost is not known");
+}
+
+#[test]
+fn a_resumed_run_with_a_larger_budget_goes_on_and_is_warned_again() {
+    let mut a = Agent::new(priced_config(Some(2_000)));
+    start(&mut a);
+    a.handle(priced_reply("r1", 1_000, 0));
+    tool_done(&mut a, "r1");
+    a.handle(priced_reply("r2", 1_000, 0));
+    let fx = tool_done(&mut a, "r2");
+    assert!(
+        matches!(
+            fx.last(),
+            Some(Effect::Finish {
+                outcome: Outcome::Budget,
+                ..
+            })
+        ),
+        "{fx:?}"
+    );
+    // A saved state, resumed with a budget of $0.01: the lower one offered
+    // for tokens is ignored.
+    let json = serde_json::to_string(&a).unwrap();
+    let mut b: Agent = serde_json::from_str(&json).unwrap();
+    b.resume_budgets(priced_config(None).prices, Some(10), Some(10_000));
+    assert_eq!(b.config.max_tokens, 1_000_000);
+    assert_eq!(b.config.max_cost_micros, Some(10_000));
+    assert!(b.budget_stop().is_none(), "2,200 of 10,000 is within it");
+    assert!(!b.budget_warned.cost, "warned again at 80 % of the new one");
 }
 
 #[test]
@@ -503,4 +674,36 @@ fn tool_results_answer_their_call_ids_in_order() {
         .filter_map(|m| m.tool_call_id.clone())
         .collect();
     assert_eq!(ids, ["a", "b"]);
+}
+
+#[test]
+fn each_request_begins_with_the_one_before_it_so_prompt_caches_hit() {
+    // Everything but the run state (sent last, and changed every turn) is
+    // sent again unchanged, in the same order, until a compaction.
+    let mut a = Agent::new(priced_config(Some(1_000_000)));
+    let mut requests = Vec::new();
+    let fx = start(&mut a);
+    requests.extend(fx.into_iter().filter_map(|e| match e {
+        Effect::CallModel(r) => Some(r),
+        _ => None,
+    }));
+    for i in 0..4 {
+        let id = format!("r{i}");
+        a.handle(priced_reply(&id, 1_000, 0));
+        let fx = tool_done(&mut a, &id);
+        let Some(Effect::CallModel(req)) = fx.last() else {
+            panic!("{fx:?}")
+        };
+        requests.push(req.clone());
+    }
+    for pair in requests.windows(2) {
+        let (before, after) = (&pair[0].messages, &pair[1].messages);
+        let kept = &before[..before.len() - 1];
+        assert_eq!(
+            &after[..kept.len()],
+            kept,
+            "the earlier request is a prefix"
+        );
+        assert!(after.len() > before.len());
+    }
 }

@@ -64,6 +64,8 @@ pub(crate) struct BudgetView {
     pub max_turns: u32,
     pub tokens_used: u64,
     pub max_tokens: u64,
+    /// What was spent and the cost budget, in millionths of a dollar.
+    pub cost: Option<(u64, u64)>,
     /// Estimated tokens of this request.
     pub context_tokens: u64,
     pub context_limit: u64,
@@ -317,8 +319,15 @@ fn push_bounded(list: &mut Vec<String>, dropped: &mut usize, item: String) {
 fn budget_line(b: BudgetView) -> String {
     let turns_left = b.max_turns.saturating_sub(b.turn);
     let tokens_left = b.max_tokens.saturating_sub(b.tokens_used);
+    let cost = b.cost.map_or(String::new(), |(used, max)| {
+        format!(
+            "cost {} of {}; ",
+            crate::protocol::format_usd(used),
+            crate::protocol::format_usd(max)
+        )
+    });
     format!(
-        "Budget: turn {} of {} ({turns_left} left after this one); tokens used {} of {} ({} left); \
+        "Budget: turn {} of {} ({turns_left} left after this one); tokens used {} of {} ({} left); {cost}\
          this request ≈ {} of the {}-token context (older actions are compacted at 75 %, the run stops at 90 %).\n",
         b.turn,
         b.max_turns,

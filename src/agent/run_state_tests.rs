@@ -7,6 +7,7 @@ fn budget() -> BudgetView {
         max_turns: 50,
         tokens_used: 12_000,
         max_tokens: 2_000_000,
+        cost: None,
         context_tokens: 9_800,
         context_limit: 24_000,
     }

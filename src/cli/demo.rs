@@ -70,7 +70,7 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         dir.display()
     );
     let (code, report) = super::run::run_with(
-        super::run::Begin::Fresh(opts),
+        super::run::Begin::Fresh(Box::new(opts)),
         Box::new(source),
         StdoutMode::Nothing,
         &dir.display().to_string(),

@@ -105,6 +105,12 @@ pub(crate) struct SessionArgs {
     pub model: Option<String>,
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
+    /// Token budget of the whole run (input and output)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Cost budget of the whole run in dollars (needs [prices] in config.toml)
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<String>,
     /// Whole-run budget in seconds
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -288,6 +294,12 @@ pub struct RunArgs {
     pub benchmark: bool,
     #[arg(long, value_name = "N")]
     pub max_turns: Option<u32>,
+    /// Token budget of the whole run (input and output)
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// Cost budget of the whole run in dollars (needs [prices] in config.toml)
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<String>,
     /// Whole-run budget in seconds
     #[arg(long, value_name = "SECONDS")]
     pub timeout: Option<u64>,
@@ -345,6 +357,12 @@ pub struct ResumeArgs {
     /// Go on with the repository's checks as they are now, if they changed
     #[arg(long)]
     pub new_checks: bool,
+    /// A larger token budget for the rest of the run
+    #[arg(long, value_name = "N")]
+    pub max_tokens: Option<u64>,
+    /// A larger cost budget for the rest of the run, in dollars
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<String>,
     /// Honour the repository's own configuration for this run (see `run`)
     #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "config")]
     pub trust_project: Option<TrustLevel>,

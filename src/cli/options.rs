@@ -11,7 +11,7 @@ use crate::runtime::{ApprovalMode, Limits, RunOptions};
 pub fn exit_code(outcome: Outcome) -> u8 {
     match outcome {
         Outcome::Success => 0,
-        Outcome::Failure => super::EXIT_FAILURE,
+        Outcome::Failure | Outcome::Budget => super::EXIT_FAILURE,
         Outcome::Cancelled => super::EXIT_CANCELLED,
     }
 }
@@ -34,9 +34,17 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
     if let Some(s) = args.timeout {
         limits.timeout_ms = s.saturating_mul(1000);
     }
-    if limits.max_turns == 0 || limits.timeout_ms == 0 {
-        return Err("--max-turns and --timeout must be positive".into());
+    if let Some(n) = args.max_tokens {
+        limits.max_tokens = n;
     }
+    if let Some(cost) = &args.max_cost {
+        limits.max_cost_micros =
+            Some(crate::runtime::parse_usd(cost).map_err(|e| format!("--max-cost {cost}: {e}"))?);
+    }
+    if limits.max_turns == 0 || limits.timeout_ms == 0 || limits.max_tokens == 0 {
+        return Err("--max-turns, --max-tokens and --timeout must be positive".into());
+    }
+    opts.check_cost_budget()?;
     opts.network = args.network == Network::Enabled;
     opts.artifact_dir = args.artifact_dir.clone();
     opts.checks = args
@@ -72,6 +80,7 @@ pub(crate) fn base_options(
         crate::mcp_client::McpConfig::load(config_dir.as_deref())
             .map_err(|e| format!("your MCP servers: {e}"))?,
     );
+    opts.prices = std::sync::Arc::new(crate::state::prices(config_dir.as_deref())?);
     Ok(opts)
 }
 
@@ -161,33 +170,6 @@ pub(crate) fn check_model_flag(model: Option<&str>) -> Result<(), String> {
     }
 }
 
-/// The most of `config.toml` that is read.
-const CONFIG_MAX_BYTES: u64 = 1 << 20;
-
-/// A string setting of `config.toml` in the configuration directory
-/// (`None`: no directory, no file, no such key). A file that cannot be
-/// read or parsed is an error that names it.
-pub(crate) fn config_value(config: Option<&Path>, key: &str) -> Result<Option<String>, String> {
-    let Some(dir) = config else { return Ok(None) };
-    let path = dir.join("config.toml");
-    let text = match std::fs::metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
-        Ok(meta) if meta.len() > CONFIG_MAX_BYTES => {
-            return Err(format!("{}: over {CONFIG_MAX_BYTES} bytes", path.display()));
-        }
-        Ok(_) => std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?,
-    };
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    match table.get(key) {
-        None => Ok(None),
-        Some(toml::Value::String(value)) => Ok(Some(value.clone())),
-        Some(_) => Err(format!("{}: `{key}` must be a string", path.display())),
-    }
-}
-
 /// Which model a run uses: `--model`, else `MINICODER_MODEL`, else
 /// `model = "..."` in `config.toml`, else the default chain. Each is checked
 /// like the flag, and an error names where the bad value came from.
@@ -205,7 +187,7 @@ pub(crate) fn model_selection(
             }
             None => {
                 let config = crate::state::config_dir(env);
-                let value = config_value(config.as_deref(), "model")?;
+                let value = crate::state::config_value(config.as_deref(), "model")?;
                 if let Some(value) = &value {
                     check_model_flag(Some(value)).map_err(|e| {
                         format!(

@@ -36,6 +36,14 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = super::options::check_model_flag(args.model.as_deref()) {
         return usage(&e);
     }
+    let max_cost_micros = match args.max_cost.as_deref().map(crate::runtime::parse_usd) {
+        None => None,
+        Some(Ok(n)) => Some(n),
+        Some(Err(e)) => return usage(&format!("--max-cost: {e}")),
+    };
+    if args.max_tokens == Some(0) {
+        return usage("--max-tokens must be positive");
+    }
     let state = StateDir::from_env()?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| ".".into());
     let run = match crate::runs::resolve(&state, &args.run, &cwd) {
@@ -65,6 +73,8 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
         new_checks: args.new_checks,
         approval: args.approval.map(super::options::approval_mode),
         trust: super::options::trust_grant(args.trust_project),
+        max_tokens: args.max_tokens,
+        max_cost_micros,
     };
     if !args.non_interactive {
         let template = RunArgs {
@@ -74,6 +84,8 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             model: selection.pinned.clone(),
             benchmark: false,
             max_turns: None,
+            max_tokens: None,
+            max_cost: None,
             timeout: None,
             network: Network::None,
             artifact_dir: None,

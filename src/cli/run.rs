@@ -75,7 +75,14 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
         };
     let repo = args.repo.display().to_string();
-    let (code, report) = run_with(Begin::Fresh(opts), source, mode, &repo, &args.task).await;
+    let (code, report) = run_with(
+        Begin::Fresh(Box::new(opts)),
+        source,
+        mode,
+        &repo,
+        &args.task,
+    )
+    .await;
     if let Some(report) = report
         && mode == StdoutMode::Result
     {
@@ -86,7 +93,7 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// A new run, or one that goes on.
 pub(crate) enum Begin {
-    Fresh(RunOptions),
+    Fresh(Box<RunOptions>),
     Resume(Box<runtime::ResumeRequest>),
 }
 
@@ -135,7 +142,7 @@ pub(crate) async fn run_with(
     let consumer = tokio::spawn(headless::consume(events, mode, true));
     cancel_on_signals(commands);
     let result = match begin {
-        Begin::Fresh(opts) => runtime::run(opts, source, channels).await,
+        Begin::Fresh(opts) => runtime::run(*opts, source, channels).await,
         Begin::Resume(req) => runtime::resume(*req, source, channels).await,
     };
     let _ = consumer.await;

@@ -34,6 +34,9 @@ struct RunRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     changed_total: Option<u64>,
     duration_ms: Option<u64>,
+    /// Tokens (and cost, when priced) the run used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<crate::protocol::TokenTotals>,
     artifact_dir: String,
 }
 
@@ -52,6 +55,7 @@ impl RunRow {
             changed_files: report.map(|r| r.changed_files.clone()).unwrap_or_default(),
             changed_total: report.and_then(|r| r.changed_total),
             duration_ms: report.map(|r| r.duration_ms),
+            tokens: report.map(|r| r.tokens),
             artifact_dir: run.dir.display().to_string(),
         }
     }
@@ -119,8 +123,9 @@ fn table(rows: &[RunRow], now: chrono::DateTime<chrono::Utc>, width: usize) -> V
         "APPLIED",
         "FILES",
         "DURATION",
+        "TOKENS",
     ];
-    let cells: Vec<[String; 9]> = rows
+    let cells: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             [
@@ -140,6 +145,13 @@ fn table(rows: &[RunRow], now: chrono::DateTime<chrono::Utc>, width: usize) -> V
                     .unwrap_or(r.changed_files.len() as u64)
                     .to_string(),
                 r.duration_ms.map_or("-".to_string(), duration),
+                r.tokens.map_or("-".to_string(), |t| {
+                    let total = crate::protocol::format_tokens(t.input + t.output);
+                    match t.cost_micros {
+                        Some(c) => format!("{total} {}", crate::protocol::format_usd(c)),
+                        None => total,
+                    }
+                }),
             ]
         })
         .collect();
@@ -234,6 +246,7 @@ pub fn show(arg: &str, flags: ShowFlags) -> anyhow::Result<ExitCode> {
             "checks": details.checks,
             "baseline_checks": details.baseline,
             "patch_stat": details.stat,
+            "turns": details.turns.0,
             "patch": flags.diff.then_some(&details.patch),
             "subset": super::show_subset::subset_json(&run, &state),
             "verify": checks.as_ref().map(|c| c.iter().map(|c| serde_json::json!({
@@ -282,6 +295,8 @@ struct Details {
     baseline: Vec<CheckReport>,
     patch: Option<String>,
     stat: Vec<FileStat>,
+    /// Each reply's tokens (the latest), and how many earlier were left out.
+    turns: (Vec<runs::TurnUsage>, usize),
 }
 
 impl Details {
@@ -307,7 +322,36 @@ impl Details {
             baseline,
             patch,
             stat,
+            turns: runs::turn_usage(&run.dir.join(EVENTS_FILE)),
         }
+    }
+}
+
+/// One `show` line per reply: its model, tokens and cost.
+fn print_turns((turns, earlier): &(Vec<runs::TurnUsage>, usize)) {
+    if turns.is_empty() {
+        return;
+    }
+    out!();
+    out!("tokens by turn:");
+    if *earlier > 0 {
+        out!("  … {earlier} earlier replies");
+    }
+    for t in turns {
+        let totals = crate::protocol::TokenTotals {
+            input: t.usage.input,
+            output: t.usage.output,
+            cached: t.usage.cached,
+            cost_micros: t.cost_micros,
+            estimated: t.usage.estimated,
+        };
+        out!(
+            "  turn {:<3} {}:{}  {}",
+            t.turn,
+            t.model.provider,
+            t.model.model,
+            totals.describe()
+        );
     }
 }
 
@@ -385,15 +429,14 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
         Some(r) => {
             out!("  outcome:    {} — {}", status.as_str(), r.reason);
             out!(
-                "  model:      {}:{}; {} turns, {} tool calls, {} + {} tokens; {}",
+                "  model:      {}:{}; {} turns, {} tool calls; {}",
                 r.model.provider,
                 r.model.model,
                 r.turns,
                 r.tool_calls,
-                r.tokens.input,
-                r.tokens.output,
                 duration(r.duration_ms)
             );
+            out!("  tokens:     {}", r.tokens.describe());
             match &r.source.head {
                 Some(head) => out!("  source:     HEAD {head}"),
                 None => out!("  source:     HEAD not recorded"),
@@ -453,6 +496,7 @@ fn print_run(run: &RunRecord, state: &StateDir, details: &Details) {
         out!("  (no check ran{why})");
     }
     print_checks(&details.checks);
+    print_turns(&details.turns);
     out!();
     let (added, removed) = details
         .stat
@@ -520,6 +564,13 @@ mod tests {
             changed_files: vec!["a.py".into()],
             changed_total: None,
             duration_ms: Some(48_200),
+            tokens: Some(crate::protocol::TokenTotals {
+                input: 12_000,
+                output: 345,
+                cached: 8_000,
+                cost_micros: Some(21_000),
+                estimated: false,
+            }),
             artifact_dir: "/s/r".into(),
         }
     }
@@ -536,6 +587,11 @@ mod tests {
         assert!(lines[1].contains('…'));
         assert!(lines[1].contains(" 3h "), "{}", lines[1]);
         assert!(lines[1].contains("48.2s"));
+        assert!(
+            lines[1].ends_with("12.3k $0.02"),
+            "tokens and cost: {}",
+            lines[1]
+        );
         assert!(!lines[1].contains('\u{1b}'));
     }
 

@@ -48,6 +48,8 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
         model: args.model,
         benchmark: false,
         max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        max_cost: args.max_cost,
         timeout: args.timeout,
         network: Network::None,
         artifact_dir: None,
@@ -89,7 +91,7 @@ fn usage(message: &str) -> anyhow::Result<ExitCode> {
 
 /// The theme: `--theme`, else `theme = "..."` in `config.toml`, else the default.
 fn load_theme(flag: Option<&str>, config: Option<&Path>) -> Result<Theme, String> {
-    let configured = super::options::config_value(config, "theme")?;
+    let configured = crate::state::config_value(config, "theme")?;
     let name = flag
         .map(String::from)
         .or(configured)
@@ -240,6 +242,7 @@ fn print_report(report: &RunReport) {
         Outcome::Success => "success",
         Outcome::Failure => "failure",
         Outcome::Cancelled => "cancelled",
+        Outcome::Budget => "budget",
     };
     out!("run {}: {outcome} — {}", report.run_id, report.reason);
     out!("patch: {}", report.patch);
@@ -317,6 +320,8 @@ impl Launcher for CliLauncher {
                 new_checks: false,
                 approval: Some(approval),
                 trust,
+                max_tokens: None,
+                max_cost_micros: None,
             };
             runtime::resume(req, Box::new(source), channels)
                 .await

@@ -24,19 +24,43 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// Token counts as providers report them.
+/// Token counts as providers report them. Cached input comes as OpenAI's
+/// `prompt_tokens_details.cached_tokens` (Gemini's and Qwen's compatible
+/// endpoints use it too) or DeepSeek's `prompt_cache_hit_tokens`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 pub(crate) struct WireUsage {
     #[serde(default)]
     pub prompt_tokens: Option<u64>,
     #[serde(default)]
     pub completion_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub prompt_tokens_details: PromptDetails,
+    #[serde(default)]
+    pub prompt_cache_hit_tokens: Option<u64>,
+}
+
+/// The breakdown of the prompt's tokens.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+pub(crate) struct PromptDetails {
+    #[serde(default)]
+    pub cached_tokens: Option<u64>,
 }
 
 impl WireUsage {
     /// Counts worth using: at least one of the two is given.
     pub(crate) fn given(self) -> Option<Self> {
         (self.prompt_tokens.is_some() || self.completion_tokens.is_some()).then_some(self)
+    }
+
+    /// Input tokens served from the provider's prompt cache, never more
+    /// than the input (a gateway's nonsense is not believed).
+    pub(crate) fn cached(&self) -> u64 {
+        let cached = self
+            .prompt_tokens_details
+            .cached_tokens
+            .or(self.prompt_cache_hit_tokens)
+            .unwrap_or(0);
+        cached.min(self.prompt_tokens.unwrap_or(0))
     }
 }
 

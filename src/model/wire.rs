@@ -199,6 +199,7 @@ pub(crate) fn reply(req: &ModelRequest, model: ModelId, parts: ReplyParts) -> Mo
         Some(u) => Usage {
             input: u.prompt_tokens.unwrap_or(0),
             output: u.completion_tokens.unwrap_or(0),
+            cached: u.cached(),
             estimated: false,
         },
         None => estimated_usage(req, content.as_deref(), &tool_calls),
@@ -244,6 +245,7 @@ pub(crate) fn estimated_usage(
     Usage {
         input: estimate_tokens(input_chars),
         output: estimate_tokens(output_chars),
+        cached: 0,
         estimated: true,
     }
 }

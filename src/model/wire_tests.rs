@@ -215,3 +215,43 @@ fn usage_is_estimated_when_absent() {
     assert!(reply.usage.input > 5);
     assert!(reply.provider.is_empty() && reply.provider.origin.is_empty());
 }
+
+#[test]
+fn cached_input_is_read_as_each_provider_reports_it() {
+    let usage = |json: &str| {
+        let response = crate::model::decode::decode(
+            format!(
+                r#"{{"choices":[{{"index":0,"message":{{"role":"assistant","content":"ok"}}}}],"usage":{json}}}"#
+            )
+            .as_bytes(),
+        )
+        .expect("decodes");
+        response.usage.expect("usage").cached()
+    };
+    // OpenAI, and Gemini's and Qwen's compatible endpoints.
+    assert_eq!(
+        usage(
+            r#"{"prompt_tokens":900,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":768}}"#
+        ),
+        768
+    );
+    // DeepSeek.
+    assert_eq!(
+        usage(
+            r#"{"prompt_tokens":900,"completion_tokens":5,"prompt_cache_hit_tokens":640,"prompt_cache_miss_tokens":260}"#
+        ),
+        640
+    );
+    // None reported, a null breakdown, or more cached than sent.
+    assert_eq!(usage(r#"{"prompt_tokens":900,"completion_tokens":5}"#), 0);
+    assert_eq!(
+        usage(r#"{"prompt_tokens":900,"completion_tokens":5,"prompt_tokens_details":null}"#),
+        0
+    );
+    assert_eq!(
+        usage(
+            r#"{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"cached_tokens":99}}"#
+        ),
+        10
+    );
+}

@@ -15,6 +15,9 @@ pub enum Outcome {
     Success,
     Failure,
     Cancelled,
+    /// A token or cost budget was used up (`resume` with a larger one goes
+    /// on).
+    Budget,
 }
 
 /// Why a verification ran.
@@ -88,6 +91,12 @@ pub enum RunEvent {
         artifact_dir: String,
         max_turns: u32,
         timeout_ms: u64,
+        /// The token budget (0 in logs written before it was recorded).
+        #[serde(default)]
+        max_tokens: u64,
+        /// The cost budget, in millionths of a dollar.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_cost_micros: Option<u64>,
         checks: Vec<String>,
         /// The source's HEAD and what of its working tree is not in HEAD.
         #[serde(default)]
@@ -151,6 +160,10 @@ pub enum RunEvent {
         content: Option<String>,
         tool_calls: Vec<ToolCallSummary>,
         usage: Usage,
+        /// What the reply cost, in millionths of a dollar, when its model
+        /// has a price.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cost_micros: Option<u64>,
         duration_ms: u64,
     },
     #[serde(rename = "model.retry")]

@@ -65,6 +65,38 @@ pub struct ProjectTrust {
 pub struct TokenTotals {
     pub input: u64,
     pub output: u64,
+    /// Input tokens the providers served from their prompt caches.
+    #[serde(default)]
+    pub cached: u64,
+    /// What the run cost, in millionths of a dollar, when every reply's
+    /// model has a price in `config.toml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micros: Option<u64>,
+    /// Some reply's counts were estimated (its provider reported none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
+}
+
+impl TokenTotals {
+    /// `12.3k in (8.0k cached), 1.2k out, $0.04` — `≈` first when some
+    /// counts were estimated.
+    pub fn describe(&self) -> String {
+        use super::model::{format_tokens, format_usd};
+        let approx = if self.estimated { "≈" } else { "" };
+        let cached = if self.cached > 0 {
+            format!(" ({} cached)", format_tokens(self.cached))
+        } else {
+            String::new()
+        };
+        let cost = self
+            .cost_micros
+            .map_or(String::new(), |c| format!(", {}", format_usd(c)));
+        format!(
+            "{approx}{} in{cached}, {} out{cost}",
+            format_tokens(self.input),
+            format_tokens(self.output)
+        )
+    }
 }
 
 /// The latest verification matrix. Each check serializes `name, command,
@@ -138,7 +170,7 @@ pub struct PreparedCopy {
 pub fn exit_code_for(outcome: Outcome) -> i32 {
     match outcome {
         Outcome::Success => 0,
-        Outcome::Failure => 1,
+        Outcome::Failure | Outcome::Budget => 1,
         Outcome::Cancelled => 130,
     }
 }
@@ -163,6 +195,7 @@ mod tests {
             tokens: TokenTotals {
                 input: 100,
                 output: 20,
+                ..Default::default()
             },
             tool_calls: 4,
             verification: VerificationSummary {

@@ -581,6 +581,12 @@ async fn call_model(run: &mut Run, request: ModelRequest) -> Input {
                     })
                     .collect(),
                 usage: reply.usage,
+                cost_micros: run
+                    .id
+                    .options
+                    .prices
+                    .get(&reply.model)
+                    .map(|p| p.cost_micros(&reply.usage)),
                 duration_ms: elapsed_ms(started),
             });
             run.counters.model_used = Some(reply.model.clone());

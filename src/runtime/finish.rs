@@ -236,6 +236,9 @@ fn build_report(
         tokens: TokenTotals {
             input: stats.input_tokens,
             output: stats.output_tokens,
+            cached: stats.cached_tokens,
+            cost_micros: agent.cost_micros(),
+            estimated: stats.estimated_replies > 0,
         },
         tool_calls: stats.tool_calls,
         verification,

@@ -26,7 +26,7 @@ mod tool_exec;
 
 pub(crate) use crate::workspace::workspace_owner;
 pub use bus::EventBus;
-pub use options::{ApprovalMode, Limits, RunOptions, TrustGrant};
+pub use options::{ApprovalMode, Limits, RunOptions, TrustGrant, parse_usd};
 pub use resume::{ResumeRequest, resume};
 pub(crate) use resume_point::interrupted_run;
 pub use setup::{new_run_id, short_hash};

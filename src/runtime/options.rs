@@ -14,6 +14,8 @@ pub struct Limits {
     pub command_timeout_ms: u64,
     pub model_timeout_ms: u64,
     pub max_tokens: u64,
+    /// The cost budget, in millionths of a dollar (needs prices).
+    pub max_cost_micros: Option<u64>,
 }
 
 impl Default for Limits {
@@ -24,6 +26,7 @@ impl Default for Limits {
             command_timeout_ms: 60_000,
             model_timeout_ms: 120_000,
             max_tokens: 2_000_000,
+            max_cost_micros: None,
         }
     }
 }
@@ -59,6 +62,13 @@ impl Limits {
         if let Some(n) = num("MINICODER_MAX_TOKENS")? {
             l.max_tokens = n;
         }
+        if let Some(v) = env
+            .get("MINICODER_MAX_COST")
+            .filter(|v| !v.trim().is_empty())
+        {
+            l.max_cost_micros =
+                Some(parse_usd(v).map_err(|e| format!("MINICODER_MAX_COST={v:?}: {e}"))?);
+        }
         Ok(l)
     }
 
@@ -69,6 +79,19 @@ impl Limits {
     pub(crate) fn command_timeout(&self) -> Duration {
         Duration::from_millis(self.command_timeout_ms)
     }
+}
+
+/// A budget in dollars (`2.50`, `$2.50`), in millionths of a dollar.
+pub fn parse_usd(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let number = text.strip_prefix('$').unwrap_or(text).trim();
+    let dollars: f64 = number
+        .parse()
+        .map_err(|_| "not an amount of dollars (like 2.50)".to_string())?;
+    if !dollars.is_finite() || dollars <= 0.0 || dollars > 1_000_000.0 {
+        return Err("must be more than 0 and at most 1000000 dollars".into());
+    }
+    Ok((dollars * 1_000_000.0).round() as u64)
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +124,8 @@ pub struct RunOptions {
     pub mcp: std::sync::Arc<crate::mcp_client::McpConfig>,
     /// A person can answer questions (the session).
     pub interactive: bool,
+    /// Prices by model, from `config.toml` (empty: costs unknown).
+    pub prices: std::sync::Arc<crate::protocol::PriceTable>,
 }
 
 /// Trust given for one run.
@@ -129,7 +154,21 @@ impl RunOptions {
             hooks: std::sync::Arc::default(),
             mcp: std::sync::Arc::default(),
             interactive: false,
+            prices: Default::default(),
         }
+    }
+
+    /// A cost budget needs prices to be kept: without any, it is refused
+    /// before anything starts (a model of the chain without a price stops the
+    /// run at its first reply).
+    pub fn check_cost_budget(&self) -> Result<(), String> {
+        if self.limits.max_cost_micros.is_some() && self.prices.is_empty() {
+            return Err(
+                "a cost budget needs the models' prices: add them to config.toml, e.g. [prices.\"openai:gpt-5-mini\"] input = 0.25, cached_input = 0.025, output = 2.0 (dollars a million tokens)"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 }
 

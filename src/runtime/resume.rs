@@ -22,6 +22,10 @@ pub struct ResumeRequest {
     pub approval: Option<ApprovalMode>,
     /// Trust in the repository's configuration for this resumed run.
     pub trust: Option<super::TrustGrant>,
+    /// A larger token budget (`--max-tokens`).
+    pub max_tokens: Option<u64>,
+    /// A larger cost budget (`--max-cost`), in millionths of a dollar.
+    pub max_cost_micros: Option<u64>,
 }
 
 /// Continues `req.run` to its end and returns the report. `Err` only when
@@ -69,6 +73,10 @@ pub async fn resume(
     if let Some(text) = &follow_up {
         super::hooks::screen_resume_follow_up(&options, &run.id, text).await?;
     }
+    options.prices = std::sync::Arc::new(
+        crate::state::prices(crate::state::config_dir_from_env().as_deref()).map_err(Invalid)?,
+    );
+    let raised = raise_budgets(&req, &mut options)?;
     let new_checks = checks_to_use(&req, &mut options)?;
     let tail = log_tail(&run.dir.join("events.jsonl"));
     let note = note(&point, &tail, follow_up.is_some());
@@ -81,8 +89,8 @@ pub async fn resume(
     }
     let checkpoint = point.checkpoint.clone();
     let mut prepared = prepare(options, source, channels, run, point).await?;
-    if new_checks {
-        record_new_checks(&prepared, &run.manifest, &key);
+    if new_checks || raised {
+        record_changes(&prepared, &run.manifest, &key);
     }
     // The run is under way again: its earlier end is no longer its end.
     for done in ["report.json", "receipt.json"] {
@@ -159,6 +167,7 @@ fn options_as_signed(req: &ResumeRequest) -> super::RunOptions {
         command_timeout_ms: manifest.limits.command_timeout_ms,
         model_timeout_ms: manifest.limits.model_timeout_ms,
         max_tokens: manifest.limits.max_tokens,
+        max_cost_micros: manifest.limits.max_cost_micros,
     };
     options.network = manifest.limits.network;
     options.artifact_dir = Some(req.run.dir.clone());
@@ -219,9 +228,45 @@ fn checks_to_use(req: &ResumeRequest, options: &mut super::RunOptions) -> Result
     Ok(new_checks)
 }
 
-/// The person chose the new checks: the manifest says so, signed.
-fn record_new_checks(prepared: &super::parts::Run, manifest: &Manifest, key: &ReceiptKey) {
+/// The budgets the person raised for the resumed run (`Ok(true)` when
+/// one was); a lower one than the run had is refused, since the run may
+/// have used it already.
+fn raise_budgets(req: &ResumeRequest, options: &mut super::RunOptions) -> Result<bool, RunError> {
+    let limits = &mut options.limits;
+    let mut raised = false;
+    if let Some(n) = req.max_tokens {
+        if n < limits.max_tokens {
+            return Err(Invalid(format!(
+                "--max-tokens {n} is below the run's budget of {} tokens; resume raises a budget, never lowers it",
+                limits.max_tokens
+            )));
+        }
+        raised |= n > limits.max_tokens;
+        limits.max_tokens = n;
+    }
+    if let Some(n) = req.max_cost_micros {
+        if let Some(old) = limits.max_cost_micros
+            && n < old
+        {
+            return Err(Invalid(format!(
+                "--max-cost {} is below the run's budget of {}; resume raises a budget, never lowers it",
+                crate::protocol::format_usd(n),
+                crate::protocol::format_usd(old)
+            )));
+        }
+        raised |= limits.max_cost_micros != Some(n);
+        limits.max_cost_micros = Some(n);
+    }
+    options.check_cost_budget().map_err(Invalid)?;
+    Ok(raised)
+}
+
+/// The person chose new checks or larger budgets: the manifest says so,
+/// signed.
+fn record_changes(prepared: &super::parts::Run, manifest: &Manifest, key: &ReceiptKey) {
     let mut changed = manifest.clone();
+    changed.limits.max_tokens = prepared.id.options.limits.max_tokens;
+    changed.limits.max_cost_micros = prepared.id.options.limits.max_cost_micros;
     changed.checks = prepared
         .sandbox
         .checks
@@ -232,6 +277,6 @@ fn record_new_checks(prepared: &super::parts::Run, manifest: &Manifest, key: &Re
         })
         .collect();
     if let Err(e) = prepared.artifacts.replace_manifest(&changed, key) {
-        tracing::warn!("recording the new checks in the manifest: {e}");
+        tracing::warn!("recording the new checks or budgets in the manifest: {e}");
     }
 }

@@ -406,6 +406,11 @@ fn open_trace(
             agent.set_approval(options.approval);
             agent.set_hooks(hook_points(options, inputs));
             agent.set_external(external_tools(options, inputs));
+            agent.resume_budgets(
+                (*options.prices).clone(),
+                Some(options.limits.max_tokens),
+                options.limits.max_cost_micros,
+            );
             counters.edit_seq = r.point.edit_seq;
             counters.call_seq = r.point.call_seq;
             return Ok((EventBus::new(log, subscribers), agent, counters));
@@ -982,6 +987,8 @@ fn agent_config(options: &RunOptions, inputs: &Inputs, context_limit: u64) -> Ag
     config.external = external_tools(options, inputs);
     config.max_turns = options.limits.max_turns;
     config.max_tokens = options.limits.max_tokens;
+    config.max_cost_micros = options.limits.max_cost_micros;
+    config.prices = (*options.prices).clone();
     config.context_limit = context_limit;
     config.bootstrap = inputs.bootstrap.clone();
     config.bootstrap_network = inputs.bootstrap_network;
@@ -1061,6 +1068,7 @@ fn manifest(
             command_timeout_ms: options.limits.command_timeout_ms,
             model_timeout_ms: options.limits.model_timeout_ms,
             max_tokens: options.limits.max_tokens,
+            max_cost_micros: options.limits.max_cost_micros,
             network: options.network,
             approval: format!("{:?}", options.approval).to_lowercase(),
             allow_config_edits: options.allow_config_edits,
@@ -1105,6 +1113,8 @@ pub(crate) fn started_event(run: &Run) -> RunEvent {
         artifact_dir: run.artifacts.path().display().to_string(),
         max_turns: run.id.options.limits.max_turns,
         timeout_ms: run.id.options.limits.timeout_ms,
+        max_tokens: run.id.options.limits.max_tokens,
+        max_cost_micros: run.id.options.limits.max_cost_micros,
         checks: run.sandbox.checks.iter().map(|c| c.name.clone()).collect(),
         source: run.ws.source.clone(),
     }

@@ -103,8 +103,11 @@ pub struct ManifestLimits {
     pub command_timeout_ms: u64,
     /// One model request.
     pub model_timeout_ms: u64,
-    /// The context budget in tokens.
+    /// The token budget of the whole run.
     pub max_tokens: u64,
+    /// The cost budget, in millionths of a dollar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_micros: Option<u64>,
     pub network: bool,
     /// `each`, `final` or `never`.
     pub approval: String,

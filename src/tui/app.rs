@@ -348,7 +348,7 @@ impl App {
                 let kind = match report.outcome {
                     Outcome::Success => NoteKind::Info,
                     Outcome::Failure => NoteKind::Error,
-                    Outcome::Cancelled => NoteKind::Warning,
+                    Outcome::Cancelled | Outcome::Budget => NoteKind::Warning,
                 };
                 self.view
                     .note(kind, format!("patch: {}", artifact_path(&report.patch)));

@@ -164,6 +164,10 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
             Outcome::Success => ("✓ verified".to_string(), base.add_modifier(Modifier::BOLD)),
             Outcome::Failure => ("✗ failed".to_string(), base.add_modifier(Modifier::BOLD)),
             Outcome::Cancelled => ("cancelled".to_string(), base),
+            Outcome::Budget => (
+                "budget used up".to_string(),
+                base.add_modifier(Modifier::BOLD),
+            ),
         },
         Phase::Failed(_) => ("could not start".to_string(), base),
     };
@@ -182,17 +186,7 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
     if view.max_turns > 0 {
         parts.push((1, format!("turn {}/{}", view.turn, view.max_turns)));
     }
-    if view.tokens_in + view.tokens_out > 0 {
-        let approx = if view.tokens_estimated { "≈" } else { "" };
-        parts.push((
-            5,
-            format!(
-                "{approx}{} in {} out",
-                tokens(view.tokens_in),
-                tokens(view.tokens_out)
-            ),
-        ));
-    }
+    parts.extend(spend_parts(&view.spend));
     if let Some(elapsed) = app.elapsed() {
         let budget = if view.timeout_ms > 0 {
             format!("/{}", clock(view.timeout_ms))
@@ -292,6 +286,49 @@ fn key_hints(app: &App) -> String {
 }
 
 /// The last path component of the repository, or the whole path.
+/// The status line's figures of what the run spent: the totals (with the
+/// cached part of the input), the cost against its budget, the latest
+/// reply's counts (dropped first when room is short).
+fn spend_parts(spend: &crate::tui::run_view::Spend) -> Vec<(u8, String)> {
+    let mut parts = Vec::new();
+    if spend.input + spend.output == 0 {
+        return parts;
+    }
+    let approx = if spend.estimated { "≈" } else { "" };
+    let cached = if spend.cached > 0 {
+        format!(" ({} cached)", tokens(spend.cached))
+    } else {
+        String::new()
+    };
+    parts.push((
+        5,
+        format!(
+            "{approx}{} in{cached} {} out",
+            tokens(spend.input),
+            tokens(spend.output)
+        ),
+    ));
+    match (spend.cost(), spend.max_cost_micros) {
+        (Some(cost), Some(max)) => parts.push((
+            4,
+            format!(
+                "{} of {}",
+                crate::protocol::format_usd(cost),
+                crate::protocol::format_usd(max)
+            ),
+        )),
+        (Some(cost), None) => parts.push((6, crate::protocol::format_usd(cost))),
+        (None, _) => {}
+    }
+    if let Some(last) = spend.last.filter(|_| spend.replies > 1) {
+        parts.push((
+            7,
+            format!("last {}/{}", tokens(last.input), tokens(last.output)),
+        ));
+    }
+    parts
+}
+
 fn repo_name(repo: &str) -> String {
     std::path::Path::new(repo)
         .file_name()

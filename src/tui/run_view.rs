@@ -102,6 +102,51 @@ pub enum StreamEntry {
     },
 }
 
+/// What the run has spent, as its replies reported it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Spend {
+    pub input: u64,
+    pub output: u64,
+    pub cached: u64,
+    /// Some reply's counts were estimated.
+    pub estimated: bool,
+    /// What the priced replies cost, in millionths of a dollar.
+    pub cost_micros: u64,
+    /// Some reply's model had no price (the cost is not known).
+    pub unpriced: bool,
+    pub priced: bool,
+    /// The budgets, when the run has them.
+    pub max_tokens: u64,
+    pub max_cost_micros: Option<u64>,
+    /// The latest reply's counts.
+    pub last: Option<crate::protocol::Usage>,
+    pub replies: u32,
+}
+
+impl Spend {
+    /// Counts one reply.
+    pub fn add(&mut self, usage: &crate::protocol::Usage, cost_micros: Option<u64>) {
+        self.input += usage.input;
+        self.output += usage.output;
+        self.cached += usage.cached.min(usage.input);
+        self.estimated |= usage.estimated;
+        match cost_micros {
+            Some(c) => {
+                self.cost_micros += c;
+                self.priced = true;
+            }
+            None => self.unpriced = true,
+        }
+        self.last = Some(*usage);
+        self.replies += 1;
+    }
+
+    /// The run's cost, when every reply was priced.
+    pub fn cost(&self) -> Option<u64> {
+        (self.priced && !self.unpriced).then_some(self.cost_micros)
+    }
+}
+
 /// Everything the panes draw, folded from the run's events.
 #[derive(Debug, Clone)]
 pub struct RunView {
@@ -113,9 +158,8 @@ pub struct RunView {
     pub model: Option<ModelId>,
     pub turn: u32,
     pub max_turns: u32,
-    pub tokens_in: u64,
-    pub tokens_out: u64,
-    pub tokens_estimated: bool,
+    /// Tokens and cost, in total and of the latest reply.
+    pub spend: Spend,
     pub timeout_ms: u64,
     pub sandbox: SandboxState,
     /// The setting-up phase under way, before the run started.
@@ -145,9 +189,7 @@ impl RunView {
             model: None,
             turn: 0,
             max_turns: 0,
-            tokens_in: 0,
-            tokens_out: 0,
-            tokens_estimated: false,
+            spend: Spend::default(),
             timeout_ms: 0,
             sandbox: SandboxState::Off,
             preparing: None,

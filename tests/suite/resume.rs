@@ -365,3 +365,132 @@ async fn a_killed_run_with_a_bootstrap_gets_its_environment_back_on_resume() {
     assert!(patch.contains("-(-total_items // page_size)"), "{patch}");
     assert_verifies(&h, &id).await;
 }
+
+/// Prices for the mock's model: $100 a million input tokens, $10 cached,
+/// $1,000 output. Each mock reply (100 in, 60 of them cached, 20 out) costs
+/// 40 × 100 + 60 × 10 + 20 × 1,000 millionths: $0.0246.
+const PRICES: &str = r#"
+[prices."openai:mock-model"]
+input = 100
+cached_input = 10.0
+output = 1000
+"#;
+
+#[tokio::test]
+async fn a_run_stopped_by_its_cost_budget_ends_as_budget_and_resumes_with_a_larger_one() {
+    let Some(h) = Harness::new().await else {
+        return;
+    };
+    let config = tempfile::tempdir().expect("tempdir");
+    std::fs::write(config.path().join("config.toml"), PRICES).expect("config");
+    let config_dir = config.path().display().to_string();
+    let priced = |r: MockResponse| r.with_usage(100, 60, 20);
+    h.mock.push_all([
+        priced(plan_and_shell("true")),
+        priced(MockResponse::tool_calls(&[(
+            "read_file",
+            json!({"path": "pagination.py"}),
+        )])),
+        priced(MockResponse::tool_calls(&[(
+            "read_file",
+            json!({"path": "README.md"}),
+        )])),
+    ]);
+    let source = h.source.path().display().to_string();
+    let run = |args: &[&str]| {
+        let mut cmd = h.command(args);
+        cmd.env("MINICODER_CONFIG_DIR", &config_dir);
+        cmd
+    };
+    let out = run(&[
+        "run",
+        &source,
+        "Fix the pagination bug",
+        "--non-interactive",
+        "--model",
+        "openai",
+        "--max-cost",
+        "0.05",
+    ])
+    .output()
+    .await
+    .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let result: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(out.status.code(), Some(1), "{result}\n{stderr}");
+    assert_eq!(result["outcome"], "budget", "{result}");
+    let reason = result["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("$0.07 of $0.05") && reason.contains("--max-cost"),
+        "the figures and the way on: {reason}"
+    );
+    assert_eq!(result["tokens"]["input"], 300, "{result}");
+    assert_eq!(result["tokens"]["cached"], 180, "{result}");
+    assert_eq!(result["tokens"]["cost_micros"], 73_800, "{result}");
+    assert!(
+        stderr.contains("tokens: 300 in (180 cached), 60 out, $0.07"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--max-cost USD"), "next step: {stderr}");
+    // The model was warned at 80 % (after the second reply, $0.0492).
+    assert_eq!(h.mock.request_count(), 3, "no request past the budget");
+    let bodies: Vec<String> = h
+        .mock
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert!(!bodies[1].contains("Budget warning"), "not at 49 %");
+    assert!(bodies[2].contains("Budget warning"), "at 98 %");
+    let id = result["run_id"].as_str().expect("id").to_string();
+    let dir = h.runs_dir().join(&id);
+    let log = events(&dir);
+    let costs: Vec<u64> = log
+        .iter()
+        .filter(|e| e["type"] == "model.response")
+        .map(|e| e["cost_micros"].as_u64().expect("priced"))
+        .collect();
+    assert_eq!(costs, [24_600; 3]);
+    assert_eq!(containers_of(&id).await, 0);
+
+    // `show` lists each turn; `runs` says budget.
+    let out = run(&["show", &id]).output().await.expect("show");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(shown.contains("tokens by turn:"), "{shown}");
+    assert!(
+        shown.contains("openai:mock-model  100 in (60 cached), 20 out, $0.02"),
+        "{shown}"
+    );
+    let (_, runs, _) = h.finish(&["runs", "--json"]).await;
+    assert_eq!(runs[0]["outcome"], "budget", "{runs}");
+
+    // A lower budget is refused; a larger one goes on to a verified fix.
+    let out = run(&["resume", &id, "--non-interactive", "--max-cost", "0.01"])
+        .output()
+        .await
+        .expect("resume");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("never lowers it"));
+    h.mock.push_all(fix_and_complete().into_iter().map(priced));
+    let out = run(&["resume", &id, "--non-interactive", "--max-cost", "1"])
+        .output()
+        .await
+        .expect("resume");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{result}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(result["outcome"], "success", "{result}");
+    assert_eq!(
+        result["tokens"]["cost_micros"],
+        5 * 24_600,
+        "the cost goes on from where it stopped: {result}"
+    );
+    assert_verifies(&h, &id).await;
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["limits"]["max_cost_micros"], 1_000_000);
+}

@@ -101,6 +101,7 @@ impl Fixture {
                         command_timeout_ms: 60_000,
                         model_timeout_ms: 60_000,
                         max_tokens: 100_000,
+                        max_cost_micros: None,
                         network: false,
                         approval: "never".into(),
                         allow_config_edits: false,
@@ -144,6 +145,8 @@ impl Fixture {
                 artifact_dir: artifacts.path().display().to_string(),
                 max_turns: 30,
                 timeout_ms: 1_800_000,
+                max_tokens: 0,
+                max_cost_micros: None,
                 checks: vec!["tests".into()],
                 source: SourceState::default(),
             },
@@ -206,6 +209,7 @@ impl Fixture {
             tokens: TokenTotals {
                 input: 900,
                 output: 80,
+                ..Default::default()
             },
             tool_calls: 4,
             verification: VerificationSummary {

@@ -305,6 +305,7 @@ fn manifest() -> Manifest {
             command_timeout_ms: 60_000,
             model_timeout_ms: 120_000,
             max_tokens: 128_000,
+            max_cost_micros: None,
             network: false,
             approval: "final".into(),
             allow_config_edits: false,

@@ -130,6 +130,7 @@ impl Harness {
             tokens: TokenTotals {
                 input: 9000,
                 output: 500,
+                ..Default::default()
             },
             tool_calls: 5,
             verification: VerificationSummary::default(),
@@ -1265,5 +1266,46 @@ fn start_up_offers_to_resume_an_interrupted_run() {
         matches!(h.ops.last(), Some(Op::Resume { run_id, .. }) if run_id == "20261201-161203-a1b2c3"),
         "{:?}",
         h.ops
+    );
+}
+
+#[test]
+fn the_status_line_shows_cached_tokens_and_the_cost_against_its_budget() {
+    let priced = |events: Vec<RunEvent>| -> Vec<RunEvent> {
+        events
+            .into_iter()
+            .map(|mut event| {
+                match &mut event {
+                    RunEvent::RunStarted {
+                        max_cost_micros, ..
+                    } => *max_cost_micros = Some(50_000),
+                    RunEvent::ModelResponse {
+                        usage, cost_micros, ..
+                    } => {
+                        usage.cached = usage.input / 2;
+                        *cost_micros = Some(9_000);
+                    }
+                    _ => {}
+                }
+                event
+            })
+            .collect()
+    };
+    both_sizes("status_spend", ApprovalMode::Final, |h| {
+        h.start();
+        h.feed(priced(ev::opening()));
+        h.feed(priced(ev::edit()));
+        h.feed(priced(ev::verifying()));
+    });
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    h.start();
+    h.feed(priced(ev::opening()));
+    h.feed(priced(ev::edit()));
+    h.feed(priced(ev::verifying()));
+    let top = h.screen().lines().next().unwrap_or_default().to_string();
+    assert!(top.contains("cached"), "{top}");
+    assert!(
+        top.contains("of $0.05"),
+        "the cost against the budget: {top}"
     );
 }

@@ -44,6 +44,8 @@ pub struct Completion {
     /// Tool name and the raw arguments text (valid JSON or not).
     pub calls: Vec<(String, String)>,
     pub usage: Option<(u32, u32)>,
+    /// Input tokens reported as served from the prompt cache.
+    pub cached: u32,
     pub shape: Shape,
 }
 
@@ -139,7 +141,21 @@ struct Reply<'a> {
 impl Reply<'_> {
     fn usage(&self) -> Value {
         self.completion.usage.map_or(Value::Null, |(input, output)| {
-            json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output})
+            let mut usage = json!({"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output});
+            let cached = self.completion.cached;
+            if cached > 0 {
+                // Each provider's own way of saying it.
+                match self.dialect {
+                    Dialect::DeepSeek => {
+                        usage["prompt_cache_hit_tokens"] = json!(cached);
+                        usage["prompt_cache_miss_tokens"] = json!(input.saturating_sub(cached));
+                    }
+                    Dialect::OpenAi | Dialect::Gemini => {
+                        usage["prompt_tokens_details"] = json!({"cached_tokens": cached});
+                    }
+                }
+            }
+            usage
         })
     }
 

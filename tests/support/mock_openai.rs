@@ -115,6 +115,7 @@ impl MockResponse {
                         .map(|(n, a)| (n.to_string(), a.to_string()))
                         .collect(),
                     usage: Some((100, 20)),
+                    cached: 0,
                     shape: Shape::default(),
                 },
                 streaming,
@@ -176,6 +177,16 @@ impl MockResponse {
     pub fn with_content(mut self, text: &str) -> Self {
         if let Some(completion) = self.completion_mut() {
             completion.content = Some(text.to_string());
+        }
+        self
+    }
+
+    /// Reports this usage: `input` tokens in (`cached` of them from the
+    /// prompt cache, said the way the dialect says it), `output` out.
+    pub fn with_usage(mut self, input: u32, cached: u32, output: u32) -> Self {
+        if let Some(completion) = self.completion_mut() {
+            completion.usage = Some((input, output));
+            completion.cached = cached;
         }
         self
     }

@@ -81,6 +81,8 @@ pub fn started() -> RunEvent {
         artifact_dir: ARTIFACTS.into(),
         max_turns: 30,
         timeout_ms: 1_800_000,
+        max_tokens: 0,
+        max_cost_micros: None,
         checks: vec!["tests".into(), "lint".into()],
         source: Default::default(),
     }
@@ -128,8 +130,10 @@ fn response(turn: u32, content: Option<&str>, calls: &[(&str, &str, &str)]) -> R
         usage: Usage {
             input: 1800 + turn as u64 * 600,
             output: 120 + turn as u64 * 10,
+            cached: 0,
             estimated: false,
         },
+        cost_micros: None,
         duration_ms: 900,
     }
 }

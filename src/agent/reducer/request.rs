@@ -34,14 +34,10 @@ impl Agent {
             );
             return self.finish(Outcome::Failure, reason, fx);
         }
-        let used = self.stats.input_tokens + self.stats.output_tokens;
-        if used >= self.config.max_tokens {
-            let reason = format!(
-                "the token budget ({} tokens) is used up",
-                self.config.max_tokens
-            );
-            return self.finish(Outcome::Failure, reason, fx);
+        if let Some((outcome, reason)) = self.budget_stop() {
+            return self.finish(outcome, reason, fx);
         }
+        self.warn_of_budget(fx);
         for text in self.hook_context.drain(..) {
             self.context.history.push(ChatMessage::user(text));
         }
@@ -88,6 +84,10 @@ impl Agent {
             max_turns: self.config.max_turns,
             tokens_used: self.stats.input_tokens + self.stats.output_tokens,
             max_tokens: self.config.max_tokens,
+            cost: self
+                .config
+                .max_cost_micros
+                .map(|max| (self.stats.cost_micros, max)),
             context_tokens,
             context_limit: self.config.context_limit,
         }

@@ -50,10 +50,14 @@ impl RunView {
                 artifact_dir,
                 max_turns,
                 timeout_ms,
+                max_tokens,
+                max_cost_micros,
                 checks,
                 source,
                 ..
             } => {
+                self.spend.max_tokens = *max_tokens;
+                self.spend.max_cost_micros = *max_cost_micros;
                 if let Some(notice) = source.dirty_notice() {
                     self.note(NoteKind::Warning, notice);
                 }
@@ -174,12 +178,11 @@ impl RunView {
                 model,
                 content,
                 usage,
+                cost_micros,
                 ..
             } => {
                 self.model = Some(model.clone());
-                self.tokens_in += usage.input;
-                self.tokens_out += usage.output;
-                self.tokens_estimated |= usage.estimated;
+                self.spend.add(usage, *cost_micros);
                 self.finish_model_text(*turn, content.as_deref().map(clean).as_deref());
             }
             RunEvent::ModelRetry {

@@ -11,16 +11,7 @@ pub fn duration(ms: u64) -> String {
     }
 }
 
-/// `950`, `12.3k`, `1.2M`.
-pub fn tokens(n: u64) -> String {
-    if n < 1000 {
-        n.to_string()
-    } else if n < 1_000_000 {
-        format!("{:.1}k", n as f64 / 1000.0)
-    } else {
-        format!("{:.1}M", n as f64 / 1_000_000.0)
-    }
-}
+pub use crate::protocol::format_tokens as tokens;
 
 /// `312 B`, `4.0 KiB`, `1.0 MiB`.
 pub fn bytes(n: u64) -> String {

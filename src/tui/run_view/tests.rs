@@ -20,6 +20,8 @@ fn started(view: &mut RunView) {
         artifact_dir: "/a".into(),
         max_turns: 10,
         timeout_ms: 1000,
+        max_tokens: 0,
+        max_cost_micros: None,
         checks: vec!["tests".into(), "lint".into()],
         source: Default::default(),
     });
@@ -47,17 +49,20 @@ fn streamed_deltas_become_one_entry_replaced_by_the_full_reply() {
         usage: Usage {
             input: 10,
             output: 2,
+            cached: 0,
             estimated: true,
         },
+        cost_micros: None,
         duration_ms: 1,
     });
     assert!(
         matches!(&view.stream[0], StreamEntry::Model { text, streaming: false, .. } if text == "Hello world.")
     );
     assert_eq!(
-        (view.tokens_in, view.tokens_out, view.tokens_estimated),
+        (view.spend.input, view.spend.output, view.spend.estimated),
         (10, 2, true)
     );
+    assert_eq!(view.spend.cost(), None, "no price, no cost");
     // A reply that was not streamed still shows up.
     view.apply(&RunEvent::ModelResponse {
         turn: 2,
@@ -65,6 +70,7 @@ fn streamed_deltas_become_one_entry_replaced_by_the_full_reply() {
         content: Some("Second.".into()),
         tool_calls: Vec::new(),
         usage: Usage::default(),
+        cost_micros: None,
         duration_ms: 1,
     });
     assert_eq!(view.stream.len(), 2);
