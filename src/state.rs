@@ -253,6 +253,73 @@ pub(crate) fn config_table(
     Ok(Some((path, table)))
 }
 
+/// The `[limits]` of `config.toml`: the person's defaults for every run,
+/// below the `MINICODER_*` variables and the flags.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct ConfigLimits {
+    pub max_turns: Option<u32>,
+    pub timeout_seconds: Option<u64>,
+    pub command_timeout_seconds: Option<u64>,
+    pub max_tokens: Option<u64>,
+    /// In millionths of a dollar.
+    pub max_cost_micros: Option<u64>,
+}
+
+/// Reads `[limits]` of `config.toml`; an unknown key or a value that is not
+/// a positive number is an error that names it.
+pub(crate) fn config_limits(config: Option<&Path>) -> Result<ConfigLimits, String> {
+    let mut limits = ConfigLimits::default();
+    let Some((path, table)) = config_table(config)? else {
+        return Ok(limits);
+    };
+    let Some(section) = table.get("limits") else {
+        return Ok(limits);
+    };
+    let at = |what: String| format!("{}: {what}", path.display());
+    let section = section
+        .as_table()
+        .ok_or_else(|| at("`limits` must be a table".into()))?;
+    for (key, value) in section {
+        let whole = || {
+            value
+                .as_integer()
+                .filter(|n| *n > 0)
+                .map(|n| n as u64)
+                .ok_or_else(|| at(format!("limits.{key} must be a positive whole number")))
+        };
+        match key.as_str() {
+            "max_turns" => {
+                limits.max_turns = Some(
+                    u32::try_from(whole()?)
+                        .map_err(|_| at("limits.max_turns is too large".into()))?,
+                )
+            }
+            "timeout_seconds" => limits.timeout_seconds = Some(whole()?),
+            "command_timeout_seconds" => limits.command_timeout_seconds = Some(whole()?),
+            "max_tokens" => limits.max_tokens = Some(whole()?),
+            "max_cost" => {
+                let dollars = match value {
+                    toml::Value::Float(f) => *f,
+                    toml::Value::Integer(i) => *i as f64,
+                    _ => f64::NAN,
+                };
+                if !(dollars.is_finite() && dollars > 0.0 && dollars <= 1_000_000.0) {
+                    return Err(at(
+                        "limits.max_cost must be a number of dollars above 0".into()
+                    ));
+                }
+                limits.max_cost_micros = Some((dollars * 1_000_000.0).round() as u64);
+            }
+            other => {
+                return Err(at(format!(
+                    "limits.{other} is not a limit (max_turns, timeout_seconds, command_timeout_seconds, max_tokens, max_cost)"
+                )));
+            }
+        }
+    }
+    Ok(limits)
+}
+
 /// The most a price may say, in dollars a million tokens.
 const MAX_PRICE: f64 = 10_000.0;
 

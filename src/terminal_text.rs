@@ -159,6 +159,18 @@ pub(crate) fn write_line(out: &mut impl Write, line: &str) {
     let _ = writeln!(out, "{}", escape_line(line));
 }
 
+/// A question on stderr, escaped, the cursor left after it for the answer.
+pub(crate) fn prompt(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "{}", escape_line(text));
+    let _ = err.flush();
+}
+
+/// Ends the line of a [`prompt`] whose answer was not echoed.
+pub(crate) fn end_prompt() {
+    let _ = writeln!(std::io::stderr().lock());
+}
+
 /// [`escape_line`] with tabs kept: for patches, where tabs indent Makefiles
 /// and Go code and only move the cursor.
 pub(crate) fn escape_keeping_tabs(text: &str) -> String {

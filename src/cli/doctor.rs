@@ -26,7 +26,7 @@ pub(crate) const PROVIDER_KEYS: [(&str, &str); 4] = [
     ("openai", "OPENAI_API_KEY"),
 ];
 
-pub async fn run() -> anyhow::Result<ExitCode> {
+pub async fn run(live: bool) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     let mut record = |level: Level, what: &str, detail: String| {
         failed |= level == Level::Fail;
@@ -59,6 +59,25 @@ pub async fn run() -> anyhow::Result<ExitCode> {
         .unwrap_or_default()
     {
         record(Level::Ok, "project instructions", detail);
+    }
+    if live {
+        // One real round trip with each configured provider.
+        let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+        let targets: Vec<String> = super::smoke::configured(&env)
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        if targets.is_empty() {
+            record(Level::Fail, "live", "no provider is configured".into());
+        }
+        for finding in super::smoke::check_all(&targets, &env).await {
+            let level = if finding.result.is_ok() {
+                Level::Ok
+            } else {
+                Level::Fail
+            };
+            record(level, &format!("live {}", finding.target), finding.line());
+        }
     }
 
     Ok(if failed {
@@ -170,12 +189,38 @@ fn providers(record: &mut dyn FnMut(Level, &str, String)) {
         }
         Err(e) => record(Level::Fail, "default model", e),
     }
+    if let Some(dir) = crate::state::config_dir_from_env() {
+        let path = super::env_file::path_in(&dir);
+        match super::env_file::read(&path) {
+            Ok(Some(vars)) => record(
+                Level::Ok,
+                "saved keys",
+                format!("{} ({} variables, private)", path.display(), vars.len()),
+            ),
+            Ok(None) => record(
+                Level::Ok,
+                "saved keys",
+                format!(
+                    "none ({} does not exist; `minicoder init` writes it)",
+                    path.display()
+                ),
+            ),
+            Err(e) => record(Level::Fail, "saved keys", e),
+        }
+    }
     for (provider, var) in PROVIDER_KEYS {
-        let present = std::env::var_os(var).is_some_and(|v| !v.is_empty());
+        let origin = super::env_file::origin(var);
         record(
-            if present { Level::Ok } else { Level::Warn },
+            if origin.is_some() {
+                Level::Ok
+            } else {
+                Level::Warn
+            },
             &format!("provider {provider}"),
-            format!("{var} is {}", if present { "set" } else { "not set" }),
+            match origin {
+                Some(from) => format!("{var} is set ({from})"),
+                None => format!("{var} is not set (`minicoder init` saves it)"),
+            },
         );
     }
     let (usable, unusable) = usable_providers();

@@ -55,7 +55,9 @@ pub mod demo;
 mod doctor;
 mod doctor_instructions;
 mod doctor_project;
+mod env_file;
 mod gc;
+mod init;
 mod mcp;
 mod options;
 mod progress;
@@ -66,6 +68,7 @@ mod sandbox;
 mod session;
 mod show_subset;
 mod show_verify;
+mod smoke;
 mod trust;
 
 use std::path::PathBuf;
@@ -217,7 +220,22 @@ pub enum Command {
         port: u16,
     },
     /// Check prerequisites: Docker, the image, git, the state directory, provider keys
-    Doctor,
+    Doctor {
+        /// Also one real tool round trip with each configured provider
+        #[arg(long)]
+        live: bool,
+    },
+    /// One tool round trip with each configured provider (or PROVIDER, or `fallback`)
+    Smoke {
+        /// gemini, qwen, deepseek, openai, or fallback (the chain moving on)
+        target: Option<String>,
+    },
+    /// Save provider keys (asked without echo) in a private file, and write a commented config.toml
+    Init {
+        /// Take the keys from the environment instead of asking
+        #[arg(long)]
+        from_env: bool,
+    },
     /// Trust REPO's own configuration (.minicoder.json, .minicoder/) at its current hash
     Trust {
         /// The repository (default: the one around the current directory)
@@ -371,16 +389,28 @@ pub struct ResumeArgs {
 /// Parses the command line, runs the command, and maps the result to an exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The person's saved keys, before any thread exists (the environment
+    // wins over them). A file others can read is refused, not used.
+    // (`doctor` goes on to report it.)
+    if let Err(e) = env_file::load_at_start()
+        && !matches!(cli.command, Some(Command::Doctor { .. }))
+    {
+        err!("minicoder: {e}");
+        return ExitCode::from(EXIT_FAILURE);
+    }
     let session = match &cli.command {
         None => true,
         Some(Command::Run(args)) => !args.non_interactive,
         Some(Command::Resume(args)) => !args.non_interactive,
         _ => false,
     };
-    init_tracing(session, !matches!(cli.command, Some(Command::Doctor)));
+    init_tracing(
+        session,
+        !matches!(cli.command, Some(Command::Doctor { .. })),
+    );
     // The state directory is private before anything is written under it,
     // and one that others could read is refused (`doctor` reports it).
-    if !matches!(cli.command, Some(Command::Doctor)) {
+    if !matches!(cli.command, Some(Command::Doctor { .. })) {
         let ensured = crate::state::StateDir::from_env()
             .map_err(|e| e.to_string())
             .and_then(|state| state.ensure().map_err(|e| e.to_string()));
@@ -430,6 +460,7 @@ pub fn main() -> ExitCode {
 /// The commands that need no async runtime; `None` for the others.
 fn run_without_async(command: &Option<Command>) -> Option<ExitCode> {
     Some(match command {
+        Some(Command::Init { from_env }) => init::run(*from_env),
         Some(Command::PrepareCopy { repo, recycle }) => {
             match crate::runtime::prepare_next::prepare_copy(repo, recycle.as_deref()) {
                 Ok(_) => ExitCode::SUCCESS,
@@ -501,7 +532,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Sandbox {
             command: SandboxCommand::Probe,
         }) => sandbox::probe().await,
-        Some(Command::Doctor) => doctor::run().await,
+        Some(Command::Doctor { live }) => doctor::run(live).await,
+        Some(Command::Smoke { target }) => Ok(smoke::run(target).await),
         Some(Command::Mcp { http, port }) => mcp::run(http, port).await,
         Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
         Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),

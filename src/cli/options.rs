@@ -67,12 +67,12 @@ pub(crate) fn base_options(
     env: &HashMap<String, String>,
 ) -> Result<RunOptions, String> {
     let mut opts = RunOptions::new(repo, task);
-    opts.limits = Limits::from_env(env)?;
+    let config_dir = crate::state::config_dir(env);
+    opts.limits = configured_limits(config_dir.as_deref())?.with_env(env)?;
     opts.bootstrap_network = crate::verify::bootstrap_network(
         env.get(crate::verify::BOOTSTRAP_NETWORK_ENV)
             .map(String::as_str),
     );
-    let config_dir = crate::state::config_dir(env);
     opts.hooks = std::sync::Arc::new(
         crate::hooks::Hooks::load(config_dir.as_deref()).map_err(|e| format!("your hooks: {e}"))?,
     );
@@ -82,6 +82,28 @@ pub(crate) fn base_options(
     );
     opts.prices = std::sync::Arc::new(crate::state::prices(config_dir.as_deref())?);
     Ok(opts)
+}
+
+/// The defaults with the `[limits]` of `config.toml` over them.
+fn configured_limits(config_dir: Option<&Path>) -> Result<Limits, String> {
+    let c = crate::state::config_limits(config_dir)?;
+    let mut l = Limits::default();
+    if let Some(n) = c.max_turns {
+        l.max_turns = n;
+    }
+    if let Some(s) = c.timeout_seconds {
+        l.timeout_ms = s.saturating_mul(1000);
+    }
+    if let Some(s) = c.command_timeout_seconds {
+        l.command_timeout_ms = s.saturating_mul(1000);
+    }
+    if let Some(n) = c.max_tokens {
+        l.max_tokens = n;
+    }
+    if c.max_cost_micros.is_some() {
+        l.max_cost_micros = c.max_cost_micros;
+    }
+    Ok(l)
 }
 
 /// What `--trust-project[=LEVEL]` grants for one run.

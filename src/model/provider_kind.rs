@@ -62,7 +62,7 @@ impl ProviderKind {
         }
     }
 
-    pub(super) fn model_var(self) -> &'static str {
+    pub(crate) fn model_var(self) -> &'static str {
         match self {
             Self::Gemini => "GEMINI_MODEL",
             Self::Qwen => "FREELLMAPI_QWEN_MODEL",

@@ -34,7 +34,12 @@ impl Default for Limits {
 impl Limits {
     /// The defaults with `MINICODER_*` variables applied.
     pub fn from_env(env: &HashMap<String, String>) -> Result<Self, String> {
-        let mut l = Self::default();
+        Self::default().with_env(env)
+    }
+
+    /// These limits with `MINICODER_*` variables applied over them.
+    pub fn with_env(self, env: &HashMap<String, String>) -> Result<Self, String> {
+        let mut l = self;
         let num = |name: &str| -> Result<Option<u64>, String> {
             match env.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
                 None => Ok(None),

@@ -12,6 +12,7 @@ mod dialects;
 mod dialects_run;
 mod ecosystems;
 mod evidence;
+mod first_hour;
 mod git_paths;
 mod hooks;
 mod host_bounds;
