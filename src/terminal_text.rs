@@ -168,7 +168,7 @@ pub(crate) fn prompt(text: &str) {
 
 /// Ends the line of a [`prompt`] whose answer was not echoed.
 pub(crate) fn end_prompt() {
-    let _ = writeln!(std::io::stderr().lock());
+    write_line(&mut std::io::stderr().lock(), "");
 }
 
 /// [`escape_line`] with tabs kept: for patches, where tabs indent Makefiles

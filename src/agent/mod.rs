@@ -1,6 +1,7 @@
 //! The agent: its plan, its policy, its context, and (as a pure reducer over
 //! explicit phases) every decision of a run.
 
+pub mod ask;
 pub mod budget;
 pub mod compaction;
 pub mod context;

@@ -192,11 +192,30 @@ fn providers(record: &mut dyn FnMut(Level, &str, String)) {
     if let Some(dir) = crate::state::config_dir_from_env() {
         let path = super::env_file::path_in(&dir);
         match super::env_file::read(&path) {
-            Ok(Some(vars)) => record(
-                Level::Ok,
-                "saved keys",
-                format!("{} ({} variables, private)", path.display(), vars.len()),
-            ),
+            Ok(Some(vars)) => {
+                let ignored: Vec<&str> = vars
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|n| !super::env_file::settable(n))
+                    .collect();
+                record(
+                    if ignored.is_empty() {
+                        Level::Ok
+                    } else {
+                        Level::Warn
+                    },
+                    "saved keys",
+                    if ignored.is_empty() {
+                        format!("{} ({} variables, private)", path.display(), vars.len())
+                    } else {
+                        format!(
+                            "{}: {} ignored (only provider settings are read from it)",
+                            path.display(),
+                            ignored.join(", ")
+                        )
+                    },
+                )
+            }
             Ok(None) => record(
                 Level::Ok,
                 "saved keys",

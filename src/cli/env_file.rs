@@ -111,6 +111,17 @@ pub(crate) fn parse(text: &str) -> Result<BTreeMap<String, String>, String> {
     Ok(vars)
 }
 
+/// Whether the file may set `name`: provider settings only (`*_API_KEY`,
+/// `*_BASE_URL`, `*_MODEL`, `*_REASONING`) and the free-tier confirmation
+/// — never a variable that changes how programs run (`PATH`,
+/// `LD_PRELOAD`, `DOCKER_HOST`, minicoder's directories).
+pub(crate) fn settable(name: &str) -> bool {
+    ["_API_KEY", "_BASE_URL", "_MODEL", "_REASONING"]
+        .iter()
+        .any(|end| name.ends_with(end) && name.len() > end.len())
+        || name == "MINICODER_FREE_TIER_CONFIRMED"
+}
+
 fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with(|c: char| c.is_ascii_digit())
@@ -135,7 +146,7 @@ pub(crate) fn load_at_start() -> Result<(), String> {
     };
     let mut set = Vec::new();
     for (name, value) in vars {
-        if value.is_empty() || std::env::var_os(&name).is_some() {
+        if !settable(&name) || value.is_empty() || std::env::var_os(&name).is_some() {
             continue;
         }
         // SAFETY: the process has one thread at this point (see above).
@@ -284,6 +295,29 @@ mod tests {
             "GEMINI_API_KEY=g\n",
             "left as it was"
         );
+    }
+
+    #[test]
+    fn only_provider_settings_may_be_set_from_the_file() {
+        for name in [
+            "GEMINI_API_KEY",
+            "FREELLMAPI_BASE_URL",
+            "OPENAI_MODEL",
+            "DEEPSEEK_REASONING",
+            "MINICODER_FREE_TIER_CONFIRMED",
+        ] {
+            assert!(settable(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "LD_PRELOAD",
+            "DOCKER_HOST",
+            "MINICODER_STATE_DIR",
+            "HOME",
+            "_API_KEY",
+        ] {
+            assert!(!settable(name), "{name}");
+        }
     }
 
     #[test]

@@ -43,6 +43,9 @@ pub(crate) const CONFIG_TEMPLATE: &str = r#"# minicoder's settings. A flag wins 
 # A paid provider is used only when it is named here or on the command line.
 # model = "openai"
 
+# When edits are approved: "each" edit, the "final" patch, or "never".
+# approval = "final"
+
 # The colour theme of the session: default, light, high-contrast, or themes/NAME.toml here.
 # theme = "default"
 
@@ -266,7 +269,7 @@ mod tests {
             .map(|l| format!("{l}\n"))
             .collect();
         let table: toml::Table = uncommented.parse().expect("valid when uncommented");
-        for key in ["model", "theme", "limits", "prices"] {
+        for key in ["model", "approval", "theme", "limits", "prices"] {
             assert!(table.contains_key(key), "{key}");
         }
         let dir = tempfile::tempdir().unwrap();

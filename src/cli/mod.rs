@@ -51,6 +51,7 @@ macro_rules! err {
 }
 
 mod apply;
+mod ask;
 pub mod demo;
 mod doctor;
 mod doctor_instructions;
@@ -101,8 +102,9 @@ pub(crate) struct SessionArgs {
     #[arg(long, global = false)]
     pub theme: Option<String>,
     /// When edits are approved: each edit, the final patch, or never
-    #[arg(long, value_enum, default_value = "final")]
-    pub approval: Approval,
+    /// (default: `approval` in config.toml, else final)
+    #[arg(long, value_enum)]
+    pub approval: Option<Approval>,
     /// Pin a provider or PROVIDER:MODEL (disables fallback)
     #[arg(long)]
     pub model: Option<String>,
@@ -137,6 +139,8 @@ pub enum TrustLevel {
 pub enum Command {
     /// One run on REPO: full-screen by default, one JSON object with --non-interactive
     Run(RunArgs),
+    /// Ask about a repository: read-only tools over a private copy, no container, no edits
+    Ask(ask::AskArgs),
     /// Fix the bundled buggy fixture end to end (scripted model, real Docker and verifier)
     Demo,
     /// Apply a run's verified patch to its source repository (conflict- and receipt-checked)
@@ -329,8 +333,9 @@ pub struct RunArgs {
     /// A verification check (repeatable); overrides .minicoder.json
     #[arg(long, num_args = 2, value_names = ["NAME", "CMD"], action = clap::ArgAction::Append)]
     pub check: Vec<String>,
-    #[arg(long, value_enum, default_value = "final")]
-    pub approval: Approval,
+    /// When edits are approved (default: `approval` in config.toml, else final)
+    #[arg(long, value_enum)]
+    pub approval: Option<Approval>,
     #[arg(long)]
     pub theme: Option<String>,
     /// Stream JSONL events on stdout instead of the result object
@@ -534,6 +539,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         }) => sandbox::probe().await,
         Some(Command::Doctor { live }) => doctor::run(live).await,
         Some(Command::Smoke { target }) => Ok(smoke::run(target).await),
+        Some(Command::Ask(args)) => Ok(ask::run(args).await),
         Some(Command::Mcp { http, port }) => mcp::run(http, port).await,
         Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
         Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),

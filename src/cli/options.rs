@@ -16,6 +16,26 @@ pub fn exit_code(outcome: Outcome) -> u8 {
     }
 }
 
+/// When edits are approved: the flag, else `approval = "each|final|never"`
+/// in `config.toml`, else final.
+pub(crate) fn approval_choice(
+    flag: Option<Approval>,
+    env: &HashMap<String, String>,
+) -> Result<Approval, String> {
+    if let Some(flag) = flag {
+        return Ok(flag);
+    }
+    let config = crate::state::config_dir(env);
+    match crate::state::config_value(config.as_deref(), "approval")?.as_deref() {
+        None | Some("final") => Ok(Approval::Final),
+        Some("each") => Ok(Approval::Each),
+        Some("never") => Ok(Approval::Never),
+        Some(other) => Err(format!(
+            "config.toml: approval = {other:?} is not each, final or never"
+        )),
+    }
+}
+
 pub(crate) fn approval_mode(approval: Approval) -> ApprovalMode {
     match approval {
         Approval::Each => ApprovalMode::Each,
@@ -52,7 +72,7 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
         .chunks(2)
         .map(|c| (c[0].clone(), c.get(1).cloned().unwrap_or_default()))
         .collect();
-    opts.approval = approval_mode(args.approval);
+    opts.approval = approval_mode(approval_choice(args.approval, env)?);
     opts.allow_zero_tests = args.allow_zero_tests;
     opts.trust = trust_grant(args.trust_project);
     opts.allow_config_edits = args.allow_config_edits;
@@ -278,5 +298,44 @@ mod model_selection_tests {
         assert!(e.contains("must be a string"), "{e}");
         std::fs::write(dir.path().join("config.toml"), "model = [\n").unwrap();
         assert!(model_selection(None, false, &env_with(dir.path(), &[])).is_err());
+    }
+
+    #[test]
+    fn the_approval_default_comes_from_config_toml_below_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = env_with(dir.path(), &[]);
+        assert_eq!(approval_choice(None, &env), Ok(Approval::Final));
+        std::fs::write(dir.path().join("config.toml"), "approval = \"never\"\n").unwrap();
+        assert_eq!(approval_choice(None, &env), Ok(Approval::Never));
+        assert_eq!(
+            approval_choice(Some(Approval::Each), &env),
+            Ok(Approval::Each)
+        );
+        std::fs::write(dir.path().join("config.toml"), "approval = \"always\"\n").unwrap();
+        let e = approval_choice(None, &env).unwrap_err();
+        assert!(e.contains("each, final or never"), "{e}");
+    }
+
+    #[test]
+    fn limits_in_config_toml_sit_below_the_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "[limits]\nmax_turns = 7\nmax_tokens = 5000\nmax_cost = 0.5\n",
+        )
+        .unwrap();
+        let limits = configured_limits(Some(dir.path()))
+            .unwrap()
+            .with_env(&HashMap::from([(
+                "MINICODER_MAX_TURNS".to_string(),
+                "9".to_string(),
+            )]))
+            .unwrap();
+        assert_eq!(limits.max_turns, 9, "the environment wins");
+        assert_eq!(limits.max_tokens, 5000);
+        assert_eq!(limits.max_cost_micros, Some(500_000));
+        std::fs::write(dir.path().join("config.toml"), "[limits]\nmax_turn = 7\n").unwrap();
+        let e = configured_limits(Some(dir.path())).unwrap_err();
+        assert!(e.contains("max_turn is not a limit"), "{e}");
     }
 }

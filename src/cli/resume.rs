@@ -90,7 +90,7 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             network: Network::None,
             artifact_dir: None,
             check: Vec::new(),
-            approval: args.approval.unwrap_or(Approval::Final),
+            approval: args.approval,
             theme: args.theme.clone(),
             events: false,
             allow_zero_tests: false,

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::RunArgs;
 use super::options::{exit_code, options};
-use super::{Approval, RunArgs};
 use crate::headless::{self, StdoutMode};
 use crate::model::{ActionSource, ModelChain};
 use crate::protocol::{Command, RunReport};
@@ -54,7 +54,7 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // Each edit waits for an answer: without a session only the person's
     // PermissionRequest hooks can give one.
-    if args.approval == Approval::Each
+    if opts.approval == crate::protocol::ApprovalMode::Each
         && opts
             .hooks
             .is_empty_for(crate::hooks::HookEvent::PermissionRequest)

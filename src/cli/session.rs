@@ -167,7 +167,13 @@ async fn interactive(
         .map(|g| crate::verify::Trust { network: g.network });
     super::sandbox::ready_for_run(&template.repo, granted).await?;
 
-    let approval = super::options::approval_mode(template.approval);
+    let approval = match super::options::approval_choice(template.approval, &env) {
+        Ok(a) => super::options::approval_mode(a),
+        Err(e) => {
+            err!("minicoder: {e}");
+            return Ok(ExitCode::from(super::EXIT_USAGE));
+        }
+    };
     let repo = template.repo.display().to_string();
     let interrupted = (task.is_none() && resume.is_none())
         .then(|| runtime::interrupted_run(&template.repo))
@@ -177,6 +183,7 @@ async fn interactive(
         env,
         selection,
         resume: std::sync::Mutex::new(resume),
+        ask: Arc::new(tokio::sync::Mutex::new(None)),
     });
     let mut app = App::new(&repo, keymap, theme, approval);
     if let Some(task) = task {
@@ -258,6 +265,8 @@ struct CliLauncher {
     selection: ModelSelection,
     /// The run to resume, taken by the first launch.
     resume: std::sync::Mutex<Option<runtime::ResumeRequest>>,
+    /// Ask mode's conversation and its private copy, once a question came.
+    ask: Arc<tokio::sync::Mutex<Option<runtime::ask::AskSession>>>,
 }
 
 impl Launcher for CliLauncher {
@@ -287,6 +296,56 @@ impl Launcher for CliLauncher {
         })
     }
 
+    fn ask(
+        &self,
+        question: String,
+        updates: crate::tui::session::AppSender,
+    ) -> BoxFuture<'static, Result<runtime::ask::Answer, String>> {
+        let conversation = self.ask.clone();
+        let repo = self.template.repo.clone();
+        let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
+            .map_err(|e| e.to_string());
+        let prices = crate::state::prices(crate::state::config_dir(&self.env).as_deref());
+        Box::pin(async move {
+            let mut conversation = conversation.lock().await;
+            if conversation.is_none() {
+                let source = source?;
+                *conversation =
+                    Some(runtime::ask::AskSession::open(&repo, Box::new(source), prices?).await?);
+            }
+            let Some(session) = conversation.as_mut() else {
+                return Err("ask mode could not start".into());
+            };
+            let mut tell = |u: runtime::ask::AskUpdate| {
+                let _ = updates.send(crate::tui::app::AppEvent::AskUpdate(u));
+            };
+            session.ask(&question, &mut tell).await
+        })
+    }
+
+    fn code(
+        &self,
+        task: String,
+        channels: RunChannels,
+    ) -> BoxFuture<'static, Result<RunReport, String>> {
+        // The conversation ends; what it learnt goes with the task.
+        let learnt = self
+            .ask
+            .try_lock()
+            .ok()
+            .and_then(|mut c| c.take())
+            .map(|session| {
+                let learnt = session.learnt();
+                session.close();
+                learnt
+            });
+        let task = match learnt {
+            Some(learnt) => format!("{task}\n\n{learnt}"),
+            None => task,
+        };
+        self.launch(task, channels)
+    }
+
     fn resume(
         &self,
         run_id: String,
@@ -300,7 +359,10 @@ impl Launcher for CliLauncher {
             });
         let env = self.env.clone();
         let mut selection = self.selection.clone();
-        let approval = super::options::approval_mode(self.template.approval);
+        let approval = super::options::approval_choice(self.template.approval, &self.env).map_or(
+            crate::protocol::ApprovalMode::Final,
+            super::options::approval_mode,
+        );
         let trust = super::options::trust_grant(self.template.trust_project);
         Box::pin(async move {
             let run = found?;

@@ -7,6 +7,7 @@
 //! [`RunEvent`] and sends [`Command`]s (approval answers, follow-ups, cancel)
 //! on one channel, so they reach the run in the order they were sent.
 
+pub mod ask;
 mod baseline;
 mod bus;
 mod check_output;

@@ -614,14 +614,14 @@ fn open_dirs(
 /// The workspace directory of a run (and, for a run with a bootstrap, its
 /// dependency directory `<run>-deps`), each with its owner file written
 /// first, so `gc` never finds an ownerless directory of a live run.
-struct WorkspaceClaim {
-    dir: PathBuf,
+pub(crate) struct WorkspaceClaim {
+    pub(crate) dir: PathBuf,
     owner_file: PathBuf,
     deps: Option<(PathBuf, PathBuf)>,
 }
 
 impl WorkspaceClaim {
-    fn take(state: &StateDir, run_id: &str, with_deps: bool) -> Result<Self, RunError> {
+    pub(crate) fn take(state: &StateDir, run_id: &str, with_deps: bool) -> Result<Self, RunError> {
         let dir = state.workspace_dir(run_id);
         let invalid = |what: &Path, e: std::io::Error| {
             RunError::Invalid(format!("cannot create {}: {e}", what.display()))
@@ -666,7 +666,7 @@ impl WorkspaceClaim {
         self.deps.as_ref().map(|(dir, _)| dir.clone())
     }
 
-    fn release(self) {
+    pub(crate) fn release(self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(&self.owner_file);
         if let Some((dir, owner)) = &self.deps {

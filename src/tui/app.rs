@@ -19,6 +19,7 @@
 //! real [`RunEvent`]s.
 
 mod approvals;
+mod ask;
 mod delivery;
 mod keys;
 mod pager;
@@ -80,6 +81,10 @@ pub enum AppEvent {
     Tick,
     /// SIGTERM, or the terminal went away: cancel any run, then quit.
     Terminate,
+    /// What ask mode looked at while answering.
+    AskUpdate(crate::runtime::ask::AskUpdate),
+    /// A question was answered (or could not be).
+    Asked(Result<Box<crate::runtime::ask::Answer>, String>),
 }
 
 /// Sends events into the app from anywhere (signals, background jobs): a
@@ -90,6 +95,10 @@ pub type AppSender = tokio::sync::mpsc::UnboundedSender<AppEvent>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     Start(String),
+    /// A question in ask mode (read-only, no run).
+    Ask(String),
+    /// A run of this task that keeps what ask mode learnt.
+    Code(String),
     FollowUp(String),
     /// The person's answer to `approval.requested { id }`.
     Answer {
@@ -252,6 +261,8 @@ impl App {
                 }
             }
             AppEvent::Run(event) => self.run_event(event),
+            AppEvent::AskUpdate(update) => self.ask_update(update),
+            AppEvent::Asked(result) => self.asked(result),
             AppEvent::RunEnded(result) => self.run_ended(result),
             AppEvent::DiffParsed { generation, model } => {
                 if generation == self.view.diff_generation {

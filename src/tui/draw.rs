@@ -156,7 +156,12 @@ fn status_line(app: &App, frame: &mut Frame, area: Rect) {
     let view = &app.view;
     let theme = &app.settings.theme;
     let base = theme.get(Meaning::Status);
+    let asking = app.composer.mode == crate::tui::screen::panes::InputMode::Ask;
     let (state, state_style) = match &view.phase {
+        _ if app.composer.asking => ("ask mode · answering".to_string(), base),
+        phase if asking && !matches!(phase, Phase::Running | Phase::Starting) => {
+            ("ask mode · read-only".to_string(), base)
+        }
         Phase::Idle => ("waiting for a task".to_string(), base),
         Phase::Starting => ("starting".to_string(), base),
         Phase::Running => ("working".to_string(), base),
@@ -244,9 +249,11 @@ fn input_box(app: &mut App, frame: &mut Frame, area: Rect) {
     } else {
         task
     };
+    let asking = app.composer.mode == crate::tui::screen::panes::InputMode::Ask;
     let title = match (app.view.is_running(), task.is_empty()) {
         (true, true) => " Follow-up ".to_string(),
         (true, false) => format!(" Follow-up — the task: {task} "),
+        (false, _) if asking => " Ask — read-only: no commands, no edits ".to_string(),
         (false, true) => " Task ".to_string(),
         (false, false) => format!(" Task — the last one: {task} "),
     };
@@ -273,6 +280,9 @@ fn key_hints(app: &App) -> String {
     let running = app.view.is_running();
     let hints = match (app.panes.focus, running) {
         (Pane::Input, true) => " Enter send · Esc/Tab panes · ? keys · Ctrl-C cancel ",
+        (Pane::Input, false) if app.composer.mode == crate::tui::screen::panes::InputMode::Ask => {
+            " Enter ask · /code TASK run · Esc/Tab panes · ? keys · Ctrl-C quit "
+        }
         (Pane::Input, false) => {
             " Enter start · Ctrl-R runs · Esc/Tab panes · ? keys · Ctrl-C quit "
         }

@@ -100,6 +100,10 @@ pub enum StreamEntry {
         kind: NoteKind,
         text: String,
     },
+    /// An answer of ask mode, shown whole.
+    Answer {
+        text: String,
+    },
 }
 
 /// What the run has spent, as its replies reported it.
@@ -218,6 +222,12 @@ impl RunView {
 
     pub(crate) fn is_running(&self) -> bool {
         matches!(self.phase, Phase::Starting | Phase::Running)
+    }
+
+    /// An answer of ask mode, shown as the model's text.
+    pub fn answer(&mut self, text: &str) {
+        self.stream.push(StreamEntry::Answer { text: clean(text) });
+        self.revision += 1;
     }
 
     pub fn note(&mut self, kind: NoteKind, text: impl Into<String>) {

@@ -34,6 +34,27 @@ pub trait Launcher: Send + Sync {
         channels: RunChannels,
     ) -> BoxFuture<'static, Result<RunReport, String>>;
 
+    /// Answers a question read-only (ask mode), telling `updates` what it
+    /// looks at; later questions continue the conversation.
+    fn ask(
+        &self,
+        question: String,
+        updates: AppSender,
+    ) -> BoxFuture<'static, Result<crate::runtime::ask::Answer, String>> {
+        drop((question, updates));
+        Box::pin(async { Err("ask mode is not available here".to_string()) })
+    }
+
+    /// A run of `task` that starts from what ask mode learnt (the
+    /// conversation ends).
+    fn code(
+        &self,
+        task: String,
+        channels: RunChannels,
+    ) -> BoxFuture<'static, Result<RunReport, String>> {
+        self.launch(task, channels)
+    }
+
     /// Goes on with run `run_id` from its last resume point.
     fn resume(
         &self,
@@ -178,6 +199,8 @@ impl Session {
     fn perform(&mut self, op: Op) {
         match op {
             Op::Start(task) => self.start(task),
+            Op::Code(task) => self.launch(|launcher, channels| launcher.code(task, channels)),
+            Op::Ask(question) => self.ask(question),
             Op::Resume { run_id, .. } => self.resume(run_id),
             Op::FollowUp(text) => self.command(Command::FollowUp { text }),
             Op::Answer { id, decision } => self.command(Command::Approval { id, decision }),
@@ -214,6 +237,21 @@ impl Session {
 
     fn start(&mut self, task: String) {
         self.launch(|launcher, channels| launcher.launch(task, channels));
+    }
+
+    fn ask(&mut self, question: String) {
+        let Some(launcher) = self.launcher.clone() else {
+            let _ = self
+                .sender
+                .send(AppEvent::Asked(Err("no model is configured".into())));
+            return;
+        };
+        let sender = self.sender.clone();
+        let asked = launcher.ask(question, sender.clone());
+        tokio::spawn(async move {
+            let result = asked.await.map(Box::new);
+            let _ = sender.send(AppEvent::Asked(result));
+        });
     }
 
     fn resume(&mut self, run_id: String) {

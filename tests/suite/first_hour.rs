@@ -48,6 +48,22 @@ fn text(out: &std::process::Output) -> String {
     )
 }
 
+/// `init --from-env` with an OpenAI key for the mock at `url`; it succeeds.
+fn init_from_env(config: &Path, state: &Path, url: &str) -> std::process::Output {
+    let out = minicoder(
+        &["init", "--from-env"],
+        config,
+        state,
+        &[
+            ("OPENAI_API_KEY", KEY),
+            ("OPENAI_BASE_URL", url),
+            ("OPENAI_MODEL", "mock-model"),
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    out
+}
+
 /// The two replies of a smoke test: the tool call, then the answer.
 fn round_trip(cached: u32) -> [MockResponse; 2] {
     [
@@ -64,17 +80,7 @@ async fn init_from_the_environment_saves_a_private_file_that_commands_then_read(
     let state = support::state_dir();
     let mock = MockOpenAi::start().await;
     let url = mock.base_url();
-    let out = minicoder(
-        &["init", "--from-env"],
-        &config,
-        state.path(),
-        &[
-            ("OPENAI_API_KEY", KEY),
-            ("OPENAI_BASE_URL", &url),
-            ("OPENAI_MODEL", "mock-model"),
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    let out = init_from_env(&config, state.path(), &url);
     assert!(!text(&out).contains(KEY), "a key is never printed");
     assert!(text(&out).contains("OPENAI_API_KEY"), "{}", text(&out));
     let file = config.join("env");
@@ -332,4 +338,165 @@ async fn smoke_fallback_shows_the_chain_moving_on() {
     assert!(said.contains("qwen:"), "{said}");
     let asked = String::from_utf8_lossy(&gemini.requests()[0].body).into_owned();
     assert!(asked.contains("minicoder-smoke-no-such-model"), "{asked}");
+}
+
+#[tokio::test]
+async fn ask_answers_from_a_read_only_look_and_never_reaches_a_container() {
+    let mock = MockOpenAi::start().await;
+    mock.push_all([
+        // A command and an edit first: refused, never run.
+        MockResponse::tool_calls(&[
+            ("run_shell", json!({"command": "touch /tmp/owned"})),
+            (
+                "edit_file",
+                json!({"path": "pagination.py", "patch": support::FIX_PAGINATION}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[("read_file", json!({"path": "pagination.py"}))]),
+        MockResponse::text(
+            "page_count floors the division (pagination.py:3), so 21 items at 10 a page give 2; see also nowhere.py:9.",
+        )
+        .with_usage(300, 100, 30),
+    ]);
+    let source = tempfile::tempdir().expect("tempdir");
+    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+    let digest = minicoder::cli::demo::tree_digest(source.path()).expect("digest");
+    let home = tempfile::tempdir().expect("tempdir");
+    let state = support::state_dir();
+    let url = mock.base_url();
+    let repo = source.path().display().to_string();
+    let (config, st) = (home.path().join("none"), state.path().to_path_buf());
+    let out = tokio::task::spawn_blocking(move || {
+        minicoder(
+            &[
+                "ask",
+                &repo,
+                "Why does page_count(21, 10) return 2?",
+                "--non-interactive",
+                "--model",
+                "openai",
+            ],
+            &config,
+            &st,
+            &[
+                ("OPENAI_BASE_URL", &url),
+                ("OPENAI_API_KEY", KEY),
+                ("OPENAI_MODEL", "mock-model"),
+                // No Docker is reachable: ask mode must not need it.
+                ("DOCKER_HOST", "unix:///nonexistent/docker.sock"),
+            ],
+        )
+    })
+    .await
+    .unwrap();
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    assert_eq!(result["outcome"], "answered", "{result}");
+    assert!(
+        result["answer"]
+            .as_str()
+            .unwrap()
+            .contains("floors the division")
+    );
+    assert_eq!(result["refused_calls"], 2, "{result}");
+    assert_eq!(result["tool_calls"], 1, "{result}");
+    assert_eq!(
+        result["citations"],
+        json!([
+            {"path": "pagination.py", "line": 3, "found": true},
+            {"path": "nowhere.py", "line": 9, "found": false}
+        ])
+    );
+    assert_eq!(result["tokens"]["cached"], 100, "{result}");
+    assert!(
+        said.contains("refused run_shell: ask mode is read-only"),
+        "{said}"
+    );
+    assert!(!std::path::Path::new("/tmp/owned").exists());
+    // The model heard why, and read the file from the copy.
+    let bodies: Vec<String> = mock
+        .requests()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert!(bodies[1].contains("ask mode is read-only"));
+    assert!(
+        bodies[2].contains("def page_count"),
+        "the file's text went back"
+    );
+    assert_eq!(
+        minicoder::cli::demo::tree_digest(source.path()).expect("digest"),
+        digest,
+        "the repository is untouched"
+    );
+    let workspaces = state.path().join("workspaces");
+    let left: Vec<_> = std::fs::read_dir(&workspaces)
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "the private copy is gone: {left:?}");
+}
+
+#[tokio::test]
+async fn after_init_a_run_works_with_the_environment_empty() {
+    if support::docker_or_skip().await.is_none() {
+        return;
+    }
+    let home = tempfile::tempdir().expect("tempdir");
+    let config = home.path().join("minicoder");
+    let state = support::state_dir();
+    let mock = MockOpenAi::start().await;
+    let url = mock.base_url();
+    init_from_env(&config, state.path(), &url);
+    // `model = "openai"` chosen once in config.toml: no flag, no variable.
+    let toml = std::fs::read_to_string(config.join("config.toml")).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        toml.replace("# model = \"openai\"", "model = \"openai\""),
+    )
+    .unwrap();
+    let plan = |a: &str, b: &str| {
+        json!({"items": [
+            {"id": "1", "content": "look", "status": a},
+            {"id": "2", "content": "fix", "status": b},
+        ]})
+    };
+    mock.push_all([
+        MockResponse::tool_calls(&[
+            ("update_plan", plan("done", "in_progress")),
+            (
+                "edit_file",
+                json!({"path": "pagination.py", "patch": support::FIX_PAGINATION}),
+            ),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan("done", "done")),
+            ("request_completion", json!({"summary": "rounds up"})),
+        ]),
+    ]);
+    let source = tempfile::tempdir().expect("tempdir");
+    minicoder::cli::demo::write_fixture(source.path()).expect("fixture");
+    let repo = source.path().display().to_string();
+    let st = state.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(support::bin());
+        cmd.args(["run", &repo, "Fix the pagination bug", "--non-interactive"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", &st)
+            .env("MINICODER_STATE_DIR", &st)
+            .env("MINICODER_CONFIG_DIR", &config);
+        // The Docker daemon's address, when the machine sets one.
+        if let Ok(host) = std::env::var("DOCKER_HOST") {
+            cmd.env("DOCKER_HOST", host);
+        }
+        cmd.output().expect("runs")
+    })
+    .await
+    .unwrap();
+    let result: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&out)));
+    assert_eq!(result["outcome"], "success", "{result}\n{}", text(&out));
+    assert_eq!(result["model"]["provider"], "openai");
+    assert!(!text(&out).contains(KEY));
 }

@@ -1309,3 +1309,55 @@ fn the_status_line_shows_cached_tokens_and_the_cost_against_its_budget() {
         "the cost against the budget: {top}"
     );
 }
+
+#[test]
+fn ask_mode_answers_in_the_stream_and_says_so_in_the_title_and_status() {
+    use minicoder::runtime::ask::{Answer, AskUpdate, Citation};
+    let scenario = |h: &mut Harness| {
+        h.type_text("/ask why does page_count(21, 10) return 2?");
+        h.keys(&["enter"]);
+        assert!(
+            h.ops
+                .iter()
+                .any(|op| matches!(op, Op::Ask(q) if q.starts_with("why does"))),
+            "{:?}",
+            h.ops
+        );
+        h.app.update(AppEvent::AskUpdate(AskUpdate::Refused {
+            name: "run_shell".into(),
+        }));
+        h.app.update(AppEvent::AskUpdate(AskUpdate::Tool {
+            name: "read_file".into(),
+            summary: "pagination.py lines 1-16 of 16".into(),
+        }));
+        h.app.update(AppEvent::Asked(Ok(Box::new(Answer {
+            answer: "page_count floors the division (pagination.py:3): 21 // 10 is 2, so the partial last page is lost.".into(),
+            citations: vec![Citation {
+                path: "pagination.py".into(),
+                line: 3,
+                found: true,
+            }],
+            model: None,
+            tokens: TokenTotals {
+                input: 2400,
+                output: 60,
+                cached: 1800,
+                ..TokenTotals::default()
+            },
+            tool_calls: 1,
+            refused_calls: 1,
+        }))));
+    };
+    both_sizes("ask_mode", ApprovalMode::Final, scenario);
+    let mut h = Harness::new(160, 48, ApprovalMode::Final);
+    scenario(&mut h);
+    let screen = h.screen();
+    for visible in [
+        "ask mode · read-only",
+        "Ask — read-only",
+        "refused run_shell: ask mode is read-only",
+        "page_count floors the division",
+    ] {
+        assert!(screen.contains(visible), "{visible:?}:\n{screen}");
+    }
+}

@@ -88,6 +88,15 @@ impl Scene {
         )
     }
 
+    /// The bare session in the fixture; the pane stays open afterwards.
+    fn session_command(&self) -> String {
+        format!(
+            "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
+            quote(self.source.path()),
+            quote(&support::bin()),
+        )
+    }
+
     fn assert_source_unchanged(&self) {
         let now = minicoder::cli::demo::tree_digest(self.source.path()).expect("digest");
         assert_eq!(now, self.digest, "the source repository changed");
@@ -242,11 +251,7 @@ async fn a_bare_session_types_the_task_and_reviews_the_verified_patch() {
         ]),
     ]);
     let tmux = Tmux::new("review");
-    let command = format!(
-        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
-        quote(scene.source.path()),
-        quote(&support::bin()),
-    );
+    let command = scene.session_command();
     let env = scene.env();
     let long = Duration::from_secs(180);
     let reviewed = tokio::task::block_in_place(|| {
@@ -390,11 +395,7 @@ async fn apply_from_the_review_then_undo_from_the_runs_browser() {
         ]),
     ]);
     let tmux = Tmux::new("deliver");
-    let command = format!(
-        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
-        quote(scene.source.path()),
-        quote(&support::bin()),
-    );
+    let command = scene.session_command();
     let env = scene.env();
     let long = Duration::from_secs(180);
     let module = scene.source.path().join("pagination.py");
@@ -479,11 +480,7 @@ async fn a_reviewed_subset_that_fails_is_not_applied_without_the_override() {
         ]),
     ]);
     let tmux = Tmux::new("subset");
-    let command = format!(
-        "cd {} && {} --model openai; echo MINICODER_EXIT=$?; sleep 600",
-        quote(scene.source.path()),
-        quote(&support::bin()),
-    );
+    let command = scene.session_command();
     let env = scene.env();
     let long = Duration::from_secs(300);
     tokio::task::block_in_place(|| {
@@ -513,5 +510,69 @@ async fn a_reviewed_subset_that_fails_is_not_applied_without_the_override() {
         let screen = tmux.wait_for("MINICODER_EXIT=", long);
         assert!(screen.contains("MINICODER_EXIT=0"), "{screen}");
     });
+    scene.assert_source_unchanged();
+}
+
+/// `/ask` in a real terminal: the question is answered read-only (a command
+/// the model tries is refused), the session says it is in ask mode, and
+/// `/code` starts a run whose first request carries what was learnt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ask_then_code_in_a_real_terminal() {
+    let Some(scene) = Scene::new().await else {
+        return;
+    };
+    let mock = &scene.mock;
+    mock.push_all([
+        MockResponse::tool_calls(&[
+            ("run_shell", json!({"command": "python3 -c 'print(1)'"})),
+            ("read_file", json!({"path": "pagination.py"})),
+        ]),
+        MockResponse::text(
+            "page_count floors the division at pagination.py:3, so a partial page is lost.",
+        ),
+        MockResponse::sse_tool_calls(&[
+            ("update_plan", plan(["done", "in_progress"])),
+            ("edit_file", json!({"path": "pagination.py", "patch": FIX})),
+        ]),
+        MockResponse::tool_calls(&[
+            ("update_plan", plan(["done", "done"])),
+            (
+                "request_completion",
+                json!({"summary": "page_count rounds up"}),
+            ),
+        ]),
+    ]);
+    let tmux = Tmux::new("ask");
+    let command = scene.session_command();
+    let env = scene.env();
+    let long = Duration::from_secs(180);
+    tokio::task::block_in_place(|| {
+        tmux.start("140", "40", &env, &command);
+        tmux.wait_for("describe the task, then press Enter", long);
+        tmux.type_text("/ask why is the last page lost?");
+        tmux.keys(&["Enter"]);
+        let screen = tmux.wait_for_all(
+            &["◆ answer", "floors the division", "ask mode · read-only"],
+            long,
+        );
+        assert!(
+            screen.contains("refused run_shell: ask mode is read-only"),
+            "{screen}"
+        );
+        assert!(screen.contains("Ask — read-only"), "{screen}");
+        tmux.type_text("/code fix page_count so the partial page counts");
+        tmux.keys(&["Enter"]);
+        tmux.wait_for("Review the verified patch", long);
+    });
+    let first_of_run = String::from_utf8_lossy(&mock.requests()[2].body).into_owned();
+    assert!(
+        first_of_run.contains("What was learnt about the repository")
+            && first_of_run.contains("why is the last page lost?")
+            && first_of_run.contains("floors the division"),
+        "{first_of_run}"
+    );
+    // No container ran for the question: the run's own came later.
+    let asked = String::from_utf8_lossy(&mock.requests()[1].body).into_owned();
+    assert!(asked.contains("ask mode is read-only"), "{asked}");
     scene.assert_source_unchanged();
 }

@@ -254,7 +254,7 @@ impl App {
             );
             self.reset_input();
         } else {
-            self.start(&text);
+            self.submit_idle(&text);
         }
     }
 }

@@ -101,9 +101,22 @@ impl Panes {
 #[derive(Debug, Default)]
 pub struct Composer {
     pub input: TextArea<'static>,
+    /// What Enter does when no run is going: start a run, or ask.
+    pub mode: InputMode,
+    /// A question is being answered.
+    pub asking: bool,
     /// Oldest first (Up recalls them).
     pub history: Vec<String>,
     pub history_at: Option<usize>,
+}
+
+/// The session's two modes: tasks start runs, or questions are answered
+/// read-only (`/ask`, `/code` switch).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InputMode {
+    #[default]
+    Code,
+    Ask,
 }
 
 impl Composer {
@@ -111,10 +124,12 @@ impl Composer {
     pub fn reset(&mut self, running: bool) {
         let mut input = TextArea::default();
         input.set_cursor_line_style(ratatui::style::Style::default());
-        input.set_placeholder_text(if running {
-            "a follow-up for the agent (sent with its next turn)"
-        } else {
-            "describe the task, then press Enter"
+        input.set_placeholder_text(match (running, self.mode) {
+            (true, _) => "a follow-up for the agent (sent with its next turn)",
+            (false, InputMode::Code) => "describe the task, then press Enter",
+            (false, InputMode::Ask) => {
+                "a question about the code (read-only); /code TASK starts a run that keeps the answers"
+            }
         });
         self.input = input;
     }

@@ -132,6 +132,7 @@ fn entry_lines(
             streaming,
         } => model_lines(&look, *turn, text, *streaming),
         StreamEntry::Note { kind, text } => note_lines(&look, *kind, text),
+        StreamEntry::Answer { text } => answer_lines(&look, text),
     };
     if selected {
         let highlight = theme.get(Meaning::Selection);
@@ -193,6 +194,19 @@ fn tool_lines(
                 look.dim,
             )));
         }
+    }
+    lines
+}
+
+/// An answer of ask mode: every line, wrapped, under its label.
+fn answer_lines(look: &Look, text: &str) -> Vec<Line<'static>> {
+    let style = look.theme.get(Meaning::Text);
+    let mut lines = vec![Line::from(Span::styled(
+        "◆ answer",
+        look.theme.get(Meaning::Title),
+    ))];
+    for line in wrap(text.trim(), look.width.saturating_sub(4).max(10)) {
+        lines.push(Line::from(Span::styled(format!("  {line}"), style)));
     }
     lines
 }
