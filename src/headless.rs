@@ -97,23 +97,12 @@ pub(crate) async fn consume(
 struct Spent {
     totals: crate::protocol::TokenTotals,
     replies: u32,
-    unpriced: bool,
 }
 
 impl Spent {
     fn add(&mut self, usage: &crate::protocol::Usage, cost_micros: Option<u64>) {
-        let t = &mut self.totals;
-        t.input += usage.input;
-        t.output += usage.output;
-        t.cached += usage.cached.min(usage.input);
-        t.estimated |= usage.estimated;
-        self.unpriced |= cost_micros.is_none();
-        t.cost_micros = if self.unpriced {
-            None
-        } else {
-            Some(t.cost_micros.unwrap_or(0) + cost_micros.unwrap_or(0))
-        };
-        self.replies += 1;
+        self.totals.add(usage, cost_micros, self.replies == 0);
+        self.replies = self.replies.saturating_add(1);
     }
 }
 

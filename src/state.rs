@@ -308,7 +308,13 @@ pub(crate) fn config_limits(config: Option<&Path>) -> Result<ConfigLimits, Strin
                         "limits.max_cost must be a number of dollars above 0".into()
                     ));
                 }
-                limits.max_cost_micros = Some((dollars * 1_000_000.0).round() as u64);
+                let micros = (dollars * 1_000_000.0).round() as u64;
+                if micros == 0 {
+                    return Err(at(
+                        "limits.max_cost must be at least a millionth of a dollar".into(),
+                    ));
+                }
+                limits.max_cost_micros = Some(micros);
             }
             other => {
                 return Err(at(format!(

@@ -23,6 +23,10 @@ pub const READ_ONLY: [ToolName; 5] = [
     ToolName::Git,
 ];
 
+/// The most tool calls run from one reply; the rest are answered "not
+/// run" (a hostile reply of thousands would otherwise be run one by one).
+pub const MAX_CALLS_PER_REPLY: usize = 16;
+
 /// The contract of ask mode, sent first.
 pub(crate) const SYSTEM: &str = "You answer a person's questions about the Git repository in your workspace. \
 You can only look: list_tree, read_file, ripgrep, tree_sitter_symbols and git (log, show, diff, status). \
@@ -137,7 +141,10 @@ impl AskAgent {
 
     fn on_reply(&mut self, reply: ModelReply) -> Vec<AskEffect> {
         self.turns_this_question += 1;
-        self.tokens_used += reply.usage.input + reply.usage.output;
+        self.tokens_used = self
+            .tokens_used
+            .saturating_add(reply.usage.input)
+            .saturating_add(reply.usage.output);
         self.history.push(ChatMessage::from_reply(&reply));
         if reply.tool_calls.is_empty() {
             let text = reply.content.unwrap_or_default().trim().to_string();
@@ -150,7 +157,16 @@ impl AskAgent {
             return vec![AskEffect::Answered { text }];
         }
         let mut fx = Vec::new();
-        for call in reply.tool_calls {
+        for (i, call) in reply.tool_calls.into_iter().enumerate() {
+            if i >= MAX_CALLS_PER_REPLY {
+                let message = format!(
+                    "not run: at most {MAX_CALLS_PER_REPLY} tool calls are run from one reply"
+                );
+                self.history
+                    .push(ChatMessage::tool_result(call.id.clone(), message.clone()));
+                fx.push(AskEffect::Refused { call, message });
+                continue;
+            }
             let read_only =
                 ToolName::from_name(call.name.trim()).is_some_and(|name| READ_ONLY.contains(&name));
             if read_only {
@@ -375,6 +391,34 @@ mod tests {
         assert!(said.contains("q1") && said.contains("rounds down") && said.contains("q2"));
         let learnt = a.learnt();
         assert!(learnt.contains("Q: q1") && learnt.contains("A: It rounds down"));
+    }
+
+    #[test]
+    fn a_reply_of_many_calls_runs_only_the_first_ones_and_absurd_counts_do_not_overflow() {
+        let mut a = AskAgent::new(AskConfig::default());
+        a.handle(AskInput::Question("q".into()));
+        let calls: Vec<(String, &str, &str)> = (0..40)
+            .map(|i| (format!("c{i}"), "list_tree", "{}"))
+            .collect();
+        let calls: Vec<(&str, &str, &str)> = calls
+            .iter()
+            .map(|(id, n, a)| (id.as_str(), *n, *a))
+            .collect();
+        let fx = a.handle(reply(None, &calls));
+        let refused = fx
+            .iter()
+            .filter(|e| matches!(e, AskEffect::Refused { .. }))
+            .count();
+        assert_eq!(refused, 40 - MAX_CALLS_PER_REPLY);
+        assert_eq!(a.pending.len(), MAX_CALLS_PER_REPLY);
+        let mut huge = reply(Some("done"), &[]);
+        if let AskInput::ModelReplied(r) = &mut huge {
+            r.usage.input = u64::MAX;
+            r.usage.output = u64::MAX;
+        }
+        a.pending.clear();
+        a.handle(huge);
+        assert_eq!(a.tokens_used, u64::MAX);
     }
 
     #[test]

@@ -29,22 +29,55 @@ pub(crate) fn path_in(config_dir: &Path) -> PathBuf {
 }
 
 /// The file's variables (`Ok(None)` when there is none). Refused when it is
-/// not a regular file of the running user, or when its group or others may
-/// read or write it.
+/// not a regular file of the running user, when its group or others may
+/// read or write it, or when others may write the directory holding it
+/// (they could swap it). The file is opened without following a link and
+/// checked as opened, so what is checked is what is read.
 pub(crate) fn read(path: &Path) -> Result<Option<BTreeMap<String, String>>, String> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
+    use std::io::Read as _;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // A link in the file's place: opening it without following fails.
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
+            return Err(format!(
+                "{} is a link; keys are read only from a plain file: remove it and run `minicoder init`",
+                path.display()
+            ));
+        }
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     check_private(path, &meta)?;
-    if meta.len() > MAX_BYTES {
+    if let Some(dir) = path.parent() {
+        let dir_meta = std::fs::metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if dir_meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{} can be written by others (mode {:o}), so the key file in it could be swapped: `chmod go-w {}` first",
+                dir.display(),
+                dir_meta.mode() & 0o7777,
+                dir.display()
+            ));
+        }
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX_BYTES {
         return Err(format!(
             "{} is over {MAX_BYTES} bytes: it is not a file of keys minicoder wrote",
             path.display()
         ));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", path.display()))?;
     parse(&text)
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
@@ -88,13 +121,20 @@ pub(crate) fn parse(text: &str) -> Result<BTreeMap<String, String>, String> {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
+        // (What a bad line holds is never quoted: it may be a key.)
         let Some((name, value)) = line.split_once('=') else {
             return Err(format!("line {}: not NAME=value", n + 1));
         };
         let name = name.trim();
         if !valid_name(name) {
             return Err(format!(
-                "line {}: {name:?} is not a variable name (A-Z, 0-9, _)",
+                "line {}: the name before `=` is not a variable name (A-Z, 0-9, _)",
+                n + 1
+            ));
+        }
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(format!(
+                "line {}: the value of {name} holds a control character",
                 n + 1
             ));
         }
@@ -178,8 +218,10 @@ pub(crate) fn write(config_dir: &Path, vars: &BTreeMap<String, String>) -> Resul
     let path = path_in(config_dir);
     let mut all = read(&path)?.unwrap_or_default();
     for (name, value) in vars {
-        if value.contains(['\n', '\r', '\0']) {
-            return Err(format!("the value of {name} holds a line break"));
+        if value.chars().any(|c| c.is_control() && c != '\t') {
+            return Err(format!(
+                "the value of {name} holds a line break or a control character"
+            ));
         }
         all.insert(name.clone(), value.clone());
     }
@@ -188,7 +230,17 @@ pub(crate) fn write(config_dir: &Path, vars: &BTreeMap<String, String>) -> Resul
          # a variable set in the environment wins over this file.\n",
     );
     for (name, value) in &all {
-        text.push_str(&format!("{name}={value}\n"));
+        // A value that starts and ends with a quote keeps it when read back.
+        let quoted = ['"', '\'']
+            .iter()
+            .any(|q| value.starts_with(*q) && value.ends_with(*q));
+        if quoted && !value.contains('\'') {
+            text.push_str(&format!("{name}='{value}'\n"));
+        } else if quoted {
+            text.push_str(&format!("{name}=\"{value}\"\n"));
+        } else {
+            text.push_str(&format!("{name}={value}\n"));
+        }
     }
     let tmp = config_dir.join(format!(".{ENV_FILE}.{}.tmp", crate::ids::random_hex(4)));
     let written = (|| {
@@ -253,6 +305,13 @@ mod tests {
         assert_eq!(vars["OPENAI_MODEL"], "m");
         assert_eq!(vars["EMPTY"], "");
         assert!(parse("lower=1\n").is_err());
+        let e = parse("OPENAI_API_KEY: sk-secret-1=\n").unwrap_err();
+        assert!(!e.contains("sk-secret"), "the line is not quoted: {e}");
+        let e = parse("OPENAI_API_KEY=a\0b\n").unwrap_err();
+        assert!(
+            e.contains("control character") && !e.contains("a\0b"),
+            "{e}"
+        );
         assert!(parse("1ABC=1\n").is_err());
         assert!(parse("no equals sign\n").is_err());
     }
@@ -277,6 +336,22 @@ mod tests {
             write(&config, &bad).is_err(),
             "no line break smuggles a variable"
         );
+        let quoted = BTreeMap::from([("OPENAI_MODEL".to_string(), "\"m\"".to_string())]);
+        write(&config, &quoted).unwrap();
+        assert_eq!(read(&path).unwrap().unwrap()["OPENAI_MODEL"], "\"m\"");
+    }
+
+    #[test]
+    fn a_file_in_a_directory_others_can_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(ENV_FILE);
+        std::fs::write(&path, "GEMINI_API_KEY=g\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(e.contains("chmod go-w"), "{e}");
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert!(read(&path).unwrap().is_some());
     }
 
     #[test]

@@ -190,11 +190,16 @@ pub(crate) async fn round_trip(source: &mut dyn ActionSource) -> Result<Passed, 
     messages.push(ChatMessage::from_reply(&first));
     messages.push(ChatMessage::tool_result(call.id.clone(), token.clone()));
     let (second, answer_ms) = ask(source, &messages, &tools, &mut fell_back).await?;
+    if !second.tool_calls.is_empty() {
+        return Err(format!(
+            "{}:{} called a tool again instead of answering from the tool's result",
+            second.model.provider, second.model.model
+        ));
+    }
     if second
         .content
         .as_deref()
         .is_none_or(|c| c.trim().is_empty())
-        && second.tool_calls.is_empty()
     {
         return Err(format!(
             "{}:{} sent an empty answer after the tool's result",
@@ -202,11 +207,8 @@ pub(crate) async fn round_trip(source: &mut dyn ActionSource) -> Result<Passed, 
         ));
     }
     let mut tokens = TokenTotals::default();
-    for reply in [&first, &second] {
-        tokens.input += reply.usage.input;
-        tokens.output += reply.usage.output;
-        tokens.cached += reply.usage.cached;
-        tokens.estimated |= reply.usage.estimated;
+    for (i, reply) in [&first, &second].into_iter().enumerate() {
+        tokens.add(&reply.usage, None, i == 0);
     }
     Ok(Passed {
         model: second.model.clone(),

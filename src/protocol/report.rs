@@ -78,6 +78,20 @@ pub struct TokenTotals {
 }
 
 impl TokenTotals {
+    /// Adds one reply's counts and, when priced, its cost (`None` once any
+    /// reply had no price); counts saturate rather than overflow.
+    pub fn add(&mut self, usage: &super::model::Usage, cost_micros: Option<u64>, first: bool) {
+        self.input = self.input.saturating_add(usage.input);
+        self.output = self.output.saturating_add(usage.output);
+        self.cached = self.cached.saturating_add(usage.cached.min(usage.input));
+        self.estimated |= usage.estimated;
+        self.cost_micros = match (first, self.cost_micros, cost_micros) {
+            (true, _, cost) => cost,
+            (false, Some(sum), Some(cost)) => Some(sum.saturating_add(cost)),
+            _ => None,
+        };
+    }
+
     /// `12.3k in (8.0k cached), 1.2k out, $0.04` — `≈` first when some
     /// counts were estimated.
     pub fn describe(&self) -> String {

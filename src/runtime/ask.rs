@@ -125,6 +125,7 @@ impl AskSession {
             refused_calls: 0,
         };
         let mut priced = true;
+        let mut replies = 0u32;
         let mut queue: std::collections::VecDeque<AskEffect> = self
             .agent
             .handle(AskInput::Question(question.to_string()))
@@ -139,19 +140,13 @@ impl AskSession {
                         .await;
                     match result {
                         Ok(reply) => {
-                            let t = &mut answer.tokens;
-                            t.input += reply.usage.input;
-                            t.output += reply.usage.output;
-                            t.cached += reply.usage.cached.min(reply.usage.input);
-                            t.estimated |= reply.usage.estimated;
-                            match self.prices.get(&reply.model) {
-                                Some(p) => {
-                                    t.cost_micros = Some(
-                                        t.cost_micros.unwrap_or(0) + p.cost_micros(&reply.usage),
-                                    )
-                                }
-                                None => priced = false,
-                            }
+                            let cost = self
+                                .prices
+                                .get(&reply.model)
+                                .map(|p| p.cost_micros(&reply.usage));
+                            priced &= cost.is_some();
+                            answer.tokens.add(&reply.usage, cost, replies == 0);
+                            replies += 1;
                             answer.model = Some(reply.model.clone());
                             if !reply.tool_calls.is_empty()
                                 && let Some(text) =

@@ -96,7 +96,11 @@ pub fn parse_usd(text: &str) -> Result<u64, String> {
     if !dollars.is_finite() || dollars <= 0.0 || dollars > 1_000_000.0 {
         return Err("must be more than 0 and at most 1000000 dollars".into());
     }
-    Ok((dollars * 1_000_000.0).round() as u64)
+    let micros = (dollars * 1_000_000.0).round() as u64;
+    if micros == 0 {
+        return Err("must be at least a millionth of a dollar".into());
+    }
+    Ok(micros)
 }
 
 #[derive(Debug, Clone)]

@@ -130,19 +130,19 @@ pub struct Spend {
 impl Spend {
     /// Counts one reply.
     pub fn add(&mut self, usage: &crate::protocol::Usage, cost_micros: Option<u64>) {
-        self.input += usage.input;
-        self.output += usage.output;
-        self.cached += usage.cached.min(usage.input);
+        self.input = self.input.saturating_add(usage.input);
+        self.output = self.output.saturating_add(usage.output);
+        self.cached = self.cached.saturating_add(usage.cached.min(usage.input));
         self.estimated |= usage.estimated;
         match cost_micros {
             Some(c) => {
-                self.cost_micros += c;
+                self.cost_micros = self.cost_micros.saturating_add(c);
                 self.priced = true;
             }
             None => self.unpriced = true,
         }
         self.last = Some(*usage);
-        self.replies += 1;
+        self.replies = self.replies.saturating_add(1);
     }
 
     /// The run's cost, when every reply was priced.

@@ -500,3 +500,14 @@ async fn after_init_a_run_works_with_the_environment_empty() {
     assert_eq!(result["model"]["provider"], "openai");
     assert!(!text(&out).contains(KEY));
 }
+
+#[tokio::test]
+async fn smoke_fails_when_the_model_calls_a_tool_again_instead_of_answering() {
+    let replies = vec![
+        MockResponse::as_asked(&[("echo", json!({"word": "minicoder"}))]),
+        MockResponse::as_asked(&[("echo", json!({"word": "again"}))]),
+    ];
+    let (out, _mock) = smoke(Dialect::OpenAi, "openai", replies).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("called a tool again"), "{}", text(&out));
+}

@@ -82,7 +82,10 @@ impl Agent {
         BudgetView {
             turn: self.stats.turns,
             max_turns: self.config.max_turns,
-            tokens_used: self.stats.input_tokens + self.stats.output_tokens,
+            tokens_used: self
+                .stats
+                .input_tokens
+                .saturating_add(self.stats.output_tokens),
             max_tokens: self.config.max_tokens,
             cost: self
                 .config

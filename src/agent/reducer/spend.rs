@@ -14,16 +14,25 @@ pub(crate) const WARN_AT_PERCENT: u64 = 80;
 impl Agent {
     /// Counts a reply's tokens and, when its model has a price, its cost.
     pub(super) fn spend(&mut self, reply: &ModelReply) {
-        self.stats.input_tokens += reply.usage.input;
-        self.stats.output_tokens += reply.usage.output;
-        self.stats.cached_tokens += reply.usage.cached.min(reply.usage.input);
+        // (A provider's counts are believed, never allowed to overflow.)
+        let s = &mut self.stats;
+        s.input_tokens = s.input_tokens.saturating_add(reply.usage.input);
+        s.output_tokens = s.output_tokens.saturating_add(reply.usage.output);
+        s.cached_tokens = s
+            .cached_tokens
+            .saturating_add(reply.usage.cached.min(reply.usage.input));
         if reply.usage.estimated {
-            self.stats.estimated_replies += 1;
+            s.estimated_replies = s.estimated_replies.saturating_add(1);
         }
         match self.config.prices.get(&reply.model) {
-            Some(price) => self.stats.cost_micros += price.cost_micros(&reply.usage),
+            Some(price) => {
+                self.stats.cost_micros = self
+                    .stats
+                    .cost_micros
+                    .saturating_add(price.cost_micros(&reply.usage));
+            }
             None => {
-                self.stats.unpriced_replies += 1;
+                self.stats.unpriced_replies = self.stats.unpriced_replies.saturating_add(1);
                 if self.unpriced_model.is_none() {
                     self.unpriced_model =
                         Some(format!("{}:{}", reply.model.provider, reply.model.model));
@@ -41,7 +50,10 @@ impl Agent {
     /// Why the next request may not be sent: a budget is used up, or a cost
     /// budget cannot be kept because a model has no price.
     pub(super) fn budget_stop(&self) -> Option<(Outcome, String)> {
-        let used = self.stats.input_tokens + self.stats.output_tokens;
+        let used = self
+            .stats
+            .input_tokens
+            .saturating_add(self.stats.output_tokens);
         if used >= self.config.max_tokens {
             return Some((
                 Outcome::Budget,
@@ -78,7 +90,10 @@ impl Agent {
 
     /// Tells the model, once per budget, that 80 % of it is used.
     pub(super) fn warn_of_budget(&mut self, fx: &mut Vec<Effect>) {
-        let used = self.stats.input_tokens + self.stats.output_tokens;
+        let used = self
+            .stats
+            .input_tokens
+            .saturating_add(self.stats.output_tokens);
         let mut notes = Vec::new();
         if !self.budget_warned.tokens && reached(used, self.config.max_tokens) {
             self.budget_warned.tokens = true;
