@@ -48,7 +48,7 @@ impl Finding {
                     format!(" after falling back from {}", p.fell_back.join(", "))
                 };
                 format!(
-                    "smoke {}: ok — {}:{} answered{moved}: tool call in {} ms, answer in {} ms; tokens {}; cached tokens {}",
+                    "smoke {}: ok — {}:{} answered{moved}: tool call in {} ms, answer in {} ms; tokens {}; {}",
                     self.target,
                     p.model.provider,
                     p.model.model,
@@ -56,9 +56,9 @@ impl Finding {
                     p.answer_ms,
                     p.tokens.describe(),
                     if p.cached_reported {
-                        "reported"
+                        "the provider's prompt cache served part of the input"
                     } else {
-                        "not reported"
+                        "no input served from the provider's prompt cache"
                     }
                 )
             }
@@ -239,6 +239,11 @@ async fn ask(
     let reply = source
         .complete(&req, Instant::now() + REQUEST_BUDGET, &mut observe)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| match e {
+            crate::model::ModelError::DeadlineExceeded => {
+                format!("no answer within {} s", REQUEST_BUDGET.as_secs())
+            }
+            e => e.to_string(),
+        })?;
     Ok((reply, started.elapsed().as_millis() as u64))
 }
