@@ -42,6 +42,10 @@ pub struct AskConfig {
     pub max_turns: u32,
     /// Tokens (input and output) the whole conversation may use.
     pub max_tokens: u64,
+    /// What the whole conversation may cost, in millionths of a dollar
+    /// (the person's `[limits] max_cost`), priced with `prices`.
+    pub max_cost_micros: Option<u64>,
+    pub prices: crate::protocol::PriceTable,
 }
 
 impl Default for AskConfig {
@@ -49,6 +53,8 @@ impl Default for AskConfig {
         Self {
             max_turns: 25,
             max_tokens: 1_000_000,
+            max_cost_micros: None,
+            prices: crate::protocol::PriceTable::default(),
         }
     }
 }
@@ -92,6 +98,10 @@ pub struct AskAgent {
     pending: Vec<ToolCall>,
     turns_this_question: u32,
     pub tokens_used: u64,
+    /// What the priced replies cost, in millionths of a dollar.
+    pub cost_micros: u64,
+    /// The first model that answered without a price.
+    pub unpriced: Option<String>,
     /// The questions asked and the answers given, in order.
     pub exchanges: Vec<(String, Option<String>)>,
     /// Files the model read, in order, each once.
@@ -106,6 +116,8 @@ impl AskAgent {
             pending: Vec::new(),
             turns_this_question: 0,
             tokens_used: 0,
+            cost_micros: 0,
+            unpriced: None,
             exchanges: Vec::new(),
             files_read: Vec::new(),
         }
@@ -145,6 +157,17 @@ impl AskAgent {
             .tokens_used
             .saturating_add(reply.usage.input)
             .saturating_add(reply.usage.output);
+        match self.config.prices.get(&reply.model) {
+            Some(price) => {
+                self.cost_micros = self
+                    .cost_micros
+                    .saturating_add(price.cost_micros(&reply.usage));
+            }
+            None if self.unpriced.is_none() => {
+                self.unpriced = Some(format!("{}:{}", reply.model.provider, reply.model.model));
+            }
+            None => {}
+        }
         self.history.push(ChatMessage::from_reply(&reply));
         if reply.tool_calls.is_empty() {
             let text = reply.content.unwrap_or_default().trim().to_string();
@@ -215,6 +238,25 @@ impl AskAgent {
                     self.config.max_turns
                 ),
             };
+        }
+        if let Some(max) = self.config.max_cost_micros {
+            if let Some(model) = &self.unpriced {
+                return AskEffect::GaveUp {
+                    reason: format!(
+                        "{model} has no price in config.toml's [prices], so the cost budget ({}) cannot be kept",
+                        crate::protocol::format_usd(max)
+                    ),
+                };
+            }
+            if self.cost_micros >= max {
+                return AskEffect::GaveUp {
+                    reason: format!(
+                        "the cost budget is used up: {} of {}",
+                        crate::protocol::format_usd(self.cost_micros),
+                        crate::protocol::format_usd(max)
+                    ),
+                };
+            }
         }
         if self.tokens_used >= self.config.max_tokens {
             return AskEffect::GaveUp {
@@ -425,7 +467,7 @@ mod tests {
     fn a_question_gives_up_after_its_turns() {
         let mut a = AskAgent::new(AskConfig {
             max_turns: 2,
-            max_tokens: 1_000_000,
+            ..AskConfig::default()
         });
         a.handle(AskInput::Question("q".into()));
         a.handle(reply(None, &[("c1", "list_tree", "{}")]));
@@ -440,6 +482,59 @@ mod tests {
             content: "x".into(),
         });
         assert!(matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("2 replies")));
+    }
+
+    #[test]
+    fn the_conversation_keeps_to_its_cost_budget_and_stops_on_a_model_without_a_price() {
+        let mut prices = crate::protocol::PriceTable::default();
+        // 100 in and 10 out at $10 and $100 a million: 2,000 millionths.
+        prices.0.insert(
+            "test:m".into(),
+            crate::protocol::Price {
+                input: 10.0,
+                output: 100.0,
+                cached_input: None,
+            },
+        );
+        let config = AskConfig {
+            max_cost_micros: Some(3_000),
+            prices: prices.clone(),
+            ..AskConfig::default()
+        };
+        let mut a = AskAgent::new(config.clone());
+        a.handle(AskInput::Question("q".into()));
+        a.handle(reply(None, &[("c1", "list_tree", "{}")]));
+        let fx = a.handle(AskInput::ToolFinished {
+            call_id: "c1".into(),
+            content: "x".into(),
+        });
+        assert!(
+            matches!(&fx[..], [AskEffect::CallModel(_)]),
+            "2,000 of 3,000"
+        );
+        a.handle(reply(None, &[("c2", "list_tree", "{}")]));
+        let fx = a.handle(AskInput::ToolFinished {
+            call_id: "c2".into(),
+            content: "x".into(),
+        });
+        assert!(
+            matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("$0.0040 of $0.0030")),
+            "{fx:?}"
+        );
+        let mut b = AskAgent::new(AskConfig {
+            prices: crate::protocol::PriceTable::default(),
+            ..config
+        });
+        b.handle(AskInput::Question("q".into()));
+        b.handle(reply(None, &[("c1", "list_tree", "{}")]));
+        let fx = b.handle(AskInput::ToolFinished {
+            call_id: "c1".into(),
+            content: "x".into(),
+        });
+        assert!(
+            matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("test:m has no price")),
+            "{fx:?}"
+        );
     }
 
     #[test]

@@ -64,15 +64,15 @@ pub(crate) async fn run(args: AskArgs) -> ExitCode {
             Ok(chain) => Box::new(chain),
             Err(e) => return failed(json, EXIT_FAILURE, &e.to_string()),
         };
-    let prices = match crate::state::prices(crate::state::config_dir(&env).as_deref()) {
-        Ok(p) => p,
+    let config = match super::options::ask_config(&env) {
+        Ok(c) => c,
         Err(e) => return failed(json, EXIT_USAGE, &e),
     };
     err!(
         "minicoder ask: reading a private copy of {}",
         repo.display()
     );
-    let mut session = match AskSession::open(&repo, source, prices).await {
+    let mut session = match AskSession::open(&repo, source, config).await {
         Ok(s) => s,
         Err(e) => return failed(json, EXIT_FAILURE, &e),
     };

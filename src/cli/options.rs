@@ -104,6 +104,30 @@ pub(crate) fn base_options(
     Ok(opts)
 }
 
+/// What one ask-mode conversation may spend: the person's prices, and
+/// their token and cost budgets (`[limits]`, `MINICODER_*`) where those
+/// are tighter than ask mode's own.
+pub(crate) fn ask_config(
+    env: &HashMap<String, String>,
+) -> Result<crate::agent::ask::AskConfig, String> {
+    let config_dir = crate::state::config_dir(env);
+    let limits = configured_limits(config_dir.as_deref())?.with_env(env)?;
+    let base = crate::agent::ask::AskConfig::default();
+    let ask = crate::agent::ask::AskConfig {
+        max_tokens: base.max_tokens.min(limits.max_tokens),
+        max_cost_micros: limits.max_cost_micros,
+        prices: crate::state::prices(config_dir.as_deref())?,
+        ..base
+    };
+    if ask.max_cost_micros.is_some() && ask.prices.is_empty() {
+        return Err(
+            "a cost budget needs the models' prices: add [prices.\"PROVIDER:MODEL\"] to config.toml"
+                .into(),
+        );
+    }
+    Ok(ask)
+}
+
 /// The defaults with the `[limits]` of `config.toml` over them.
 fn configured_limits(config_dir: Option<&Path>) -> Result<Limits, String> {
     let c = crate::state::config_limits(config_dir)?;

@@ -305,13 +305,13 @@ impl Launcher for CliLauncher {
         let repo = self.template.repo.clone();
         let source = ModelChain::from_env(&Env::from_pairs(self.env.clone()), &self.selection)
             .map_err(|e| e.to_string());
-        let prices = crate::state::prices(crate::state::config_dir(&self.env).as_deref());
+        let config = super::options::ask_config(&self.env);
         Box::pin(async move {
             let mut conversation = conversation.lock().await;
             if conversation.is_none() {
                 let source = source?;
                 *conversation =
-                    Some(runtime::ask::AskSession::open(&repo, Box::new(source), prices?).await?);
+                    Some(runtime::ask::AskSession::open(&repo, Box::new(source), config?).await?);
             }
             let Some(session) = conversation.as_mut() else {
                 return Err("ask mode could not start".into());

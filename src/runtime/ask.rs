@@ -72,7 +72,7 @@ impl AskSession {
     pub async fn open(
         repo: &Path,
         source: Box<dyn ActionSource>,
-        prices: PriceTable,
+        config: AskConfig,
     ) -> Result<Self, String> {
         source.preflight().await?;
         let state = StateDir::from_env().map_err(|e| e.to_string())?;
@@ -97,11 +97,11 @@ impl AskSession {
             }
         };
         Ok(Self {
-            agent: AskAgent::new(AskConfig::default()),
+            prices: config.prices.clone(),
+            agent: AskAgent::new(config),
             source,
             root,
             claim: Some(claim),
-            prices,
         })
     }
 
