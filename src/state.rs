@@ -298,22 +298,8 @@ pub(crate) fn config_limits(config: Option<&Path>) -> Result<ConfigLimits, Strin
             "command_timeout_seconds" => limits.command_timeout_seconds = Some(whole()?),
             "max_tokens" => limits.max_tokens = Some(whole()?),
             "max_cost" => {
-                let dollars = match value {
-                    toml::Value::Float(f) => *f,
-                    toml::Value::Integer(i) => *i as f64,
-                    _ => f64::NAN,
-                };
-                if !(dollars.is_finite() && dollars > 0.0 && dollars <= 1_000_000.0) {
-                    return Err(at(
-                        "limits.max_cost must be a number of dollars above 0".into()
-                    ));
-                }
-                let micros = (dollars * 1_000_000.0).round() as u64;
-                if micros == 0 {
-                    return Err(at(
-                        "limits.max_cost must be at least a millionth of a dollar".into(),
-                    ));
-                }
+                let micros = crate::protocol::budget_micros(toml_number(value))
+                    .map_err(|e| at(format!("limits.max_cost, in dollars, {e}")))?;
                 limits.max_cost_micros = Some(micros);
             }
             other => {
@@ -324,6 +310,16 @@ pub(crate) fn config_limits(config: Option<&Path>) -> Result<ConfigLimits, Strin
         }
     }
     Ok(limits)
+}
+
+/// A TOML number as a float; NaN for anything else (which every range
+/// check refuses).
+fn toml_number(value: &toml::Value) -> f64 {
+    match value {
+        toml::Value::Float(f) => *f,
+        toml::Value::Integer(i) => *i as f64,
+        _ => f64::NAN,
+    }
 }
 
 /// The most a price may say, in dollars a million tokens.
@@ -354,11 +350,7 @@ pub(crate) fn prices(config: Option<&Path>) -> Result<crate::protocol::PriceTabl
             let Some(value) = entry.get(key) else {
                 return Ok(None);
             };
-            let n = match value {
-                toml::Value::Float(f) => *f,
-                toml::Value::Integer(i) => *i as f64,
-                _ => f64::NAN,
-            };
+            let n = toml_number(value);
             if n.is_finite() && (0.0..=MAX_PRICE).contains(&n) {
                 Ok(Some(n))
             } else {

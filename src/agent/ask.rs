@@ -102,6 +102,9 @@ pub struct AskAgent {
     pub cost_micros: u64,
     /// The first model that answered without a price.
     pub unpriced: Option<String>,
+    /// What the current question's replies reported (and cost, when
+    /// priced).
+    pub question_tokens: crate::protocol::TokenTotals,
     /// The questions asked and the answers given, in order.
     pub exchanges: Vec<(String, Option<String>)>,
     /// Files the model read, in order, each once.
@@ -118,6 +121,7 @@ impl AskAgent {
             tokens_used: 0,
             cost_micros: 0,
             unpriced: None,
+            question_tokens: crate::protocol::TokenTotals::default(),
             exchanges: Vec::new(),
             files_read: Vec::new(),
         }
@@ -135,6 +139,7 @@ impl AskAgent {
         match input {
             AskInput::Question(text) => {
                 self.turns_this_question = 0;
+                self.question_tokens = crate::protocol::TokenTotals::default();
                 self.pending.clear();
                 self.exchanges.push((text.clone(), None));
                 self.history.push(ChatMessage::user(text));
@@ -157,12 +162,15 @@ impl AskAgent {
             .tokens_used
             .saturating_add(reply.usage.input)
             .saturating_add(reply.usage.output);
-        match self.config.prices.get(&reply.model) {
-            Some(price) => {
-                self.cost_micros = self
-                    .cost_micros
-                    .saturating_add(price.cost_micros(&reply.usage));
-            }
+        let cost = self
+            .config
+            .prices
+            .get(&reply.model)
+            .map(|price| price.cost_micros(&reply.usage));
+        self.question_tokens
+            .add(&reply.usage, cost, self.turns_this_question == 1);
+        match cost {
+            Some(cost) => self.cost_micros = self.cost_micros.saturating_add(cost),
             None if self.unpriced.is_none() => {
                 self.unpriced = Some(format!("{}:{}", reply.model.provider, reply.model.model));
             }
@@ -362,6 +370,14 @@ mod tests {
         })
     }
 
+    /// A read-only call `id` finished with "x".
+    fn finished(a: &mut AskAgent, id: &str) -> Vec<AskEffect> {
+        a.handle(AskInput::ToolFinished {
+            call_id: id.into(),
+            content: "x".into(),
+        })
+    }
+
     #[test]
     fn only_read_only_tools_are_offered() {
         let names: Vec<String> = AskAgent::tools().into_iter().map(|t| t.name).collect();
@@ -471,16 +487,10 @@ mod tests {
         });
         a.handle(AskInput::Question("q".into()));
         a.handle(reply(None, &[("c1", "list_tree", "{}")]));
-        let fx = a.handle(AskInput::ToolFinished {
-            call_id: "c1".into(),
-            content: "x".into(),
-        });
+        let fx = finished(&mut a, "c1");
         assert!(matches!(&fx[..], [AskEffect::CallModel(_)]));
         a.handle(reply(None, &[("c2", "list_tree", "{}")]));
-        let fx = a.handle(AskInput::ToolFinished {
-            call_id: "c2".into(),
-            content: "x".into(),
-        });
+        let fx = finished(&mut a, "c2");
         assert!(matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("2 replies")));
     }
 
@@ -504,19 +514,13 @@ mod tests {
         let mut a = AskAgent::new(config.clone());
         a.handle(AskInput::Question("q".into()));
         a.handle(reply(None, &[("c1", "list_tree", "{}")]));
-        let fx = a.handle(AskInput::ToolFinished {
-            call_id: "c1".into(),
-            content: "x".into(),
-        });
+        let fx = finished(&mut a, "c1");
         assert!(
             matches!(&fx[..], [AskEffect::CallModel(_)]),
             "2,000 of 3,000"
         );
         a.handle(reply(None, &[("c2", "list_tree", "{}")]));
-        let fx = a.handle(AskInput::ToolFinished {
-            call_id: "c2".into(),
-            content: "x".into(),
-        });
+        let fx = finished(&mut a, "c2");
         assert!(
             matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("$0.0040 of $0.0030")),
             "{fx:?}"
@@ -527,10 +531,7 @@ mod tests {
         });
         b.handle(AskInput::Question("q".into()));
         b.handle(reply(None, &[("c1", "list_tree", "{}")]));
-        let fx = b.handle(AskInput::ToolFinished {
-            call_id: "c1".into(),
-            content: "x".into(),
-        });
+        let fx = finished(&mut b, "c1");
         assert!(
             matches!(&fx[..], [AskEffect::GaveUp { reason }] if reason.contains("test:m has no price")),
             "{fx:?}"

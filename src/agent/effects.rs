@@ -396,8 +396,6 @@ pub struct AgentStats {
     pub cached_tokens: u64,
     /// What the priced replies cost, in millionths of a dollar.
     pub cost_micros: u64,
-    /// Replies whose model had no price.
-    pub unpriced_replies: u32,
     /// Replies whose counts were estimated (the provider reported none).
     pub estimated_replies: u32,
     pub tool_calls: u32,

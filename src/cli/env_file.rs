@@ -200,8 +200,7 @@ pub(crate) fn load_at_start() -> Result<(), String> {
 /// Where a variable's value came from: the file (its path), the
 /// environment, or nowhere.
 pub(crate) fn origin(name: &str) -> Option<String> {
-    let value = std::env::var_os(name).filter(|v| !v.is_empty())?;
-    drop(value);
+    std::env::var_os(name).filter(|v| !v.is_empty())?;
     match FROM_FILE.get() {
         Some((path, names)) if names.iter().any(|n| n == name) => {
             Some(format!("from {}", path.display()))

@@ -31,8 +31,6 @@ pub(crate) struct Passed {
     pub call_ms: u64,
     pub answer_ms: u64,
     pub tokens: TokenTotals,
-    /// Whether the provider reported cached tokens at all.
-    pub cached_reported: bool,
     /// Providers the chain moved past (with `fallback`).
     pub fell_back: Vec<String>,
 }
@@ -55,7 +53,7 @@ impl Finding {
                     p.call_ms,
                     p.answer_ms,
                     p.tokens.describe(),
-                    if p.cached_reported {
+                    if p.tokens.cached > 0 {
                         "the provider's prompt cache served part of the input"
                     } else {
                         "no input served from the provider's prompt cache"
@@ -214,7 +212,6 @@ pub(crate) async fn round_trip(source: &mut dyn ActionSource) -> Result<Passed, 
         model: second.model.clone(),
         call_ms,
         answer_ms,
-        cached_reported: tokens.cached > 0,
         tokens,
         fell_back,
     })

@@ -16,7 +16,7 @@ pub use event::{
     CallApproval, CheckReport, Outcome, RunEvent, ToolCallSummary, VerificationReason,
     preparing_text, project_notice,
 };
-pub use model::{ModelId, Price, PriceTable, Usage, format_tokens, format_usd};
+pub use model::{ModelId, Price, PriceTable, Usage, budget_micros, format_tokens, format_usd};
 pub use plan::{PlanItem, PlanStatus};
 pub use report::{
     PhaseDurations, PreparePhases, PreparedCopy, ProjectTrust, RecoverySummary, RunReport,

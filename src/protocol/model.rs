@@ -60,6 +60,19 @@ impl PriceTable {
     }
 }
 
+/// A budget of `dollars`, in millionths of a dollar: more than 0, at
+/// least a millionth, at most a million dollars.
+pub fn budget_micros(dollars: f64) -> Result<u64, String> {
+    if !dollars.is_finite() || dollars <= 0.0 || dollars > 1_000_000.0 {
+        return Err("must be more than 0 and at most 1000000 dollars".into());
+    }
+    let micros = (dollars * 1_000_000.0).round() as u64;
+    if micros == 0 {
+        return Err("must be at least a millionth of a dollar".into());
+    }
+    Ok(micros)
+}
+
 /// `950`, `12.3k`, `1.2M`.
 pub fn format_tokens(n: u64) -> String {
     if n < 1000 {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use crate::agent::ask::{AskAgent, AskConfig, AskEffect, AskInput};
 use crate::model::{ActionSource, ModelObservation};
-use crate::protocol::{ModelId, PriceTable, TokenTotals};
+use crate::protocol::{ModelId, TokenTotals};
 use crate::state::StateDir;
 use crate::workspace::{PrivateWorkspace, SecretPaths, WorkspaceRoot};
 
@@ -64,7 +64,6 @@ pub struct AskSession {
     source: Box<dyn ActionSource>,
     root: WorkspaceRoot,
     claim: Option<super::setup::WorkspaceClaim>,
-    prices: PriceTable,
 }
 
 impl AskSession {
@@ -97,7 +96,6 @@ impl AskSession {
             }
         };
         Ok(Self {
-            prices: config.prices.clone(),
             agent: AskAgent::new(config),
             source,
             root,
@@ -124,8 +122,6 @@ impl AskSession {
             tool_calls: 0,
             refused_calls: 0,
         };
-        let mut priced = true;
-        let mut replies = 0u32;
         let mut queue: std::collections::VecDeque<AskEffect> = self
             .agent
             .handle(AskInput::Question(question.to_string()))
@@ -140,13 +136,6 @@ impl AskSession {
                         .await;
                     match result {
                         Ok(reply) => {
-                            let cost = self
-                                .prices
-                                .get(&reply.model)
-                                .map(|p| p.cost_micros(&reply.usage));
-                            priced &= cost.is_some();
-                            answer.tokens.add(&reply.usage, cost, replies == 0);
-                            replies += 1;
                             answer.model = Some(reply.model.clone());
                             if !reply.tool_calls.is_empty()
                                 && let Some(text) =
@@ -200,9 +189,7 @@ impl AskSession {
                         })
                         .collect();
                     answer.answer = text;
-                    if !priced {
-                        answer.tokens.cost_micros = None;
-                    }
+                    answer.tokens = self.agent.question_tokens;
                     return Ok(answer);
                 }
                 AskEffect::GaveUp { reason } => return Err(reason),
@@ -214,13 +201,13 @@ impl AskSession {
 
     /// Whether the copy has a file `path` of at least `line` lines.
     fn has_line(&self, path: &str, line: u32) -> bool {
-        let args = format!(
-            r#"{{"path":{},"start_line":{line},"end_line":{line}}}"#,
-            serde_json::Value::String(path.to_string())
-        );
-        crate::tools::parse_call("read_file", &args)
-            .ok()
-            .and_then(|call| crate::tools::execute_without_container(&call, &self.root))
+        let line = line as usize;
+        let call = crate::tools::ParsedCall::ReadFile(crate::tools::ReadFileArgs {
+            path: path.to_string(),
+            start_line: Some(line),
+            end_line: Some(line),
+        });
+        crate::tools::execute_without_container(&call, &self.root)
             .is_some_and(|o| o.ok && !o.content.contains("past the end"))
     }
 

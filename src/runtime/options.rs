@@ -93,14 +93,7 @@ pub fn parse_usd(text: &str) -> Result<u64, String> {
     let dollars: f64 = number
         .parse()
         .map_err(|_| "not an amount of dollars (like 2.50)".to_string())?;
-    if !dollars.is_finite() || dollars <= 0.0 || dollars > 1_000_000.0 {
-        return Err("must be more than 0 and at most 1000000 dollars".into());
-    }
-    let micros = (dollars * 1_000_000.0).round() as u64;
-    if micros == 0 {
-        return Err("must be at least a millionth of a dollar".into());
-    }
-    Ok(micros)
+    crate::protocol::budget_micros(dollars)
 }
 
 #[derive(Debug, Clone)]

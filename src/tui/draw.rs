@@ -295,18 +295,18 @@ fn key_hints(app: &App) -> String {
     }
 }
 
-/// The last path component of the repository, or the whole path.
 /// The status line's figures of what the run spent: the totals (with the
 /// cached part of the input), the cost against its budget, the latest
 /// reply's counts (dropped first when room is short).
 fn spend_parts(spend: &crate::tui::run_view::Spend) -> Vec<(u8, String)> {
     let mut parts = Vec::new();
-    if spend.input + spend.output == 0 {
+    let t = &spend.totals;
+    if t.input + t.output == 0 {
         return parts;
     }
-    let approx = if spend.estimated { "≈" } else { "" };
-    let cached = if spend.cached > 0 {
-        format!(" ({} cached)", tokens(spend.cached))
+    let approx = if t.estimated { "≈" } else { "" };
+    let cached = if t.cached > 0 {
+        format!(" ({} cached)", tokens(t.cached))
     } else {
         String::new()
     };
@@ -314,8 +314,8 @@ fn spend_parts(spend: &crate::tui::run_view::Spend) -> Vec<(u8, String)> {
         5,
         format!(
             "{approx}{} in{cached} {} out",
-            tokens(spend.input),
-            tokens(spend.output)
+            tokens(t.input),
+            tokens(t.output)
         ),
     ));
     match (spend.cost(), spend.max_cost_micros) {
@@ -339,6 +339,7 @@ fn spend_parts(spend: &crate::tui::run_view::Spend) -> Vec<(u8, String)> {
     parts
 }
 
+/// The last path component of the repository, or the whole path.
 fn repo_name(repo: &str) -> String {
     std::path::Path::new(repo)
         .file_name()

@@ -109,16 +109,8 @@ pub enum StreamEntry {
 /// What the run has spent, as its replies reported it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Spend {
-    pub input: u64,
-    pub output: u64,
-    pub cached: u64,
-    /// Some reply's counts were estimated.
-    pub estimated: bool,
-    /// What the priced replies cost, in millionths of a dollar.
-    pub cost_micros: u64,
-    /// Some reply's model had no price (the cost is not known).
-    pub unpriced: bool,
-    pub priced: bool,
+    /// Tokens and, when every reply was priced, the cost.
+    pub totals: crate::protocol::TokenTotals,
     /// The budgets, when the run has them.
     pub max_tokens: u64,
     pub max_cost_micros: Option<u64>,
@@ -130,24 +122,14 @@ pub struct Spend {
 impl Spend {
     /// Counts one reply.
     pub fn add(&mut self, usage: &crate::protocol::Usage, cost_micros: Option<u64>) {
-        self.input = self.input.saturating_add(usage.input);
-        self.output = self.output.saturating_add(usage.output);
-        self.cached = self.cached.saturating_add(usage.cached.min(usage.input));
-        self.estimated |= usage.estimated;
-        match cost_micros {
-            Some(c) => {
-                self.cost_micros = self.cost_micros.saturating_add(c);
-                self.priced = true;
-            }
-            None => self.unpriced = true,
-        }
+        self.totals.add(usage, cost_micros, self.replies == 0);
         self.last = Some(*usage);
         self.replies = self.replies.saturating_add(1);
     }
 
     /// The run's cost, when every reply was priced.
     pub fn cost(&self) -> Option<u64> {
-        (self.priced && !self.unpriced).then_some(self.cost_micros)
+        self.totals.cost_micros
     }
 }
 

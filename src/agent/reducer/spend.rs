@@ -31,19 +31,17 @@ impl Agent {
                     .cost_micros
                     .saturating_add(price.cost_micros(&reply.usage));
             }
-            None => {
-                self.stats.unpriced_replies = self.stats.unpriced_replies.saturating_add(1);
-                if self.unpriced_model.is_none() {
-                    self.unpriced_model =
-                        Some(format!("{}:{}", reply.model.provider, reply.model.model));
-                }
+            None if self.unpriced_model.is_none() => {
+                self.unpriced_model =
+                    Some(format!("{}:{}", reply.model.provider, reply.model.model));
             }
+            None => {}
         }
     }
 
     /// What the run has cost, when every reply's model had a price.
     pub fn cost_micros(&self) -> Option<u64> {
-        (self.stats.unpriced_replies == 0 && !self.config.prices.is_empty())
+        (self.unpriced_model.is_none() && !self.config.prices.is_empty())
             .then_some(self.stats.cost_micros)
     }
 

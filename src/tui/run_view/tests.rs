@@ -59,7 +59,11 @@ fn streamed_deltas_become_one_entry_replaced_by_the_full_reply() {
         matches!(&view.stream[0], StreamEntry::Model { text, streaming: false, .. } if text == "Hello world.")
     );
     assert_eq!(
-        (view.spend.input, view.spend.output, view.spend.estimated),
+        (
+            view.spend.totals.input,
+            view.spend.totals.output,
+            view.spend.totals.estimated
+        ),
         (10, 2, true)
     );
     assert_eq!(view.spend.cost(), None, "no price, no cost");
