@@ -111,6 +111,7 @@ pub(crate) fn spawn(run: &Run, attempt: u32) -> Result<BaselineJob, String> {
     settings.check_timeout = run.id.options.limits.command_timeout();
     settings.deps = run.sandbox.deps.clone();
     settings.limits = Some(run.ws.limits);
+    settings.background = true;
     let mut verifier =
         Verifier::new(run.sandbox.docker.clone(), settings).map_err(|e| e.to_string())?;
     // Stopped when the run is cancelled, or when the job is.

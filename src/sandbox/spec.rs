@@ -105,6 +105,9 @@ pub struct ContainerSpec {
     /// The host's CA bundle, mounted read-only when the container has network
     /// (a TLS-intercepting proxy then still works). Not a credential.
     pub ca_bundle: Option<PathBuf>,
+    /// Work nobody waits for (the baseline verification): the lowest CPU
+    /// weight, so it takes only what the run's own work leaves idle.
+    pub background: bool,
 }
 
 /// The host's CA bundle: the file `SSL_CERT_FILE` names, else the system's.
@@ -135,6 +138,7 @@ impl ContainerSpec {
             deps: None,
             workspace_limits: None,
             ca_bundle: host_ca_bundle(),
+            background: false,
         }
     }
 
@@ -301,6 +305,8 @@ impl ContainerSpec {
             cap_drop: Some(vec!["ALL".to_string()]),
             security_opt: Some(vec!["no-new-privileges".to_string()]),
             nano_cpus: Some(l.nano_cpus),
+            // Docker's smallest share (cgroup v2 weight 1) against the default 1024.
+            cpu_shares: self.background.then_some(2),
             memory: Some(l.memory_bytes),
             memory_swap: Some(l.memory_bytes),
             pids_limit: Some(l.pids),
@@ -355,6 +361,23 @@ pub(crate) fn no_health_check() -> bollard::models::HealthConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn background_work_gets_the_lowest_cpu_weight_and_the_same_limits() {
+        let mut spec = ContainerSpec::new("img", "/ws", "run1");
+        let normal = spec.create_body(vec!["true".into()]).host_config;
+        assert_eq!(normal.expect("host config").cpu_shares, None);
+        spec.background = true;
+        let hc = spec.create_body(vec!["true".into()]).host_config;
+        let hc = hc.expect("host config");
+        assert_eq!(hc.cpu_shares, Some(2));
+        assert_eq!(
+            hc.nano_cpus,
+            Some(2_000_000_000),
+            "the ceiling is unchanged"
+        );
+        assert_eq!(hc.network_mode.as_deref(), Some("none"));
+    }
 
     #[test]
     fn defaults_are_the_spec_limits_and_no_network() {

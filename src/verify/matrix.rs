@@ -56,6 +56,8 @@ pub struct VerifierSettings {
     /// The workspace limits every check is held to, as commands are: a
     /// check that writes past them is stopped, and fails.
     pub limits: Option<crate::workspace::WorkspaceLimits>,
+    /// Checks nobody waits for (the baseline): they yield the CPU to the run.
+    pub background: bool,
 }
 
 impl VerifierSettings {
@@ -81,6 +83,7 @@ impl VerifierSettings {
             excludes: ExcludeSet::default(),
             deps: None,
             limits: None,
+            background: false,
         }
     }
 }
@@ -313,6 +316,7 @@ impl Verifier {
         spec.network = false;
         spec.deps = self.settings.deps.clone();
         spec.workspace_limits = self.settings.limits;
+        spec.background = self.settings.background;
         spec
     }
 
