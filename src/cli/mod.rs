@@ -353,6 +353,10 @@ pub struct RunArgs {
     /// (.minicoder.json, .minicoder/); the tools refuse it otherwise
     #[arg(long)]
     pub allow_config_edits: bool,
+    /// Take the model's replies from FILE (a JSON list, as the demo's
+    /// script) instead of a provider: rehearsals, batches and conformance
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "benchmark"])]
+    pub script: Option<PathBuf>,
 }
 
 /// `minicoder resume RUN ["FOLLOW-UP"]`.
@@ -389,6 +393,10 @@ pub struct ResumeArgs {
     /// Honour the repository's own configuration for this run (see `run`)
     #[arg(long, value_enum, value_name = "LEVEL", num_args = 0..=1, require_equals = true, default_missing_value = "config")]
     pub trust_project: Option<TrustLevel>,
+    /// Take the model's replies from FILE (see `run --script`); a script
+    /// goes on from the replies the run already has
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub script: Option<PathBuf>,
 }
 
 /// Parses the command line, runs the command, and maps the result to an exit code.

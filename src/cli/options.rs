@@ -79,6 +79,25 @@ pub(crate) fn options(args: &RunArgs, env: &HashMap<String, String>) -> Result<R
     Ok(opts)
 }
 
+/// The model of `--script FILE`: its replies read from the file (at most
+/// 4 MiB, a JSON list of replies).
+pub(crate) fn scripted_source(path: &Path) -> Result<crate::model::ScriptedSource, String> {
+    use std::io::Read as _;
+    const MAX: u64 = 4 << 20;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("--script {}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("--script {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX {
+        return Err(format!("--script {}: larger than 4 MiB", path.display()));
+    }
+    crate::model::ScriptedSource::from_json(&text)
+        .map(crate::model::ScriptedSource::going_on)
+        .map_err(|e| format!("--script {}: {e}", path.display()))
+}
+
 /// What every run takes from the environment, before any flag: the limits,
 /// whether the bootstrap may have the network, the person's hooks.
 pub(crate) fn base_options(

@@ -96,6 +96,7 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
             allow_zero_tests: false,
             trust_project: args.trust_project,
             allow_config_edits: false,
+            script: None,
         };
         return super::session::resume_task(template, task, req).await;
     }
@@ -104,14 +105,21 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
     } else {
         StdoutMode::Result
     };
-    let source: Box<dyn ActionSource> =
-        match ModelChain::from_env(&Env::from_pairs(env), &selection) {
-            Ok(chain) => Box::new(chain),
-            Err(e) => {
-                err!("minicoder: {e}");
-                return Ok(ExitCode::from(EXIT_FAILURE));
-            }
-        };
+    let chain = match &args.script {
+        Some(script) => super::options::scripted_source(script)
+            .map(|s| Box::new(s) as Box<dyn ActionSource>)
+            .map_err(|e| e.to_string()),
+        None => ModelChain::from_env(&Env::from_pairs(env), &selection)
+            .map(|c| Box::new(c) as Box<dyn ActionSource>)
+            .map_err(|e| e.to_string()),
+    };
+    let source = match chain {
+        Ok(source) => source,
+        Err(e) => {
+            err!("minicoder: {e}");
+            return Ok(ExitCode::from(EXIT_FAILURE));
+        }
+    };
     let (code, report) = run_with(Begin::Resume(Box::new(req)), source, mode, &repo, &task).await;
     if let Some(report) = report
         && mode == StdoutMode::Result

@@ -64,16 +64,22 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             "--approval each needs the interactive session (or PermissionRequest hooks to answer it); use final or never with --non-interactive",
         ));
     }
-    let selection =
-        match super::options::model_selection(args.model.as_deref(), args.benchmark, &env) {
-            Ok(selection) => selection,
+    let source: Box<dyn ActionSource> = if let Some(script) = &args.script {
+        match super::options::scripted_source(script) {
+            Ok(source) => Box::new(source),
             Err(e) => return Ok(usage(&args, &e)),
-        };
-    let source: Box<dyn ActionSource> =
+        }
+    } else {
+        let selection =
+            match super::options::model_selection(args.model.as_deref(), args.benchmark, &env) {
+                Ok(selection) => selection,
+                Err(e) => return Ok(usage(&args, &e)),
+            };
         match ModelChain::from_env(&crate::model::Env::from_pairs(env.clone()), &selection) {
             Ok(chain) => Box::new(chain),
             Err(e) => return Ok(setup_failure(&args, &e.to_string(), mode)),
-        };
+        }
+    };
     let repo = args.repo.display().to_string();
     let (code, report) = run_with(
         Begin::Fresh(Box::new(opts)),

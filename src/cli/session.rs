@@ -60,6 +60,7 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
         allow_zero_tests: false,
         trust_project: args.trust_project,
         allow_config_edits: false,
+        script: None,
     };
     interactive(template, None, None).await
 }

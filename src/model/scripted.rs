@@ -22,6 +22,10 @@ pub struct ScriptedTurn {
     pub content: Option<String>,
     #[serde(default)]
     pub tool_calls: Vec<ScriptedCall>,
+    /// How long the reply takes to come, as a real model's would (for
+    /// rehearsals where time matters: batches, timeouts).
+    #[serde(default)]
+    pub delay_ms: u64,
 }
 
 /// One scripted tool call; `arguments` is an object or a raw string (so a
@@ -88,6 +92,9 @@ pub struct ScriptedSource {
     turns: std::collections::VecDeque<ScriptedTurn>,
     next_call: u64,
     log: RequestLog,
+    /// Whether the next request's assistant messages are replies to drop
+    /// (set for a script going on, until its first request).
+    skip_given: bool,
 }
 
 impl ScriptedSource {
@@ -96,6 +103,7 @@ impl ScriptedSource {
             turns: turns.into(),
             next_call: 1,
             log: RequestLog::default(),
+            skip_given: false,
         }
     }
 
@@ -108,6 +116,13 @@ impl ScriptedSource {
             ))
         })?;
         Ok(Self::new(turns))
+    }
+
+    /// A script that goes on where the conversation is: the replies the
+    /// first request already holds (a resumed run's) are not given again.
+    pub(crate) fn going_on(mut self) -> Self {
+        self.skip_given = true;
+        self
     }
 
     /// A handle on the requests this source receives.
@@ -123,11 +138,30 @@ impl ScriptedSource {
         }
     }
 
-    fn next_reply(&mut self, req: &ModelRequest) -> ModelReply {
+    /// Drops the replies the conversation already has (one per assistant
+    /// message), so a resumed run goes on where the script was.
+    fn skip_given(&mut self, req: &ModelRequest) {
+        let given = req
+            .messages
+            .iter()
+            .filter(|m| m.role == super::types::Role::Assistant)
+            .count();
+        for _ in 0..given {
+            match self.turns.pop_front() {
+                Some(turn) => self.next_call += turn.tool_calls.len() as u64,
+                None => break,
+            }
+        }
+    }
+
+    fn next_reply(&mut self, req: &ModelRequest) -> (ModelReply, u64) {
+        if std::mem::take(&mut self.skip_given) {
+            self.skip_given(req);
+        }
         self.log.push(req.clone());
         let turn = self.turns.pop_front().unwrap_or_else(|| ScriptedTurn {
             content: Some("The script has no more replies.".to_string()),
-            tool_calls: Vec::new(),
+            ..ScriptedTurn::default()
         });
         let tool_calls: Vec<ToolCall> = turn
             .tool_calls
@@ -144,13 +178,14 @@ impl ScriptedSource {
             })
             .collect();
         let usage = estimated_usage(req, turn.content.as_deref(), &tool_calls);
-        ModelReply {
+        let reply = ModelReply {
             content: turn.content,
             tool_calls,
             usage,
             model: Self::model_id(),
             provider: Default::default(),
-        }
+        };
+        (reply, turn.delay_ms)
     }
 }
 
@@ -161,16 +196,28 @@ impl ActionSource for ScriptedSource {
         deadline: Instant,
         observe: &'a mut (dyn FnMut(ModelObservation) + Send),
     ) -> CompletionFuture<'a> {
-        let result = if Instant::now() >= deadline {
-            Err(ModelError::DeadlineExceeded)
-        } else {
-            let reply = self.next_reply(req);
+        if Instant::now() >= deadline {
+            return Box::pin(std::future::ready(Err(ModelError::DeadlineExceeded)));
+        }
+        let (reply, delay_ms) = self.next_reply(req);
+        if delay_ms == 0 {
+            if let Some(text) = &reply.content {
+                observe(ModelObservation::Delta(text.clone()));
+            }
+            return Box::pin(std::future::ready(Ok(reply)));
+        }
+        let ready_at = Instant::now() + std::time::Duration::from_millis(delay_ms);
+        Box::pin(async move {
+            if ready_at > deadline {
+                tokio::time::sleep_until(deadline.into()).await;
+                return Err(ModelError::DeadlineExceeded);
+            }
+            tokio::time::sleep_until(ready_at.into()).await;
             if let Some(text) = &reply.content {
                 observe(ModelObservation::Delta(text.clone()));
             }
             Ok(reply)
-        };
-        Box::pin(std::future::ready(result))
+        })
     }
 
     fn current(&self) -> ModelId {
@@ -231,6 +278,69 @@ mod tests {
             .map(|r| r.messages[0].content.clone().unwrap_or_default())
             .collect();
         assert_eq!(texts, ["one", "two", "three"]);
+    }
+
+    #[tokio::test]
+    async fn a_delayed_reply_comes_after_its_delay_or_not_past_the_deadline() {
+        let script =
+            r#"[{"content": "slow", "delay_ms": 40}, {"content": "never", "delay_ms": 600000}]"#;
+        let mut source = ScriptedSource::from_json(script).expect("script");
+        let req = request("go");
+        let mut observe = |_: ModelObservation| {};
+        let started = Instant::now();
+        let deadline = started + Duration::from_secs(30);
+        let reply = source
+            .complete(&req, deadline, &mut observe)
+            .await
+            .expect("reply");
+        assert_eq!(reply.content.as_deref(), Some("slow"));
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let late = source.complete(&req, deadline, &mut observe).await;
+        assert!(
+            matches!(late, Err(ModelError::DeadlineExceeded)),
+            "{late:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_script_going_on_skips_the_replies_the_conversation_has() {
+        let script = r#"[{"tool_calls": [{"name": "read_file", "arguments": {"path": "a"}}]},
+                         {"tool_calls": [{"name": "read_file", "arguments": {"path": "b"}}]},
+                         {"content": "done"}]"#;
+        let mut source = ScriptedSource::from_json(script)
+            .expect("script")
+            .going_on();
+        let mut req = request("go on");
+        let earlier = ChatMessage {
+            role: crate::model::types::Role::Assistant,
+            ..ChatMessage::user("")
+        };
+        req.messages.push(earlier);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut observe = |_: ModelObservation| {};
+        let reply = source
+            .complete(&req, deadline, &mut observe)
+            .await
+            .expect("reply");
+        assert_eq!(reply.tool_calls[0].arguments, r#"{"path":"b"}"#);
+        assert_eq!(reply.tool_calls[0].id, "call_2", "ids go on too");
+        let reply = source
+            .complete(&req, deadline, &mut observe)
+            .await
+            .expect("reply");
+        assert_eq!(
+            reply.content.as_deref(),
+            Some("done"),
+            "only the first request skips"
+        );
+        // A script that is not going on starts at its beginning whatever the history.
+        let mut fresh = ScriptedSource::from_json(script).expect("script");
+        let reply = fresh
+            .complete(&req, deadline, &mut observe)
+            .await
+            .expect("reply");
+        assert_eq!(reply.tool_calls[0].arguments, r#"{"path":"a"}"#);
     }
 
     #[tokio::test]

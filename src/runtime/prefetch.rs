@@ -192,7 +192,7 @@ mod tests {
                 .iter()
                 .map(|r| ScriptedTurn {
                     content: Some(r.to_string()),
-                    tool_calls: Vec::new(),
+                    ..ScriptedTurn::default()
                 })
                 .collect(),
         );
