@@ -171,6 +171,19 @@ pub(crate) fn end_prompt() {
     write_line(&mut std::io::stderr().lock(), "");
 }
 
+/// Redraws a block of lines on stdout in place: the `previous` lines drawn
+/// last time are cleared, then `lines` are written, each escaped.
+pub(crate) fn redraw(previous: usize, lines: &[String]) {
+    let mut out = std::io::stdout().lock();
+    if previous > 0 {
+        let _ = write!(out, "\x1b[{previous}F\x1b[J");
+    }
+    for line in lines {
+        let _ = writeln!(out, "{}", escape_line(line));
+    }
+    let _ = out.flush();
+}
+
 /// [`escape_line`] with tabs kept: for patches, where tabs indent Makefiles
 /// and Go code and only move the cursor.
 pub(crate) fn escape_keeping_tabs(text: &str) -> String {

@@ -52,6 +52,7 @@ macro_rules! err {
 
 mod apply;
 mod ask;
+mod batch;
 pub mod demo;
 mod doctor;
 mod doctor_instructions;
@@ -141,6 +142,8 @@ pub enum Command {
     Run(RunArgs),
     /// Ask about a repository: read-only tools over a private copy, no container, no edits
     Ask(ask::AskArgs),
+    /// Many runs, up to N at once, from a tasks file or SWE-bench instances; resumable
+    Batch(batch::BatchArgs),
     /// Fix the bundled buggy fixture end to end (scripted model, real Docker and verifier)
     Demo,
     /// Apply a run's verified patch to its source repository (conflict- and receipt-checked)
@@ -548,6 +551,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Doctor { live }) => doctor::run(live).await,
         Some(Command::Smoke { target }) => Ok(smoke::run(target).await),
         Some(Command::Ask(args)) => Ok(ask::run(args).await),
+        Some(Command::Batch(args)) => batch::run(args).await,
         Some(Command::Mcp { http, port }) => mcp::run(http, port).await,
         Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
         Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),

@@ -3,6 +3,7 @@
 
 mod apply;
 mod apply_subset;
+mod batch;
 mod builds;
 mod checkpoint_export;
 mod cli;

@@ -14,8 +14,9 @@ const SINKS: [&str; 4] = [
 
 /// Writes that carry no outside text: the status line's own controls and
 /// the empty line of `out!()`.
-const LITERAL_WRITES: [&str; 2] = [
+const LITERAL_WRITES: [&str; 3] = [
     r#"let _ = write!(err, "\r\x1b[2K");"#,
+    r#"let _ = write!(out, "\x1b[{previous}F\x1b[J");"#,
     "let _ = writeln!(std::io::stdout());",
 ];
 

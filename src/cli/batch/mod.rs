@@ -1,0 +1,502 @@
+//! `minicoder batch`: many runs, up to N at once, each a child `minicoder`
+//! process (the same run as by hand: its own sandbox, verifier, artifacts).
+//!
+//! | file           | what it holds                                             |
+//! |----------------|-----------------------------------------------------------|
+//! | `plan.rs`      | the tasks file and SWE-bench instances, read and checked  |
+//! | `scheduler.rs` | every decision: what starts, what an exit means, the end  |
+//! | `child.rs`     | one child process: spawned, heard, its report read        |
+//! | `table.rs`     | the live table and the summary                            |
+//! | `swebench.rs`  | checkouts at `base_commit`, `predictions.jsonl`           |
+//!
+//! The batch folder holds `tasks.jsonl` (the tasks with absolute paths),
+//! `ledger.jsonl` (a line when a task's run begins and when it finishes,
+//! appended as it happens), `logs/ID.log` (each child's progress),
+//! `batch.json` at the end, and `predictions.jsonl` for SWE-bench. A batch
+//! that stopped — Ctrl-C, a kill, a crash — goes on with `--resume DIR`:
+//! finished tasks are kept, begun runs are resumed (`minicoder resume`),
+//! the rest start. Nothing runs twice.
+
+mod child;
+mod plan;
+mod scheduler;
+mod swebench;
+mod table;
+
+use std::collections::{BTreeSet, HashMap};
+use std::io::{IsTerminal as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Args;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use child::Heard;
+use plan::TaskSpec;
+use scheduler::{Entry, Scheduler, Slot, Start};
+
+use crate::state::StateDir;
+
+/// `minicoder batch`.
+#[derive(Debug, Args)]
+pub struct BatchArgs {
+    /// The tasks: one JSON object per line with id, repo and task, and
+    /// optionally checks [{name, command}], model, script, max_turns,
+    /// timeout, max_tokens, max_cost, network, allow_zero_tests
+    #[arg(required_unless_present_any = ["resume", "swebench"], conflicts_with = "swebench")]
+    pub tasks: Option<PathBuf>,
+    /// Runs at once (at most two per core, and 3 GiB of available memory each)
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub parallel: usize,
+    /// The batch folder (default: a new one under the state directory's batches/)
+    #[arg(long, value_name = "DIR", conflicts_with = "resume")]
+    pub out: Option<PathBuf>,
+    /// Go on with the batch in DIR: finished tasks kept, begun runs resumed
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["tasks", "swebench"])]
+    pub resume: Option<PathBuf>,
+    /// SWE-bench instances (JSONL: instance_id, repo, base_commit,
+    /// problem_statement, FAIL_TO_PASS, PASS_TO_PASS); writes predictions.jsonl
+    #[arg(long, value_name = "FILE", requires = "repos")]
+    pub swebench: Option<PathBuf>,
+    /// Local clones of the instances' repositories: DIR/OWNER__NAME,
+    /// DIR/OWNER/NAME or DIR/NAME (never changed: each instance gets a checkout)
+    #[arg(long, value_name = "DIR")]
+    pub repos: Option<PathBuf>,
+    /// Scripted replies for the SWE-bench instances, DIR/INSTANCE_ID.json
+    #[arg(long, value_name = "DIR", requires = "swebench")]
+    pub scripts: Option<PathBuf>,
+    /// The model of every task that names none (PROVIDER or PROVIDER:MODEL)
+    #[arg(long)]
+    pub model: Option<String>,
+    /// JSON lines on stdout, even on a terminal
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
+    let state = StateDir::from_env()?;
+    let (dir, tasks, ledger) = match open(&args, &state) {
+        Ok(opened) => opened,
+        Err(e) => {
+            err!("minicoder batch: {e}");
+            return Ok(ExitCode::from(super::EXIT_USAGE));
+        }
+    };
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let parallel = scheduler::capped_parallel(args.parallel, cores, mem_available());
+    if parallel < args.parallel {
+        err!(
+            "minicoder batch: {parallel} at once, not {}: this machine has {cores} cores and {} available",
+            args.parallel,
+            mem_available().map_or("unknown memory".into(), |b| format!("{} GiB", b >> 30))
+        );
+    }
+    let ids = tasks.iter().map(|t| t.id.clone()).collect();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut driver = Driver {
+        tx,
+        rx: Some(rx),
+        sched: Scheduler::new(ids, parallel, &ledger),
+        tasks,
+        dir: dir.clone(),
+        started: Instant::now(),
+        pids: HashMap::new(),
+        run_ids: BTreeSet::new(),
+        live: std::io::stdout().is_terminal() && !args.json,
+        drawn: 0,
+    };
+    driver.adopt_finished();
+    let stopped = driver.drive().await;
+    driver.finish(&state, stopped).await
+}
+
+/// The batch folder, its tasks and what an earlier go recorded.
+fn open(
+    args: &BatchArgs,
+    state: &StateDir,
+) -> Result<(PathBuf, Vec<TaskSpec>, Vec<Entry>), String> {
+    if let Some(dir) = &args.resume {
+        let text = plan::read_bounded(&dir.join("tasks.jsonl"))
+            .map_err(|e| format!("{e} (is {} a batch folder?)", dir.display()))?;
+        let tasks: Vec<TaskSpec> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", dir.join("tasks.jsonl").display()))?;
+        // A line cut short by a kill is the only kind that fails to parse.
+        let ledger = plan::read_bounded(&dir.join("ledger.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        return Ok((dir.clone(), tasks, ledger));
+    }
+    let dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => state
+            .root()
+            .join("batches")
+            .join(crate::runtime::new_run_id()),
+    };
+    crate::state::private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Absolute, so that `--resume` works from anywhere.
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    if dir.join("tasks.jsonl").exists() {
+        return Err(format!(
+            "{} already holds a batch: `minicoder batch --resume {0}` goes on with it",
+            dir.display()
+        ));
+    }
+    let tasks = match (&args.tasks, &args.swebench) {
+        (Some(file), _) => {
+            let text = plan::read_bounded(file)?;
+            let base = file
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            let base = base.parent().unwrap_or(Path::new("/"));
+            plan::parse_tasks(&text, base, args.model.as_deref())
+                .map_err(|e| format!("{}: {e}", file.display()))?
+        }
+        (None, Some(file)) => {
+            let text = plan::read_bounded(file)?;
+            let instances =
+                plan::parse_instances(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+            let repos = args.repos.as_deref().unwrap_or(Path::new("."));
+            swebench::tasks(
+                &instances,
+                repos,
+                &dir,
+                args.model.as_deref(),
+                args.scripts.as_deref(),
+            )?
+        }
+        (None, None) => return Err("name a tasks file, --swebench FILE or --resume DIR".into()),
+    };
+    if tasks.len() > plan::MAX_TASKS {
+        return Err(format!("a batch holds at most {} tasks", plan::MAX_TASKS));
+    }
+    crate::state::private_dir(&dir.join("logs")).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let lines: String = tasks
+        .iter()
+        .map(|t| serde_json::to_string(t).map(|l| l + "\n"))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    crate::state::write_private_file(&dir.join("tasks.jsonl"), lines.as_bytes())
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok((dir, tasks, Vec::new()))
+}
+
+/// MemAvailable of /proc/meminfo, in bytes.
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib.saturating_mul(1024))
+}
+
+struct Driver {
+    sched: Scheduler,
+    tasks: Vec<TaskSpec>,
+    dir: PathBuf,
+    started: Instant,
+    pids: HashMap<usize, u32>,
+    /// Every run this go began or resumed: their containers are checked at the end.
+    run_ids: BTreeSet<String>,
+    /// A live table on the terminal, rather than JSON lines.
+    live: bool,
+    /// Lines of the live table on screen.
+    drawn: usize,
+    /// What the children say, tagged with their task's index.
+    tx: UnboundedSender<(usize, Heard)>,
+    rx: Option<UnboundedReceiver<(usize, Heard)>>,
+}
+
+impl Driver {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn log_path(&self, index: usize) -> PathBuf {
+        self.dir
+            .join("logs")
+            .join(format!("{}.log", self.tasks[index].id))
+    }
+
+    /// Appends a line to the ledger; a batch that cannot record what it
+    /// does says so (it would redo work on `--resume`).
+    fn record(&self, entry: &Entry) {
+        let line = match serde_json::to_string(entry) {
+            Ok(l) => l + "\n",
+            Err(e) => {
+                err!("minicoder batch: recording a task: {e}");
+                return;
+            }
+        };
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("ledger.jsonl"))
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            err!("minicoder batch: writing the ledger: {e}");
+        }
+    }
+
+    fn json(&self, value: serde_json::Value) {
+        if !self.live {
+            super::out_json_line(&value.to_string());
+        }
+    }
+
+    /// Runs begun in an earlier go that finished after all (their report
+    /// was written before the batch stopped) are taken as they are.
+    fn adopt_finished(&mut self) {
+        for i in 0..self.sched.slots.len() {
+            let Slot::Interrupted { artifact_dir, .. } = &self.sched.slots[i] else {
+                continue;
+            };
+            let Some(report) = child::read_report(Path::new(artifact_dir)) else {
+                continue;
+            };
+            if report.outcome == crate::protocol::Outcome::Cancelled {
+                continue;
+            }
+            let result = child::result_of(&self.tasks[i].id, &report);
+            self.record(&Entry::Finished(result.clone()));
+            self.sched.adopt(i, result);
+        }
+    }
+
+    fn launch(&mut self, start: Start) {
+        let (index, resume) = match &start {
+            Start::Fresh(i) => (*i, None),
+            Start::Resume { index, run_id } => (*index, Some(run_id.as_str())),
+        };
+        if let Some(run_id) = resume {
+            self.run_ids.insert(run_id.to_string());
+        }
+        let args = self.tasks[index].child_args(resume);
+        match child::spawn(index, args, &self.log_path(index), self.tx.clone()) {
+            Ok(pid) => {
+                self.pids.insert(index, pid);
+                let mut event = serde_json::json!({
+                    "event": "task.started",
+                    "id": self.tasks[index].id,
+                });
+                if let Some(run_id) = resume {
+                    event["resuming"] = run_id.into();
+                }
+                self.json(event);
+            }
+            Err(e) => {
+                let exit = scheduler::Exit::NoReport {
+                    reason: format!("starting minicoder: {e}"),
+                    exit_code: -1,
+                };
+                self.ended(index, exit);
+            }
+        }
+    }
+
+    fn ended(&mut self, index: usize, exit: scheduler::Exit) {
+        if let Some(entry) = self.sched.exited(index, exit) {
+            self.record(&entry);
+            if let Entry::Finished(r) = &entry {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["event"] = "task.finished".into();
+                self.json(v);
+            }
+        }
+    }
+
+    fn heard(&mut self, index: usize, heard: Heard) {
+        match heard {
+            Heard::Started {
+                run_id,
+                artifact_dir,
+            } => {
+                self.run_ids.insert(run_id.clone());
+                if let Some(entry) = self.sched.started(index, &run_id, &artifact_dir) {
+                    self.record(&entry);
+                }
+            }
+            Heard::Turn(n) => self.sched.turn(index, n),
+            Heard::Tokens(n) => self.sched.tokens(index, n),
+            Heard::Ended { status, signal } => {
+                self.pids.remove(&index);
+                let dir = match &self.sched.slots[index] {
+                    Slot::Running(live) => live.artifact_dir.clone(),
+                    _ => None,
+                };
+                let exit = child::exit_of(
+                    &self.tasks[index].id,
+                    dir.as_deref(),
+                    status,
+                    signal,
+                    &self.log_path(index),
+                );
+                self.ended(index, exit);
+            }
+        }
+    }
+
+    fn redraw(&mut self) {
+        if !self.live {
+            return;
+        }
+        let (width, height) =
+            crossterm::terminal::size().map_or((80, 24), |(w, h)| (usize::from(w), usize::from(h)));
+        // Each line within the width: a wrapped line would throw the
+        // redraw off by one.
+        let lines: Vec<String> =
+            table::live(&self.sched, self.now_ms(), height.saturating_sub(1).min(40))
+                .iter()
+                .map(|l| crate::terminal_text::cut_to(l, width.saturating_sub(1).max(10)))
+                .collect();
+        crate::terminal_text::redraw(self.drawn, &lines);
+        self.drawn = lines.len();
+    }
+
+    /// Runs the batch until every task has ended, or until a signal stops
+    /// it (then the running children are told to stop and awaited). Returns
+    /// whether it was stopped.
+    async fn drive(&mut self) -> bool {
+        let Some(mut rx) = self.rx.take() else {
+            return self.sched.stopping();
+        };
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        let mut terminate = signal(SignalKind::terminate()).ok();
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+        let mut signals = 0u32;
+        loop {
+            for start in self.sched.next_starts(self.now_ms()) {
+                self.launch(start);
+            }
+            if self.sched.is_over() {
+                break;
+            }
+            tokio::select! {
+                Some((index, heard)) = rx.recv() => self.heard(index, heard),
+                Some(()) = recv(&mut interrupt) => signals += 1,
+                Some(()) = recv(&mut terminate) => signals += 1,
+                _ = tick.tick() => self.redraw(),
+            }
+            if signals > 0 && !self.sched.stopping() {
+                self.sched.stop();
+                if !self.live {
+                    err!(
+                        "minicoder batch: stopping: each running run cancels (partial patch kept, containers removed); again to kill them"
+                    );
+                }
+                for pid in self.pids.values() {
+                    child::signal(*pid, libc::SIGINT);
+                }
+            } else if signals > 1 {
+                for pid in self.pids.values() {
+                    child::signal(*pid, libc::SIGKILL);
+                }
+                signals = 1;
+            }
+        }
+        self.redraw();
+        self.sched.stopping()
+    }
+
+    async fn finish(mut self, state: &StateDir, stopped: bool) -> anyhow::Result<ExitCode> {
+        let left = self.clean_up(state).await;
+        let results: Vec<scheduler::TaskResult> =
+            self.sched.results().into_iter().cloned().collect();
+        let refs: Vec<&scheduler::TaskResult> = results.iter().collect();
+        if self.tasks.iter().any(|t| t.instance_id.is_some()) {
+            let text = swebench::predictions(&self.tasks, &refs);
+            if let Err(e) = crate::state::write_private_file(
+                &self.dir.join("predictions.jsonl"),
+                text.as_bytes(),
+            ) {
+                err!("minicoder batch: writing predictions.jsonl: {e}");
+            }
+            if self.sched.all_done() {
+                let _ = std::fs::remove_dir_all(self.dir.join("checkouts"));
+            }
+        }
+        let count = |o: &str| results.iter().filter(|r| r.outcome == o).count();
+        let verified = results.iter().filter(|r| r.verified).count();
+        let summary = serde_json::json!({
+            "batch_dir": self.dir.display().to_string(),
+            "tasks": self.tasks.len(),
+            "parallel": self.sched.parallel,
+            "duration_ms": self.now_ms(),
+            "stopped": stopped,
+            "totals": {
+                "verified": verified,
+                "success": count("success"),
+                "failure": count("failure"),
+                "budget": count("budget"),
+                "cancelled": count("cancelled"),
+                "error": count("error"),
+                "not_finished": self.tasks.len() - results.len(),
+            },
+            "tokens": {
+                "input": results.iter().map(|r| r.tokens.input).fold(0u64, u64::saturating_add),
+                "output": results.iter().map(|r| r.tokens.output).fold(0u64, u64::saturating_add),
+            },
+            "left_behind": { "containers": left },
+            "results": results,
+        });
+        let text = serde_json::to_string_pretty(&summary)? + "\n";
+        crate::state::write_private_file(&self.dir.join("batch.json"), text.as_bytes())?;
+        if self.live {
+            crate::terminal_text::redraw(self.drawn, &table::summary(&self.sched, self.now_ms()));
+            out!("{}", table::status(&self.sched, self.now_ms()));
+            out!("batch: {}", self.dir.join("batch.json").display());
+            if stopped {
+                out!("next: minicoder batch --resume {}", self.dir.display());
+            }
+        } else {
+            let mut end = summary;
+            end["event"] = "batch.finished".into();
+            if let Some(o) = end.as_object_mut() {
+                o.remove("results");
+            }
+            super::out_json_line(&end.to_string());
+        }
+        let code = if stopped {
+            super::EXIT_CANCELLED
+        } else if self.sched.all_done() && verified == self.tasks.len() {
+            0
+        } else {
+            super::EXIT_FAILURE
+        };
+        Ok(ExitCode::from(code))
+    }
+
+    /// Whatever a run left — a child killed before it could clean up — is
+    /// removed: the containers of every run of this go, and workspaces whose
+    /// process is gone. Returns how many containers had to go.
+    async fn clean_up(&mut self, state: &StateDir) -> usize {
+        let mut gone = crate::sandbox::gc::GcReport::default();
+        crate::sandbox::gc::collect_workspaces(state, &mut gone);
+        let Ok(docker) = crate::sandbox::connect().await else {
+            return 0;
+        };
+        let mut left = 0;
+        for run_id in &self.run_ids {
+            left += crate::sandbox::gc::remove_run(&docker, run_id)
+                .await
+                .unwrap_or(0);
+        }
+        left
+    }
+}
+
+async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
+    match s {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
