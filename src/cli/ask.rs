@@ -23,6 +23,9 @@ pub struct AskArgs {
     /// Pin a provider or PROVIDER:MODEL (disables fallback)
     #[arg(long)]
     pub model: Option<String>,
+    /// Take the model's replies from FILE (see `run --script`)
+    #[arg(long, value_name = "FILE", conflicts_with = "model")]
+    pub script: Option<PathBuf>,
 }
 
 fn failed(non_interactive: bool, code: u8, message: &str) -> ExitCode {
@@ -55,15 +58,21 @@ pub(crate) async fn run(args: AskArgs) -> ExitCode {
         return failed(json, EXIT_USAGE, &e);
     }
     let env: HashMap<String, String> = std::env::vars().collect();
-    let selection = match super::options::model_selection(args.model.as_deref(), false, &env) {
-        Ok(s) => s,
-        Err(e) => return failed(json, EXIT_USAGE, &e),
-    };
-    let source: Box<dyn ActionSource> =
+    let source: Box<dyn ActionSource> = if let Some(script) = &args.script {
+        match super::options::scripted_source(script) {
+            Ok(source) => Box::new(source),
+            Err(e) => return failed(json, EXIT_USAGE, &e),
+        }
+    } else {
+        let selection = match super::options::model_selection(args.model.as_deref(), false, &env) {
+            Ok(s) => s,
+            Err(e) => return failed(json, EXIT_USAGE, &e),
+        };
         match ModelChain::from_env(&crate::model::Env::from_pairs(env.clone()), &selection) {
             Ok(chain) => Box::new(chain),
             Err(e) => return failed(json, EXIT_FAILURE, &e.to_string()),
-        };
+        }
+    };
     let config = match super::options::ask_config(&env) {
         Ok(c) => c,
         Err(e) => return failed(json, EXIT_USAGE, &e),

@@ -35,6 +35,11 @@ const SCRIPT: &str = include_str!("../../assets/demo/script.json");
 pub(crate) const TASK: &str =
     "Fix the pagination bug: page_count(21, 10) returns 2, so the partial last page is lost.";
 
+/// The fixture's files: (path, text).
+pub(crate) fn fixture_files() -> &'static [(&'static str, &'static str)] {
+    &FIXTURE
+}
+
 /// Writes the fixture as a fresh one-commit Git repository in `dir`.
 pub fn write_fixture(dir: &Path) -> anyhow::Result<()> {
     for (path, text) in FIXTURE {
@@ -44,13 +49,18 @@ pub fn write_fixture(dir: &Path) -> anyhow::Result<()> {
         }
         std::fs::write(&file, text)?;
     }
+    commit_everything(dir, "pagination helpers")
+}
+
+/// Makes `dir` a Git repository whose one commit holds every file in it.
+pub(crate) fn commit_everything(dir: &Path, message: &str) -> anyhow::Result<()> {
     let repo = git2::Repository::init(dir)?;
     let mut index = repo.index()?;
     index.add_all(["*"], git2::IndexAddOption::DEFAULT, None)?;
     index.write()?;
     let tree = repo.find_tree(index.write_tree()?)?;
     let sig = git2::Signature::now("minicoder demo", "demo@minicoder.invalid")?;
-    repo.commit(Some("HEAD"), &sig, &sig, "pagination helpers", &tree, &[])?;
+    repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[])?;
     Ok(())
 }
 

@@ -58,6 +58,7 @@ mod doctor;
 mod doctor_instructions;
 mod doctor_project;
 mod env_file;
+mod eval;
 mod gc;
 mod init;
 mod mcp;
@@ -144,6 +145,8 @@ pub enum Command {
     Ask(ask::AskArgs),
     /// Many runs, up to N at once, from a tasks file or SWE-bench instances; resumable
     Batch(batch::BatchArgs),
+    /// The conformance suite: scripted cases through the real sandbox and verifier (--model to measure a model)
+    Eval(eval::EvalArgs),
     /// Fix the bundled buggy fixture end to end (scripted model, real Docker and verifier)
     Demo,
     /// Apply a run's verified patch to its source repository (conflict- and receipt-checked)
@@ -552,6 +555,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Smoke { target }) => Ok(smoke::run(target).await),
         Some(Command::Ask(args)) => Ok(ask::run(args).await),
         Some(Command::Batch(args)) => batch::run(args).await,
+        Some(Command::Eval(args)) => tokio::task::spawn_blocking(move || eval::run(args)).await?,
         Some(Command::Mcp { http, port }) => mcp::run(http, port).await,
         Some(Command::Trust { repo, network }) => trust::trust(repo.as_deref(), network),
         Some(Command::Untrust { repo }) => trust::untrust(repo.as_deref()),

@@ -205,8 +205,7 @@ fn doctor_in_a_repository_lists_its_instruction_files() {
 
 #[test]
 fn doctor_names_the_build_outputs_a_check_would_leave_in_the_tree() {
-    let fixture =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ecosystems/c");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/eval/fixtures/c");
     let repo = tempfile::tempdir().expect("tempdir");
     for name in ["Makefile", "clamp.c", "clamp.h", "test_clamp.c"] {
         std::fs::copy(fixture.join(name), repo.path().join(name)).expect("copy");

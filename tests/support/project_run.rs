@@ -11,7 +11,7 @@ use super::mock_openai::{MockOpenAi, MockResponse};
 
 pub const API_KEY: &str = "sk-test-0a1b2c3d4e5f60718293a4b5c6d7e8f9";
 
-/// A project under `tests/fixtures/ecosystems/<name>`, copied and committed.
+/// A project under `assets/eval/fixtures/<name>`, copied and committed.
 pub struct Project {
     pub source: tempfile::TempDir,
     pub state: tempfile::TempDir,
@@ -57,7 +57,7 @@ impl Finished {
 
 pub fn fixture_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/ecosystems")
+        .join("assets/eval/fixtures")
         .join(name)
 }
 

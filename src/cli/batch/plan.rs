@@ -65,7 +65,11 @@ impl TaskSpec {
     pub(crate) fn child_args(&self, resume: Option<&str>) -> Vec<std::ffi::OsString> {
         let mut a: Vec<std::ffi::OsString> = match resume {
             Some(run_id) => vec!["resume".into(), run_id.into()],
-            None => vec!["run".into(), self.repo.clone().into(), self.task.clone().into()],
+            None => vec![
+                "run".into(),
+                self.repo.clone().into(),
+                self.task.clone().into(),
+            ],
         };
         a.extend(["--non-interactive".into(), "--events".into()]);
         if let Some(script) = &self.script {
