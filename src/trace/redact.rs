@@ -14,6 +14,10 @@ use regex::{Captures, Regex, RegexSet};
 /// What replaces a credential.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// The most passes of one pattern over a text (two suffice for assignments
+/// that follow each other; each pass redacts at least every other one).
+const MAX_PASSES: usize = 8;
+
 /// Environment values shorter than this are not treated as secrets (they would
 /// redact ordinary words).
 pub(crate) const MIN_SECRET_LEN: usize = 8;
@@ -154,11 +158,18 @@ impl Redactor {
             if !self.inner.any.is_empty() && !hits.matched(index) {
                 continue;
             }
-            let replaced = pattern
-                .regex
-                .replace_all(&current, |caps: &Captures<'_>| pattern.replacement(caps));
-            if let Cow::Owned(changed) = replaced {
-                current = Cow::Owned(changed);
+            // A match takes the delimiter after it, so an assignment right
+            // after another is only found by a second pass: passes go on
+            // until one changes nothing.
+            for _ in 0..MAX_PASSES {
+                let next = match pattern
+                    .regex
+                    .replace_all(&current, |caps: &Captures<'_>| pattern.replacement(caps))
+                {
+                    Cow::Owned(changed) if changed != *current => changed,
+                    _ => break,
+                };
+                current = Cow::Owned(next);
             }
         }
         if current == text {

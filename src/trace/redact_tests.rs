@@ -480,3 +480,17 @@ fn this_crates_own_sources_come_out_unchanged() {
     }
     assert!(lines > 10_000, "only {lines} lines read");
 }
+
+#[test]
+fn assignments_that_follow_each_other_are_all_redacted_and_redacting_again_changes_nothing() {
+    let r = Redactor::default();
+    let value = "q8Fz2LwX0pRt7Ym4";
+    let text = format!("OPENAI_API_KEY={value} DEEPSEEK_API_KEY={value} GH_TOKEN={value}\n");
+    let once = r.redact(&text).into_owned();
+    assert!(!once.contains(value), "{once}");
+    assert_eq!(
+        once,
+        "OPENAI_API_KEY=[REDACTED] DEEPSEEK_API_KEY=[REDACTED] GH_TOKEN=[REDACTED]\n"
+    );
+    assert_eq!(r.redact(&once), once.as_str());
+}
