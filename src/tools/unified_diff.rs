@@ -112,15 +112,35 @@ pub fn parse_unified_diff(patch: &str) -> Result<FilePatch, String> {
             new_no_newline: false,
         };
         index += 1;
+        // Empty lines (no leading space) at the end of the hunk, so far.
+        let mut bare_at_end = 0;
+        // The lines the header says are still to come, when it says: a
+        // removed `-- x` and an added `++ y` look like the next file's
+        // headers, and only the counts tell them apart.
+        let mut to_come = parse_counts(header);
         while index < lines.len() {
             let line = lines[index];
+            bare_at_end = if line.is_empty() { bare_at_end + 1 } else { 0 };
             if line.starts_with("@@") || line.starts_with("diff ") {
                 break;
             }
-            if line.starts_with("--- ")
+            let pending = to_come.is_some_and(|(old, new)| old > 0 || new > 0);
+            if !pending
+                && line.starts_with("--- ")
                 && lines.get(index + 1).is_some_and(|l| l.starts_with("+++ "))
             {
                 break;
+            }
+            if let Some((old, new)) = to_come.as_mut() {
+                match line.as_bytes().first() {
+                    Some(b'+') => *new = new.saturating_sub(1),
+                    Some(b'-') => *old = old.saturating_sub(1),
+                    Some(b'\\') => {}
+                    _ => {
+                        *old = old.saturating_sub(1);
+                        *new = new.saturating_sub(1);
+                    }
+                }
             }
             if line.starts_with('\\') {
                 match hunk.lines.last() {
@@ -150,11 +170,13 @@ pub fn parse_unified_diff(patch: &str) -> Result<FilePatch, String> {
             index += 1;
         }
         // Empty lines at the very end are trailing blank lines of the
-        // message, not context.
+        // message, not context; a context line written as one space is.
         while index >= lines.len()
+            && bare_at_end > 0
             && matches!(hunk.lines.last(), Some(HunkLine::Context(t)) if t.is_empty())
         {
             hunk.lines.pop();
+            bare_at_end -= 1;
         }
         if !hunk
             .lines
@@ -189,6 +211,23 @@ fn header_path(rest: &str) -> Option<String> {
     } else {
         Some(path.to_string())
     }
+}
+
+/// The old and new line counts of a hunk header (`@@ -3,4 +3,5 @@`; a
+/// missing count is 1), if the header has both ranges.
+fn parse_counts(header: &str) -> Option<(usize, usize)> {
+    let mut words = header.trim_start_matches('@').split_whitespace();
+    let count = |word: Option<&str>, sign: char| -> Option<usize> {
+        let range = word?.strip_prefix(sign)?;
+        match range.split_once(',') {
+            Some((start, count)) => {
+                start.parse::<usize>().ok()?;
+                count.parse().ok()
+            }
+            None => range.parse::<usize>().ok().map(|_| 1),
+        }
+    };
+    Some((count(words.next(), '-')?, count(words.next(), '+')?))
 }
 
 fn parse_old_start(header: &str) -> Result<usize, String> {

@@ -123,3 +123,34 @@ fn a_created_file_can_lack_a_final_newline() {
     let out = apply("", "--- /dev/null\n+++ b/x\n@@ -0,0 +1 @@\n+a\n");
     assert_eq!(out, Ok("a\n".to_string()));
 }
+
+#[test]
+fn an_empty_context_line_written_as_a_space_at_the_end_is_context_not_a_trailing_blank() {
+    // Lines added before the file's only (empty) line.
+    let patch = "--- a/f\n+++ b/f\n@@ -1 +1,3 @@\n+a\n+b\n \n";
+    let parsed = parse_unified_diff(patch).expect("parses");
+    let after = apply_hunks(&TextLines::parse("\n"), &parsed.hunks).expect("applies");
+    assert_eq!(after.render(), "a\nb\n\n");
+    // Bare empty lines after the hunk are still the message's own.
+    let trailing = "--- a/f\n+++ b/f\n@@ -1 +1,2 @@\n x\n+y\n\n\n";
+    let parsed = parse_unified_diff(trailing).expect("parses");
+    assert_eq!(parsed.hunks[0].lines.len(), 2);
+}
+
+#[test]
+fn lines_that_look_like_file_headers_inside_a_hunk_are_lines_when_the_counts_say_so() {
+    // Removing `-- a` and adding `++ b` reads `--- a` / `+++ b` in the diff.
+    let before = "-- a\nkeep\n";
+    let after = "++ b\nkeep\n";
+    let patch = "--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n--- a\n+++ b\n keep\n";
+    let parsed = parse_unified_diff(patch).expect("parses");
+    let out = apply_hunks(&TextLines::parse(before), &parsed.hunks).expect("applies");
+    assert_eq!(out.render(), after);
+    // Without counts still to come, the pair is the next file's headers.
+    let two = "--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n--- a/g\n+++ b/g\n@@ -1 +1 @@\n-x\n+y\n";
+    assert!(
+        parse_unified_diff(two)
+            .expect_err("two files")
+            .contains("more than one file")
+    );
+}
