@@ -127,7 +127,8 @@ async fn twenty_scripted_tasks_at_four_at_once_get_their_verdicts_and_leave_noth
         let task = json!({
             "id": format!("task-{i:02}"),
             "repo": format!("repo-{i}"),
-            "task": "Fix the pagination bug: page_count(21, 10) returns 2.",
+            // A task may begin with a dash, as a Markdown list does.
+            "task": if i == 3 { "- page_count(21, 10) returns 2: fix it." } else { "Fix the pagination bug: page_count(21, 10) returns 2." },
             "script": if fixes { demo_script() } else { idle.clone() },
             "max_turns": if fixes { 10 } else { 2 },
         });
@@ -372,7 +373,7 @@ async fn swebench_predictions_have_the_harness_fields_and_their_patches_pass() {
         instances.push_str(&format!(
             "{}\n",
             json!({"instance_id": id, "repo": name, "base_commit": base,
-                   "problem_statement": "page_count(21, 10) returns 2: the partial last page is lost.",
+                   "problem_statement": "- page_count(21, 10) returns 2\n- the partial last page is lost",
                    "FAIL_TO_PASS": serde_json::to_string(&fail_to_pass).expect("json"),
                    "PASS_TO_PASS": pass_to_pass, "version": "0.1"})
         ));

@@ -104,10 +104,7 @@ pub(crate) fn spawn(
     tx: UnboundedSender<(usize, Heard)>,
 ) -> std::io::Result<u32> {
     let exe = std::env::current_exe()?;
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)?;
+    let log_file = super::append_private(log)?;
     let mut cmd = tokio::process::Command::new(exe);
     cmd.args(args)
         .stdin(Stdio::null())
@@ -202,11 +199,22 @@ pub(crate) fn result_of(id: &str, report: &RunReport) -> TaskResult {
 pub(crate) fn exit_of(
     id: &str,
     artifact_dir: Option<&str>,
-    status: Option<i32>,
-    signal: Option<i32>,
+    since: std::time::SystemTime,
+    (status, signal): (Option<i32>, Option<i32>),
     log: &Path,
 ) -> Exit {
-    if let Some(report) = artifact_dir.and_then(|d| read_report(&PathBuf::from(d))) {
+    // Only a report written by this child counts: a resumed run's folder
+    // holds the report of the go that stopped.
+    let fresh = |d: &Path| {
+        std::fs::metadata(d.join("report.json"))
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= since)
+    };
+    if let Some(report) = artifact_dir
+        .map(PathBuf::from)
+        .filter(|d| fresh(d))
+        .and_then(|d| read_report(&d))
+    {
         return Exit::Report(Box::new(result_of(id, &report)));
     }
     let last = last_line(log).unwrap_or_default();
@@ -234,10 +242,17 @@ fn last_line(log: &Path) -> Option<String> {
     let mut tail = Vec::new();
     f.take(4096).read_to_end(&mut tail).ok()?;
     let text = String::from_utf8_lossy(&tail);
-    text.lines()
-        .rev()
+    // The error line of a refusal, over the usage hints after it.
+    let lines: Vec<&str> = text
+        .lines()
         .map(str::trim)
-        .find(|l| !l.is_empty())
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("error:"))
+        .or(lines.last())
         .map(|l| crate::terminal_text::cut_to(l, 300))
 }
 
@@ -294,7 +309,7 @@ mod tests {
             "progress\nminicoder: the repository /x does not exist\n\n",
         )
         .expect("write");
-        let exit = exit_of("t", None, Some(2), None, &log);
+        let exit = exit_of("t", None, std::time::UNIX_EPOCH, (Some(2), None), &log);
         assert_eq!(
             exit,
             Exit::NoReport {
@@ -307,12 +322,34 @@ mod tests {
         let exit = exit_of(
             "t",
             Some("/nowhere"),
-            None,
-            Some(9),
+            std::time::UNIX_EPOCH,
+            (None, Some(9)),
             &dir.path().join("none"),
         );
         assert!(
             matches!(exit, Exit::NoReport { reason, exit_code: -1 } if reason.contains("signal 9"))
+        );
+        // A report older than the child is an earlier go's, not its own.
+        let run = dir.path().join("run");
+        std::fs::create_dir(&run).expect("mkdir");
+        std::fs::write(run.join("report.json"), "{}").expect("report");
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(60);
+        let exit = exit_of("t", run.to_str(), later, (Some(1), None), &log);
+        assert!(
+            matches!(exit, Exit::NoReport { exit_code: 1, .. }),
+            "{exit:?}"
+        );
+        // A refusal's error line, over the usage hints after it.
+        let clap = dir.path().join("clap.log");
+        std::fs::write(
+            &clap,
+            "error: unexpected argument '- '\n\nUsage: minicoder run\n\nFor more information, try '--help'.\n",
+        )
+        .expect("write");
+        let exit = exit_of("t", None, std::time::UNIX_EPOCH, (Some(2), None), &clap);
+        assert!(
+            matches!(&exit, Exit::NoReport { reason, .. } if reason.ends_with("error: unexpected argument '- '")),
+            "{exit:?}"
         );
     }
 }

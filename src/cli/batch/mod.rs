@@ -77,7 +77,11 @@ pub struct BatchArgs {
 
 pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
     let state = StateDir::from_env()?;
-    let (dir, tasks, ledger) = match open(&args, &state) {
+    let opened = open(&args, &state).and_then(|(dir, tasks, ledger)| {
+        let held = lock(&dir)?;
+        Ok((dir, tasks, ledger, held))
+    });
+    let (dir, tasks, ledger, _held) = match opened {
         Ok(opened) => opened,
         Err(e) => {
             err!("minicoder batch: {e}");
@@ -103,6 +107,7 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
         dir: dir.clone(),
         started: Instant::now(),
         pids: HashMap::new(),
+        launched: HashMap::new(),
         run_ids: BTreeSet::new(),
         live: std::io::stdout().is_terminal() && !args.json,
         drawn: 0,
@@ -118,6 +123,7 @@ fn open(
     state: &StateDir,
 ) -> Result<(PathBuf, Vec<TaskSpec>, Vec<Entry>), String> {
     if let Some(dir) = &args.resume {
+        private(dir)?;
         let text = plan::read_bounded(&dir.join("tasks.jsonl"))
             .map_err(|e| format!("{e} (is {} a batch folder?)", dir.display()))?;
         let tasks: Vec<TaskSpec> = text
@@ -125,6 +131,8 @@ fn open(
             .filter(|l| !l.trim().is_empty())
             .map(serde_json::from_str)
             .collect::<Result<_, _>>()
+            .map_err(|e| format!("{}: {e}", dir.join("tasks.jsonl").display()))?;
+        plan::check_tasks(&tasks)
             .map_err(|e| format!("{}: {e}", dir.join("tasks.jsonl").display()))?;
         // A line cut short by a kill is the only kind that fails to parse.
         let ledger = plan::read_bounded(&dir.join("ledger.jsonl"))
@@ -141,17 +149,25 @@ fn open(
             .join("batches")
             .join(crate::runtime::new_run_id()),
     };
-    crate::state::private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    // Absolute, so that `--resume` works from anywhere.
-    let dir = dir
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
     if dir.join("tasks.jsonl").exists() {
         return Err(format!(
             "{} already holds a batch: `minicoder batch --resume {0}` goes on with it",
             dir.display()
         ));
     }
+    // The batch writes, and removes, only in a folder of its own.
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(format!(
+            "{} is not empty: name a new folder (or an empty one) for the batch",
+            dir.display()
+        ));
+    }
+    crate::state::private_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    private(&dir)?;
+    // Absolute, so that `--resume` works from anywhere.
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
     let tasks = match (&args.tasks, &args.swebench) {
         (Some(file), _) => {
             let text = plan::read_bounded(file)?;
@@ -166,13 +182,18 @@ fn open(
             let text = plan::read_bounded(file)?;
             let instances =
                 plan::parse_instances(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-            let repos = args.repos.as_deref().unwrap_or(Path::new("."));
+            let absolute = |p: &Path| {
+                p.canonicalize()
+                    .map_err(|e| format!("{}: {e}", p.display()))
+            };
+            let repos = absolute(args.repos.as_deref().unwrap_or(Path::new(".")))?;
+            let scripts = args.scripts.as_deref().map(absolute).transpose()?;
             swebench::tasks(
                 &instances,
-                repos,
+                &repos,
                 &dir,
                 args.model.as_deref(),
-                args.scripts.as_deref(),
+                scripts.as_deref(),
             )?
         }
         (None, None) => return Err("name a tasks file, --swebench FILE or --resume DIR".into()),
@@ -189,6 +210,46 @@ fn open(
     crate::state::write_private_file(&dir.join("tasks.jsonl"), lines.as_bytes())
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok((dir, tasks, Vec::new()))
+}
+
+/// Refuses a batch folder that is not its owner's alone: others could
+/// plant links where the batch writes, or change its tasks before a resume.
+fn private(dir: &Path) -> Result<(), String> {
+    crate::state::check_private(dir).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Holds the batch folder for this process: two batches on one folder
+/// would run its tasks twice. Released when the process ends.
+fn lock(dir: &Path) -> Result<std::fs::File, String> {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(dir.join("lock"))
+        .map_err(|e| format!("{}: {e}", dir.join("lock").display()))?;
+    // SAFETY: flock(2) on a descriptor this function owns.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if taken {
+        Ok(file)
+    } else {
+        Err(format!("another batch is running in {}", dir.display()))
+    }
+}
+
+/// Opens a file of the batch folder to append to: created private, never
+/// through a link.
+pub(crate) fn append_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// MemAvailable of /proc/meminfo, in bytes.
@@ -211,6 +272,9 @@ struct Driver {
     live: bool,
     /// Lines of the live table on screen.
     drawn: usize,
+    /// When each running task's child started: a report older than that
+    /// is an earlier go's.
+    launched: HashMap<usize, std::time::SystemTime>,
     /// What the children say, tagged with their task's index.
     tx: UnboundedSender<(usize, Heard)>,
     rx: Option<UnboundedReceiver<(usize, Heard)>>,
@@ -237,10 +301,7 @@ impl Driver {
                 return;
             }
         };
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("ledger.jsonl"))
+        let written = append_private(&self.dir.join("ledger.jsonl"))
             .and_then(|mut f| f.write_all(line.as_bytes()));
         if let Err(e) = written {
             err!("minicoder batch: writing the ledger: {e}");
@@ -257,13 +318,17 @@ impl Driver {
     /// was written before the batch stopped) are taken as they are.
     fn adopt_finished(&mut self) {
         for i in 0..self.sched.slots.len() {
-            let Slot::Interrupted { artifact_dir, .. } = &self.sched.slots[i] else {
+            let Slot::Interrupted {
+                artifact_dir,
+                run_id,
+            } = &self.sched.slots[i]
+            else {
                 continue;
             };
             let Some(report) = child::read_report(Path::new(artifact_dir)) else {
                 continue;
             };
-            if report.outcome == crate::protocol::Outcome::Cancelled {
+            if report.outcome == crate::protocol::Outcome::Cancelled || report.run_id != *run_id {
                 continue;
             }
             let result = child::result_of(&self.tasks[i].id, &report);
@@ -281,6 +346,7 @@ impl Driver {
             self.run_ids.insert(run_id.to_string());
         }
         let args = self.tasks[index].child_args(resume);
+        self.launched.insert(index, std::time::SystemTime::now());
         match child::spawn(index, args, &self.log_path(index), self.tx.clone()) {
             Ok(pid) => {
                 self.pids.insert(index, pid);
@@ -333,11 +399,15 @@ impl Driver {
                     Slot::Running(live) => live.artifact_dir.clone(),
                     _ => None,
                 };
+                let since = self
+                    .launched
+                    .remove(&index)
+                    .unwrap_or(std::time::UNIX_EPOCH);
                 let exit = child::exit_of(
                     &self.tasks[index].id,
                     dir.as_deref(),
-                    status,
-                    signal,
+                    since,
+                    (status, signal),
                     &self.log_path(index),
                 );
                 self.ended(index, exit);
@@ -498,5 +568,69 @@ async fn recv(s: &mut Option<tokio::signal::unix::Signal>) -> Option<()> {
     match s {
         Some(s) => s.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(tasks: &Path, out: &Path) -> BatchArgs {
+        BatchArgs {
+            tasks: Some(tasks.to_path_buf()),
+            parallel: 1,
+            out: Some(out.to_path_buf()),
+            resume: None,
+            swebench: None,
+            repos: None,
+            scripts: None,
+            model: None,
+            json: true,
+        }
+    }
+
+    #[test]
+    fn a_batch_folder_is_new_or_empty_private_and_held_by_one_batch() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().expect("tempdir");
+        let state = StateDir::new(root.path().join("state"));
+        let tasks = root.path().join("tasks.jsonl");
+        std::fs::write(&tasks, r#"{"id": "a", "repo": "r", "task": "t"}"#).expect("tasks");
+
+        let busy = root.path().join("busy");
+        std::fs::create_dir(&busy).expect("mkdir");
+        std::fs::write(busy.join("precious"), "x").expect("file");
+        let e = open(&args(&tasks, &busy), &state).expect_err("not empty");
+        assert!(e.contains("is not empty"), "{e}");
+        assert!(busy.join("precious").exists());
+
+        let shared = root.path().join("shared");
+        std::fs::create_dir(&shared).expect("mkdir");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert!(
+            open(&args(&tasks, &shared), &state).is_err(),
+            "others may write there"
+        );
+
+        let fresh = root.path().join("fresh");
+        let (dir, opened, _) = open(&args(&tasks, &fresh), &state).expect("opened");
+        assert_eq!(opened.len(), 1);
+        assert!(dir.is_absolute());
+        let mode = std::fs::metadata(&dir).expect("meta").permissions().mode();
+        assert_eq!(mode & 0o077, 0, "private");
+        let e = open(&args(&tasks, &fresh), &state).expect_err("a batch already");
+        assert!(e.contains("--resume"), "{e}");
+
+        let held = lock(&dir).expect("first");
+        let e = lock(&dir).expect_err("second");
+        assert!(e.contains("another batch"), "{e}");
+        drop(held);
+        lock(&dir).expect("free again");
+
+        // Appending never goes through a link someone planted.
+        std::os::unix::fs::symlink(root.path().join("victim"), dir.join("ledger.jsonl"))
+            .expect("link");
+        assert!(append_private(&dir.join("ledger.jsonl")).is_err());
+        assert!(!root.path().join("victim").exists());
     }
 }

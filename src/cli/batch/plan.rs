@@ -63,45 +63,47 @@ impl TaskSpec {
     /// The arguments of the `minicoder` child that runs it: a fresh run,
     /// or `resume` of the run it began.
     pub(crate) fn child_args(&self, resume: Option<&str>) -> Vec<std::ffi::OsString> {
-        let mut a: Vec<std::ffi::OsString> = match resume {
-            Some(run_id) => vec!["resume".into(), run_id.into()],
-            None => vec![
-                "run".into(),
-                self.repo.clone().into(),
-                self.task.clone().into(),
-            ],
-        };
-        a.extend(["--non-interactive".into(), "--events".into()]);
+        let command = if resume.is_some() { "resume" } else { "run" };
+        let mut a: Vec<std::ffi::OsString> = vec![
+            command.into(),
+            "--non-interactive".into(),
+            "--events".into(),
+        ];
         if let Some(script) = &self.script {
             a.extend(["--script".into(), script.into()]);
         } else if let Some(model) = &self.model {
             a.extend(["--model".into(), model.into()]);
         }
         // A resumed run keeps the limits and checks its manifest signed.
-        if resume.is_some() {
-            return a;
-        }
-        let mut flag = |name: &str, value: Option<String>| {
-            if let Some(v) = value {
-                a.extend([name.into(), v.into()]);
+        if resume.is_none() {
+            let mut flag = |name: &str, value: Option<String>| {
+                if let Some(v) = value {
+                    a.extend([name.into(), v.into()]);
+                }
+            };
+            flag("--max-turns", self.max_turns.map(|n| n.to_string()));
+            flag("--timeout", self.timeout.map(|n| n.to_string()));
+            flag("--max-tokens", self.max_tokens.map(|n| n.to_string()));
+            flag("--max-cost", self.max_cost.clone());
+            if self.network {
+                a.extend(["--network".into(), "enabled".into()]);
             }
-        };
-        flag("--max-turns", self.max_turns.map(|n| n.to_string()));
-        flag("--timeout", self.timeout.map(|n| n.to_string()));
-        flag("--max-tokens", self.max_tokens.map(|n| n.to_string()));
-        flag("--max-cost", self.max_cost.clone());
-        if self.network {
-            a.extend(["--network".into(), "enabled".into()]);
+            if self.allow_zero_tests {
+                a.push("--allow-zero-tests".into());
+            }
+            for c in &self.checks {
+                a.extend([
+                    "--check".into(),
+                    c.name.clone().into(),
+                    c.command.clone().into(),
+                ]);
+            }
         }
-        if self.allow_zero_tests {
-            a.push("--allow-zero-tests".into());
-        }
-        for c in &self.checks {
-            a.extend([
-                "--check".into(),
-                c.name.clone().into(),
-                c.command.clone().into(),
-            ]);
+        // The words last, after `--`: a task that starts with `-` is a task.
+        a.push("--".into());
+        match resume {
+            Some(run_id) => a.push(run_id.into()),
+            None => a.extend([self.repo.clone().into(), self.task.clone().into()]),
         }
         a
     }
@@ -285,9 +287,29 @@ pub(crate) fn parse_instances(text: &str) -> Result<Vec<Instance>, String> {
                 inst.repo
             ));
         }
+        if out
+            .iter()
+            .any(|o: &Instance| o.instance_id == inst.instance_id)
+        {
+            return Err(format!(
+                "line {number}: instance {} appears twice",
+                inst.instance_id
+            ));
+        }
         out.push(inst);
     }
+    if out.is_empty() {
+        return Err("no instances: one JSON object per line".into());
+    }
     Ok(out)
+}
+
+/// Checks tasks read back from a batch folder as a new tasks file is checked.
+pub(crate) fn check_tasks(tasks: &[TaskSpec]) -> Result<(), String> {
+    for t in tasks {
+        check_task(t)?;
+    }
+    check_list(tasks)
 }
 
 /// Where the local clone of `repo` (OWNER/NAME) is under `repos`:
@@ -336,7 +358,7 @@ pub(crate) fn instance_task(
     let mut checks = vec![CheckLine {
         name: "fail_to_pass".into(),
         command: format!(
-            "python3 -m pytest -q -p no:cacheprovider {}",
+            "python3 -m pytest -q -p no:cacheprovider -- {}",
             quoted(&inst.fail_to_pass)
         ),
     }];
@@ -344,7 +366,7 @@ pub(crate) fn instance_task(
         checks.push(CheckLine {
             name: "pass_to_pass".into(),
             command: format!(
-                "python3 -m pytest -q -p no:cacheprovider {}",
+                "python3 -m pytest -q -p no:cacheprovider -- {}",
                 quoted(&inst.pass_to_pass)
             ),
         });
@@ -396,14 +418,15 @@ mod tests {
             args,
             [
                 "run",
-                "/abs/b",
-                "fix b",
                 "--non-interactive",
                 "--events",
                 "--script",
                 "/base/b.json",
                 "--max-turns",
-                "3"
+                "3",
+                "--",
+                "/abs/b",
+                "fix b"
             ]
         );
         let resume: Vec<String> = tasks[0]
@@ -415,11 +438,12 @@ mod tests {
             resume,
             [
                 "resume",
-                "r1",
                 "--non-interactive",
                 "--events",
                 "--model",
-                "openai"
+                "openai",
+                "--",
+                "r1"
             ]
         );
         let args: Vec<String> = tasks[0]
@@ -427,7 +451,14 @@ mod tests {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        assert!(args.ends_with(&["--check".into(), "t".into(), "pytest -q".into()]));
+        assert!(args.ends_with(&[
+            "--check".into(),
+            "t".into(),
+            "pytest -q".into(),
+            "--".into(),
+            "/base/repos/a".into(),
+            "fix it".into()
+        ]));
 
         for (bad, why) in [
             (r#"{"id": "../x", "repo": "r", "task": "t"}"#, "task id"),
@@ -473,12 +504,12 @@ mod tests {
         );
         assert_eq!(
             task.checks[0].command,
-            "python3 -m pytest -q -p no:cacheprovider 'tests/t.py::test_a[x y]'"
+            "python3 -m pytest -q -p no:cacheprovider -- 'tests/t.py::test_a[x y]'"
         );
         let task = instance_task(&inst[1], "/w/2".into(), Some("m"), Some("/s.json".into()));
         assert_eq!(
             task.checks[0].command,
-            r"python3 -m pytest -q -p no:cacheprovider 't.py::it'\''s'"
+            r"python3 -m pytest -q -p no:cacheprovider -- 't.py::it'\''s'"
         );
         assert_eq!(task.checks[1].name, "pass_to_pass");
         assert_eq!(task.model, None);

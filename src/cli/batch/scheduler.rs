@@ -146,6 +146,8 @@ impl Scheduler {
                     run_id: run_id.clone(),
                     artifact_dir: artifact_dir.clone(),
                 },
+                // A task that never became a run (a setup error) is tried again.
+                Entry::Finished(r) if r.outcome == "error" && r.run_id.is_none() => Slot::Queued,
                 Entry::Finished(r) => Slot::Done(r.clone()),
             };
         }
@@ -386,7 +388,9 @@ mod tests {
 
     #[test]
     fn a_ledger_from_an_earlier_go_resumes_begun_runs_first_and_redoes_no_finished_one() {
+        let never_ran = TaskResult::error("t1", "no API key".into(), 1);
         let ledger = [
+            Entry::Finished(never_ran),
             Entry::Finished(result("t0", "failure")),
             Entry::Started {
                 id: "t2".into(),
@@ -401,6 +405,11 @@ mod tests {
         ];
         let mut s = Scheduler::new(ids(3), 2, &ledger);
         assert!(matches!(s.slots[0], Slot::Done(_)));
+        assert_eq!(
+            s.slots[1],
+            Slot::Queued,
+            "a task that never ran is tried again"
+        );
         let starts = s.next_starts(0);
         assert_eq!(
             starts,
