@@ -141,6 +141,9 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     let work = tempfile::Builder::new()
         .prefix("minicoder-eval-")
         .tempdir()?;
+    // The cases' runs keep to a state directory of their own, removed with
+    // the rest: they are not the person's runs.
+    crate::state::private_dir(&work.path().join("state"))?;
     let started = Instant::now();
     let results = run_all(
         &chosen,
@@ -273,9 +276,16 @@ fn collect(dir: &include_dir::Dir<'_>, root: &Path, files: &mut BTreeMap<String,
 
 /// A `minicoder` command's exit code and output (stdout, then stderr).
 fn minicoder(args: &[String], log: &Path) -> Result<(i32, String, String), String> {
+    // WORK/CASE/log.txt: the cases' state directory is WORK/state.
+    let state = log
+        .ancestors()
+        .nth(2)
+        .map(|work| work.join("state"))
+        .ok_or("no state directory for the cases")?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .args(args)
+        .env("MINICODER_STATE_DIR", state)
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("starting minicoder: {e}"))?;
