@@ -34,7 +34,7 @@
 //! finds any files that use each other in a circle.
 //!
 //! ```text
-//! cli
+//! cli  fuzz_targets
 //! tui
 //! runtime  headless
 //! agent  delivery
@@ -54,6 +54,8 @@
 pub mod agent;
 pub mod cli;
 pub mod delivery;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod headless;
 pub mod hooks;
 pub mod ids;

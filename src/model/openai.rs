@@ -247,7 +247,10 @@ fn quoted(error: &serde_json::Error, text: &str) -> String {
 
 /// A complete JSON reply; also accepts an SSE body sent without the SSE
 /// content type. A 200 whose body is an error is classified as that error.
-fn decode_plain_body(bytes: &[u8], headers: &HeaderMap) -> Result<ReplyParts, AttemptError> {
+pub(crate) fn decode_plain_body(
+    bytes: &[u8],
+    headers: &HeaderMap,
+) -> Result<ReplyParts, AttemptError> {
     match decode(bytes) {
         Ok(reply) => {
             if let Some(error) = &reply.error {

@@ -20,7 +20,7 @@ mod ripgrep;
 mod run_shell;
 pub(crate) mod specs;
 mod symbols;
-mod unified_diff;
+pub(crate) mod unified_diff;
 mod walk;
 
 use std::path::Path;

@@ -37,7 +37,6 @@ impl Hunk {
             .collect()
     }
 
-    #[cfg(test)]
     pub(crate) fn new_lines(&self) -> Vec<&str> {
         self.lines
             .iter()
