@@ -187,7 +187,7 @@ mod tests {
     }
 
     fn scripted(replies: &[&str]) -> (Box<dyn ActionSource>, crate::model::RequestLog) {
-        let source = ScriptedSource::new(
+        let mut source = ScriptedSource::new(
             replies
                 .iter()
                 .map(|r| ScriptedTurn {
