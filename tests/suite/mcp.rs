@@ -248,9 +248,10 @@ async fn a_cancelled_command_stops_and_leaves_no_process_or_container() {
     .unwrap();
     assert_eq!(report["outcome"], "cancelled", "{report}");
     assert_eq!(support::git_status(repo.path()), "");
-    // No `sleep 300` lives on anywhere.
+    // No `sleep 347` lives on anywhere (a duration no other test runs:
+    // their commands are host processes too, seen by pgrep while they run).
     let ps = std::process::Command::new("pgrep")
-        .args(["-f", "sleep 300"])
+        .args(["-f", "sleep 347"])
         .output()
         .unwrap();
     assert!(
