@@ -252,7 +252,7 @@ fn materialize(case: &Case, repo: &Path) -> Result<BTreeMap<String, String>, Str
     for (path, text) in &files {
         let file = repo.join(path);
         if let Some(parent) = file.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            crate::state::private_dir(parent).map_err(|e| e.to_string())?;
         }
         std::fs::write(&file, text).map_err(|e| e.to_string())?;
     }
@@ -291,9 +291,10 @@ fn minicoder(args: &[String], log: &Path) -> Result<(i32, String, String), Strin
         .map_err(|e| format!("starting minicoder: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let mut logged = std::fs::read_to_string(log).unwrap_or_default();
-    logged.push_str(&format!("$ minicoder {}\n{stderr}\n", args.join(" ")));
-    let _ = std::fs::write(log, logged);
+    if let Ok(mut file) = super::batch::append_private(log) {
+        use std::io::Write as _;
+        let _ = write!(file, "$ minicoder {}\n{stderr}\n", args.join(" "));
+    }
     Ok((out.status.code().unwrap_or(-1), stdout, stderr))
 }
 
@@ -323,7 +324,7 @@ fn run_steps(
     result: &mut CaseResult,
 ) -> Result<(), String> {
     let repo = work.join("repo");
-    std::fs::create_dir_all(&repo).map_err(|e| e.to_string())?;
+    crate::state::private_dir(&repo).map_err(|e| e.to_string())?;
     let files = materialize(case, &repo)?;
     let script_path = work.join("script.json");
     let script = case::expand(case, files)?;
