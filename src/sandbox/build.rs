@@ -6,7 +6,7 @@ use futures_util::StreamExt;
 use super::SandboxError;
 
 /// The longest build-output line shown as progress, in characters.
-const PROGRESS_LINE_CHARS: usize = 200;
+pub(crate) const PROGRESS_LINE_CHARS: usize = 200;
 
 /// What a build reports while it works.
 #[derive(Debug, Clone, PartialEq, Eq)]

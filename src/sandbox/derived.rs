@@ -120,17 +120,24 @@ pub fn packages_tag(base_id: &str, packages: &[String]) -> String {
     format!("{PACKAGES_REPO}:{}", &hex::encode(h.finalize())[..16])
 }
 
-/// The generated recipe that adds `packages` to `base`.
-pub(crate) fn packages_dockerfile(base: &str, packages: &[String]) -> String {
-    format!(
-        "FROM {base}\n\
-         USER 0:0\n\
-         RUN apt-get update \\\n \
-         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends {} \\\n \
-         && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log\n\
-         USER 10001:10001\n",
-        normalised(packages).join(" ")
-    )
+/// The command that adds `packages` (its arguments, never read by the shell),
+/// run as root in a container of the base image whose file system is then
+/// committed as the derived image: one layer, one commit (a build of the
+/// same recipe commits four times, and a commit on some storage drivers
+/// reads the whole image).
+pub(crate) fn packages_command(packages: &[String]) -> Vec<String> {
+    let mut argv: Vec<String> = [
+        "/bin/sh",
+        "-c",
+        "apt-get update \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \"$@\" \
+         && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log",
+        "sh",
+    ]
+    .map(String::from)
+    .into();
+    argv.extend(normalised(packages));
+    argv
 }
 
 fn normalised(packages: &[String]) -> Vec<String> {
@@ -178,21 +185,165 @@ async fn build_packages(
         total: 1,
         what: format!("building {tag}: {base} with the packages {list}"),
     });
-    let dockerfile = packages_dockerfile(base, packages);
-    let context = image::pack_context(&[("Dockerfile", dockerfile.as_bytes())])?;
-    // minicoder's own recipe, installing validated names from Debian's
-    // mirror: it needs the network.
-    let stream = docker.build_image(
-        build_options(&tag, HashMap::new(), true),
-        None,
-        Some(bollard::body_full(context.into())),
-    );
-    forward_build(stream, progress).await.map_err(|e| {
-        SandboxError::ImageBuild(format!(
-            "adding the packages {list} to {base}: {e}; check the names in \"packages\" of .minicoder.json (Debian package names)"
-        ))
-    })?;
+    install_and_commit(docker, base, packages, &tag, progress)
+        .await
+        .map_err(|e| {
+            SandboxError::ImageBuild(format!(
+                "adding the packages {list} to {base}: {e}; check the names in \"packages\" of .minicoder.json (Debian package names)"
+            ))
+        })?;
     Ok(tag)
+}
+
+/// The lines of an install's output kept for its error message.
+const KEPT_OUTPUT_LINES: usize = 8;
+
+/// Runs [`packages_command`] as root in a container of `base` (with the
+/// network: the names, validated, come from Debian's mirror) and commits its
+/// file system as `tag`, which runs as the sandbox user, as `base`'s
+/// entrypoint and command, labelled as minicoder's. The container is
+/// labelled as a run's, so `gc` removes one a killed process left.
+async fn install_and_commit(
+    docker: &Docker,
+    base: &str,
+    packages: &[String],
+    tag: &str,
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> Result<(), String> {
+    use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
+    use bollard::query_parameters::{
+        CommitContainerOptions, CreateContainerOptions, LogsOptions, WaitContainerOptions,
+    };
+    use futures_util::StreamExt;
+
+    let base_config = docker
+        .inspect_image(base)
+        .await
+        .map_err(|e| format!("inspecting {base}: {e}"))?
+        .config
+        .unwrap_or_default();
+    let body = ContainerCreateBody {
+        image: Some(base.to_string()),
+        user: Some("0:0".to_string()),
+        entrypoint: Some(vec![]),
+        cmd: Some(packages_command(packages)),
+        healthcheck: Some(super::spec::no_health_check()),
+        labels: Some(HashMap::from([
+            (labels::MANAGED.to_string(), "true".to_string()),
+            (labels::RUN.to_string(), format!("build-{tag}")),
+            (
+                labels::OWNER.to_string(),
+                crate::owner::ProcessIdentity::current().to_label(),
+            ),
+            (labels::ROLE.to_string(), "build".to_string()),
+        ])),
+        host_config: Some(HostConfig {
+            security_opt: Some(vec!["no-new-privileges".to_string()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let name = format!("minicoder-packages-build-{}", crate::ids::random_hex(4));
+    let id = docker
+        .create_container(
+            Some(CreateContainerOptions {
+                name: Some(name),
+                ..Default::default()
+            }),
+            body,
+        )
+        .await
+        .map_err(|e| format!("creating the install container: {e}"))?
+        .id;
+    let result = async {
+        docker
+            .start_container(&id, None)
+            .await
+            .map_err(|e| format!("starting the install container: {e}"))?;
+        let mut kept = std::collections::VecDeque::new();
+        let mut logs = docker.logs(
+            &id,
+            Some(LogsOptions {
+                follow: true,
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            }),
+        );
+        let mut pending = Vec::new();
+        while let Some(Ok(chunk)) = logs.next().await {
+            pending.extend_from_slice(&chunk.into_bytes());
+            while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let text = crate::terminal_text::clean_line(
+                    String::from_utf8_lossy(&line).trim(),
+                    super::build::PROGRESS_LINE_CHARS,
+                );
+                if text.is_empty() {
+                    continue;
+                }
+                if kept.len() == KEPT_OUTPUT_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(text.clone());
+                progress(BuildProgress::Line(text));
+            }
+            // A line without an end is cut, not kept growing.
+            pending.truncate(64 << 10);
+        }
+        let mut code = None;
+        let mut wait = docker.wait_container(&id, None::<WaitContainerOptions>);
+        while let Some(item) = wait.next().await {
+            match item {
+                Ok(r) => code = Some(r.status_code),
+                Err(bollard::errors::Error::DockerContainerWaitError { code: c, .. }) => {
+                    code = Some(c)
+                }
+                Err(e) => return Err(format!("waiting for the install: {e}")),
+            }
+        }
+        if code != Some(0) {
+            let tail: Vec<String> = kept.into_iter().collect();
+            return Err(format!(
+                "the install exited with {}: {}",
+                code.map_or("no status".to_string(), |c| c.to_string()),
+                tail.join(" | ")
+            ));
+        }
+        let mut image_labels = base_config.labels.clone().unwrap_or_default();
+        image_labels.insert(labels::DERIVED.to_string(), tag.to_string());
+        image_labels.insert(labels::MANAGED.to_string(), "image".to_string());
+        // The commit adds the container's labels to the image's where the
+        // image has none of that key: the install's own are blanked.
+        for key in [labels::RUN, labels::OWNER, labels::ROLE] {
+            image_labels.insert(key.to_string(), String::new());
+        }
+        let (repo, version) = super::image::split_image(tag);
+        let config = ContainerConfig {
+            user: Some(format!("{}:{}", super::SANDBOX_UID, super::SANDBOX_GID)),
+            entrypoint: Some(base_config.entrypoint.clone().unwrap_or_default()),
+            cmd: base_config.cmd.clone(),
+            labels: Some(image_labels),
+            ..Default::default()
+        };
+        docker
+            .commit_container(
+                CommitContainerOptions {
+                    container: Some(id.clone()),
+                    repo: Some(repo.to_string()),
+                    tag: Some(version.to_string()),
+                    pause: false,
+                    ..Default::default()
+                },
+                config,
+            )
+            .await
+            .map_err(|e| format!("committing the image: {e}"))?;
+        Ok(())
+    }
+    .await;
+    super::container::remove(docker, &id).await;
+    result
 }
 
 async fn build_recipe(
@@ -275,10 +426,9 @@ fn build_options(
         rm: true,
         forcerm: true,
         buildargs: Some(buildargs),
-        labels: Some(HashMap::from([
-            (labels::DERIVED.to_string(), tag.to_string()),
-            (labels::MANAGED.to_string(), "image".to_string()),
-        ])),
+        // No `labels`: the builder adds them as one more step, and a step
+        // commits the whole image again (tens of seconds on fuse-overlayfs);
+        // the tag's repository names the image as minicoder's.
         ..Default::default()
     }
 }
@@ -385,17 +535,20 @@ mod tests {
     }
 
     #[test]
-    fn the_generated_recipe_installs_as_root_and_runs_as_the_sandbox_user() {
-        let text = packages_dockerfile("minicoder-sandbox:v1", &["jq".into(), "curl".into()]);
+    fn the_install_passes_the_names_as_arguments_never_as_shell_text() {
+        let argv = packages_command(&["jq".into(), "curl".into(), "jq".into()]);
+        assert_eq!(&argv[..2], ["/bin/sh", "-c"]);
         assert!(
-            text.starts_with("FROM minicoder-sandbox:v1\nUSER 0:0\n"),
-            "{text}"
+            argv[2].contains("apt-get install -y --no-install-recommends \"$@\""),
+            "{}",
+            argv[2]
         );
         assert!(
-            text.contains("apt-get install -y --no-install-recommends curl jq"),
-            "{text}"
+            !argv[2].contains("jq"),
+            "no name in the script: {}",
+            argv[2]
         );
-        assert!(text.trim_end().ends_with("USER 10001:10001"), "{text}");
+        assert_eq!(&argv[3..], ["sh", "curl", "jq"], "sorted, once each");
     }
 
     #[test]

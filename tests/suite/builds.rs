@@ -29,13 +29,7 @@ async fn packages_build_a_derived_image_once_and_its_program_verifies() {
     )
     .await;
     // Start from no derived image, so the first run must build it.
-    let base = minicoder::sandbox::spec::image_from_env();
-    let base_id = docker
-        .inspect_image(&base)
-        .await
-        .expect("the sandbox image")
-        .id
-        .expect("an id");
+    let (base, base_id) = sandbox_image(&docker).await;
     let tag = minicoder::sandbox::derived::packages_tag(&base_id, &["jq".to_string()]);
     let _ = docker
         .remove_image(
@@ -58,6 +52,40 @@ async fn packages_build_a_derived_image_once_and_its_program_verifies() {
         .inspect_image(&tag)
         .await
         .expect("the derived image exists");
+    // It runs as the sandbox user with the base's command, labelled as
+    // minicoder's, and keeps nothing of the container that installed it.
+    let config = built.config.clone().expect("a config");
+    let base_config = docker
+        .inspect_image(&base)
+        .await
+        .expect("base")
+        .config
+        .expect("a config");
+    assert_eq!(config.user.as_deref(), Some("10001:10001"));
+    assert_eq!(config.cmd, base_config.cmd);
+    assert_eq!(config.env, base_config.env);
+    assert_eq!(config.working_dir, base_config.working_dir);
+    let labels = config.labels.unwrap_or_default();
+    assert_eq!(labels.get("org.minicoder.derived"), Some(&tag));
+    assert_eq!(
+        labels.get("org.minicoder.managed").map(String::as_str),
+        Some("image")
+    );
+    for key in [
+        "org.minicoder.owner",
+        "org.minicoder.role",
+        "org.minicoder.run",
+    ] {
+        assert!(
+            labels.get(key).is_none_or(String::is_empty),
+            "{key} of the install container: {labels:?}"
+        );
+    }
+    assert_eq!(
+        install_containers(&docker, &tag).await,
+        0,
+        "the install container is gone"
+    );
 
     p.script_fix("jq . status.json", "status.json", &fix);
     let second = p.run("jq-second", &[]).await;
@@ -86,7 +114,8 @@ async fn a_recipe_of_the_repositorys_own_is_built_on_the_sandbox_image() {
     let Some(docker) = support::docker_or_skip().await else {
         return;
     };
-    let recipe = "ARG MINICODER_SANDBOX_IMAGE\nFROM $MINICODER_SANDBOX_IMAGE\nUSER 0:0\nCOPY files/marker.txt /etc/minicoder-marker\nUSER 10001:10001\n";
+    // One step: each step commits the whole image again.
+    let recipe = "ARG MINICODER_SANDBOX_IMAGE\nFROM $MINICODER_SANDBOX_IMAGE\nCOPY files/marker.txt /etc/minicoder-marker\n";
     let marker = format!("recipe-{}\n", std::process::id());
     let config = r#"{"verification": [{"name": "marker", "command": "grep -q recipe- /etc/minicoder-marker && test -f ready"}]}"#;
     let p = Project::new(
@@ -242,4 +271,73 @@ async fn a_recipe_is_built_only_when_trusted_reaches_the_host_only_with_network_
     eprintln!("reached the host: untrusted 0, trusted 0; the image on the bridge: 1 connection");
     let all = built;
     remove_images(&docker, &all).await;
+}
+
+#[tokio::test]
+async fn a_package_debian_does_not_have_fails_the_run_clearly_and_leaves_nothing() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let name = format!("minicoder-no-such-package-{}", std::process::id());
+    let config = format!(r#"{{"packages": ["{name}"]}}"#);
+    let p = Project::new("", &[(".minicoder.json", &config)]).await;
+    let (_, base_id) = sandbox_image(&docker).await;
+    let tag = minicoder::sandbox::derived::packages_tag(&base_id, std::slice::from_ref(&name));
+    let images_before = docker
+        .list_images(None::<bollard::query_parameters::ListImagesOptions>)
+        .await
+        .expect("list images")
+        .len();
+    let run = p.run("no-such-package", &[]).await;
+    assert_ne!(run.result["outcome"], "success", "{}", run.result);
+    let said = format!("{}{}", run.result, run.stderr());
+    assert!(said.contains(&name), "the name is reported: {said}");
+    assert!(
+        said.contains("Unable to locate package"),
+        "apt-get said why: {said}"
+    );
+    assert!(
+        said.contains("Debian package names"),
+        "with what to check: {said}"
+    );
+    let images_after = docker
+        .list_images(None::<bollard::query_parameters::ListImagesOptions>)
+        .await
+        .expect("list images")
+        .len();
+    assert_eq!(images_after, images_before, "no image was made");
+    assert_eq!(
+        install_containers(&docker, &tag).await,
+        0,
+        "the install container is gone"
+    );
+}
+
+/// The containers that install the packages of the image `tag`, left or
+/// running (other tests' installs may be running beside).
+async fn install_containers(docker: &bollard::Docker, tag: &str) -> usize {
+    docker
+        .list_containers(Some(bollard::query_parameters::ListContainersOptions {
+            all: true,
+            filters: Some(std::collections::HashMap::from([(
+                "label".to_string(),
+                vec![format!("org.minicoder.run=build-{tag}")],
+            )])),
+            ..Default::default()
+        }))
+        .await
+        .expect("list containers")
+        .len()
+}
+
+/// The sandbox image runs use, and its id.
+async fn sandbox_image(docker: &bollard::Docker) -> (String, String) {
+    let base = minicoder::sandbox::spec::image_from_env();
+    let id = docker
+        .inspect_image(&base)
+        .await
+        .expect("the sandbox image")
+        .id
+        .expect("an id");
+    (base, id)
 }
