@@ -531,15 +531,36 @@ async fn lost_reason(docker: &Docker, id: &str, diagnostics: &[u8], fallback: St
     }
 }
 
-/// Force-removes a container (SIGKILL, no stop grace period), ignoring "already gone".
+/// How often a removal is asked for before it is left to `gc`.
+const REMOVE_ATTEMPTS: u32 = 6;
+
+/// Force-removes a container (SIGKILL, no stop grace period) and returns
+/// once it is gone. The engine refuses a removal while another is under way
+/// (409) and can fail one on a busy disk; either is asked again, after a
+/// pause that doubles (1.5 s in all), until the engine says there is no such
+/// container.
 pub(crate) async fn remove(docker: &Docker, id: &str) {
     let options = RemoveContainerOptions {
         force: true,
         v: true,
         ..Default::default()
     };
-    if let Err(e) = docker.remove_container(id, Some(options)).await {
-        tracing::debug!("removing container {id}: {e}");
+    let mut pause = Duration::from_millis(50);
+    for attempt in 1..=REMOVE_ATTEMPTS {
+        match docker.remove_container(id, Some(options.clone())).await {
+            Ok(()) => return,
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => return,
+            Err(e) if attempt == REMOVE_ATTEMPTS => {
+                tracing::warn!("removing container {id}: {e}; `minicoder gc` removes it later");
+            }
+            Err(e) => {
+                tracing::debug!("removing container {id} (attempt {attempt}): {e}");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+        }
     }
 }
 

@@ -108,6 +108,8 @@ pub struct Verifier {
     settings: VerifierSettings,
     fingerprinter: Fingerprinter,
     spare: Option<ContainerStart>,
+    /// The container of the check under way.
+    running: Option<CommandContainer>,
     removals: Vec<JoinHandle<()>>,
     kept_ignored: std::collections::HashSet<Vec<u8>>,
 }
@@ -122,6 +124,7 @@ impl Verifier {
             settings,
             fingerprinter,
             spare: None,
+            running: None,
             removals: Vec::new(),
             kept_ignored: std::collections::HashSet::new(),
         })
@@ -218,6 +221,9 @@ impl Verifier {
     /// Removes the spare and every container used by a check, concurrently
     /// (teardown has a budget of half a second).
     pub async fn shutdown(mut self) {
+        if let Some(container) = self.running.take() {
+            self.removals.push(tokio::spawn(container.shutdown()));
+        }
         if let Some(spare) = self.spare.take() {
             self.removals.push(tokio::spawn(async move {
                 if let Ok(Ok(container)) = spare.await {
@@ -237,6 +243,9 @@ impl Verifier {
         let mut container = self.take_fresh_container().await?;
         // (A spare may have started before the limits were known.)
         container.set_limits(self.settings.limits);
+        // The verifier's while the check runs: a verification dropped
+        // mid-check leaves it to `shutdown`, not to a detached removal.
+        self.running = Some(container);
         // The next check's container starts while this one runs. After the
         // last check none is started: the caller prewarms when it knows
         // another verification will come, so a passing run ends at once.
@@ -249,8 +258,15 @@ impl Verifier {
                 &self.settings.outputs_dir,
                 &format!("verify-{attempt}-{}", check.name),
             );
+        let Some(container) = self.running.as_mut() else {
+            return Err(
+                SandboxError::SupervisorStart("the check's container is gone".into()).into(),
+            );
+        };
         let outcome = container.run(request).await;
-        self.removals.push(tokio::spawn(container.shutdown()));
+        if let Some(container) = self.running.take() {
+            self.removals.push(tokio::spawn(container.shutdown()));
+        }
         Ok(outcome?)
     }
 
@@ -326,16 +342,35 @@ impl Verifier {
     }
 
     /// The spare if it started; otherwise a container started now (whose
-    /// error, if any, is the one reported).
+    /// error, if any, is the one reported). Cancel-safe: the spare stays
+    /// the verifier's until it has started, so a verification dropped
+    /// while waiting for it (a cancelled baseline) leaves it to `shutdown`.
     async fn take_fresh_container(&mut self) -> Result<CommandContainer, VerifyError> {
-        if let Some(spare) = self.spare.take() {
-            match spare.await {
-                Ok(Ok(container)) => return Ok(container),
-                Ok(Err(e)) => tracing::debug!("the spare verify container did not start: {e}"),
-                Err(e) => tracing::debug!("starting the spare verify container panicked: {e}"),
+        match self.await_spare().await {
+            Some(Ok(container)) => return Ok(container),
+            Some(Err(e)) => tracing::debug!("the spare verify container did not start: {e}"),
+            None => {}
+        }
+        // Started as a spare too, so that it is the verifier's (and
+        // `shutdown`'s) from the moment it is asked for.
+        self.start_spare();
+        match self.await_spare().await {
+            Some(started) => Ok(started?),
+            None => {
+                Err(SandboxError::SupervisorStart("no verify container was started".into()).into())
             }
         }
-        Ok(CommandContainer::start(self.docker.clone(), self.container_spec()).await?)
+    }
+
+    /// The spare's start, once it has ended (`None` without a spare).
+    async fn await_spare(&mut self) -> Option<Result<CommandContainer, SandboxError>> {
+        let started = self.spare.as_mut()?.await;
+        self.spare = None;
+        Some(started.unwrap_or_else(|e| {
+            Err(SandboxError::SupervisorStart(format!(
+                "starting the verify container panicked: {e}"
+            )))
+        }))
     }
 }
 

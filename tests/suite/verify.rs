@@ -412,3 +412,34 @@ async fn an_empty_bootstrap_passes_without_a_container() {
     assert!(result.passed);
     assert!(result.outputs.is_empty());
 }
+
+/// A verification dropped at any moment (as a cancelled baseline's is),
+/// while its spare starts, while its container starts or while a check
+/// runs, leaves no container once the verifier is shut down.
+#[tokio::test]
+async fn a_verification_dropped_at_any_moment_leaves_nothing_after_shutdown() {
+    let Some(docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let fx = Fixture::new(&[]);
+    for (i, after_ms) in [0u64, 20, 80, 200, 400, 800].into_iter().enumerate() {
+        let settings = fx.settings(
+            &format!("dropped-{i}"),
+            &[("first", "sleep 5"), ("second", "true")],
+        );
+        let run_id = settings.run_id.clone();
+        let mut verifier = Verifier::new(docker.clone(), settings).expect("verifier");
+        if i % 2 == 0 {
+            verifier.prewarm().await;
+        }
+        let mut observe = |_: &CheckReport| {};
+        let verify = verifier.verify(1, &mut observe);
+        let ended = tokio::time::timeout(Duration::from_millis(after_ms), verify).await;
+        assert!(
+            ended.is_err(),
+            "the 5 s check was still running at {after_ms} ms"
+        );
+        verifier.shutdown().await;
+        assert_no_containers_left(&docker, &run_id).await;
+    }
+}
