@@ -310,7 +310,16 @@ pub struct RunArgs {
     /// The Git repository to work on
     pub repo: PathBuf,
     /// What to do
+    #[arg(
+        required_unless_present = "task_file",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub task: String,
+    /// Read the task from FILE instead (at most 1 MiB): a task longer
+    /// than a command line holds
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<PathBuf>,
     /// Print one JSON object on stdout instead of the full-screen session
     #[arg(long)]
     pub non_interactive: bool,

@@ -181,6 +181,30 @@ pub(crate) fn trust_grant(level: Option<TrustLevel>) -> Option<crate::runtime::T
 /// resolves the repository: a path inside a repository names the
 /// repository around it. `Err` is a usage error (exit 2), and says what to
 /// change. `non_interactive` says which mode the flags are for.
+/// The longest task `--task-file` reads.
+pub(crate) const MAX_TASK_FILE_BYTES: u64 = 1 << 20;
+
+/// The task of `--task-file FILE` (none may be given beside it).
+pub(crate) fn task_from_file(given: &str, file: &Path) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    if !given.is_empty() {
+        anyhow::bail!("name the task or --task-file, not both");
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(MAX_TASK_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| anyhow::anyhow!("--task-file {}: {e}", file.display()))?;
+    if bytes.len() as u64 > MAX_TASK_FILE_BYTES {
+        anyhow::bail!(
+            "--task-file {}: larger than {} MiB",
+            file.display(),
+            MAX_TASK_FILE_BYTES >> 20
+        );
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| anyhow::anyhow!("--task-file {}: not UTF-8 text", file.display()))
+}
+
 pub fn validate(args: &RunArgs, non_interactive: bool) -> Result<PathBuf, String> {
     if args.events && !non_interactive {
         return Err(
@@ -291,6 +315,23 @@ pub(crate) fn model_selection(
 #[cfg(test)]
 mod model_selection_tests {
     use super::*;
+
+    #[test]
+    fn a_task_file_is_read_whole_bounded_and_never_beside_a_task() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("task.txt");
+        let long = "fix the bug\n".repeat(20_000);
+        std::fs::write(&file, &long).expect("write");
+        assert_eq!(task_from_file("", &file).expect("read"), long);
+        let both = task_from_file("fix it", &file).expect_err("both");
+        assert!(both.to_string().contains("not both"), "{both}");
+        std::fs::write(&file, vec![b'x'; (MAX_TASK_FILE_BYTES + 1) as usize]).expect("write");
+        let big = task_from_file("", &file).expect_err("too large");
+        assert!(big.to_string().contains("larger than 1 MiB"), "{big}");
+        std::fs::write(&file, [0xff, 0xfe]).expect("write");
+        let bytes = task_from_file("", &file).expect_err("not text");
+        assert!(bytes.to_string().contains("not UTF-8"), "{bytes}");
+    }
 
     fn env_with(config: &Path, pairs: &[(&str, &str)]) -> HashMap<String, String> {
         let mut env: HashMap<String, String> = pairs

@@ -80,6 +80,7 @@ pub(crate) async fn run(args: ResumeArgs) -> anyhow::Result<ExitCode> {
         let template = RunArgs {
             repo: repo.clone().into(),
             task: task.clone(),
+            task_file: None,
             non_interactive: false,
             model: selection.pinned.clone(),
             benchmark: false,

@@ -24,7 +24,14 @@ pub(crate) fn cancel_on_signals(commands: UnboundedSender<Command>) {
 }
 
 pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
+    let from_file = args
+        .task_file
+        .take()
+        .map(|file| super::options::task_from_file(&args.task, &file));
     if !args.non_interactive {
+        if let Some(task) = from_file {
+            args.task = task?;
+        }
         return super::session::run_task(args).await;
     }
     let mode = if args.events {
@@ -43,6 +50,11 @@ pub async fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     // The path, the task and the flags first: a usage error is reported
     // before any provider or Docker is asked.
+    match from_file {
+        Some(Ok(task)) => args.task = task,
+        Some(Err(e)) => return Ok(usage(&args, &format!("{e:#}"))),
+        None => {}
+    }
     match super::options::validate(&args, true) {
         Ok(repo) => args.repo = repo,
         Err(e) => return Ok(usage(&args, &e)),

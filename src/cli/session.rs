@@ -44,6 +44,7 @@ pub(crate) async fn run_here(args: SessionArgs) -> anyhow::Result<ExitCode> {
     let template = RunArgs {
         repo,
         task: String::new(),
+        task_file: None,
         non_interactive: false,
         model: args.model,
         benchmark: false,

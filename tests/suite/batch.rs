@@ -370,14 +370,29 @@ async fn swebench_predictions_have_the_harness_fields_and_their_patches_pass() {
         let base = swebench_repo(&repos.join(name.replace('/', "__")));
         let id = format!("{}-{}", name.replace('/', "__"), i + 1);
         std::fs::copy(demo_script(), scripts.join(format!("{id}.json"))).expect("script");
+        // The first statement is longer than one argument of a command
+        // line may be (128 KiB): it reaches its run all the same.
+        let mut statement =
+            "- page_count(21, 10) returns 2\n- the partial last page is lost".to_string();
+        if i == 0 {
+            statement.push_str(&format!("\n{}", "traceback line\n".repeat(12_000)));
+        }
         instances.push_str(&format!(
             "{}\n",
             json!({"instance_id": id, "repo": name, "base_commit": base,
-                   "problem_statement": "- page_count(21, 10) returns 2\n- the partial last page is lost",
+                   "problem_statement": statement,
                    "FAIL_TO_PASS": serde_json::to_string(&fail_to_pass).expect("json"),
                    "PASS_TO_PASS": pass_to_pass, "version": "0.1"})
         ));
     }
+    // One whose commit the clone does not have fails alone.
+    instances.push_str(&format!(
+        "{}\n",
+        json!({"instance_id": "acme__pager-4", "repo": "acme/pager",
+               "base_commit": "0123456789abcdef0123", "problem_statement": "p",
+               "FAIL_TO_PASS": fail_to_pass})
+    ));
+    std::fs::copy(demo_script(), scripts.join("acme__pager-4.json")).expect("script");
     std::fs::write(work.path().join("instances.jsonl"), instances).expect("write");
     let before = machine(&docker, state.path()).await;
     let out_dir = work.path().join("out");
@@ -398,10 +413,28 @@ async fn swebench_predictions_have_the_harness_fields_and_their_patches_pass() {
     );
     assert_eq!(
         out.status.code(),
-        Some(0),
-        "{}",
+        Some(1),
+        "one instance failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("batch.json")).expect("batch.json"))
+            .expect("json");
+    let results = summary["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4, "{summary:#}");
+    for r in results {
+        if r["id"] == "acme__pager-4" {
+            assert_eq!(r["outcome"], "error", "{r}");
+            assert!(
+                r["reason"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("finding 0123456789abcdef0123")),
+                "{r}"
+            );
+        } else {
+            assert_eq!(r["verified"], true, "{r}");
+        }
+    }
     assert!(
         !out_dir.join("checkouts").exists(),
         "the checkouts go when the batch is done"

@@ -345,7 +345,31 @@ impl Driver {
         if let Some(run_id) = resume {
             self.run_ids.insert(run_id.to_string());
         }
-        let args = self.tasks[index].child_args(resume);
+        if let Some(reason) = self.tasks[index].unavailable.clone() {
+            let exit = scheduler::Exit::NoReport {
+                reason,
+                exit_code: 1,
+            };
+            self.ended(index, exit);
+            return;
+        }
+        let task_file = (resume.is_none() && self.tasks[index].needs_task_file()).then(|| {
+            self.dir
+                .join("logs")
+                .join(format!("{}.task", self.tasks[index].id))
+        });
+        if let Some(file) = &task_file
+            && let Err(e) =
+                crate::state::write_private_file(file, self.tasks[index].task.as_bytes())
+        {
+            let exit = scheduler::Exit::NoReport {
+                reason: format!("writing the task to {}: {e}", file.display()),
+                exit_code: -1,
+            };
+            self.ended(index, exit);
+            return;
+        }
+        let args = self.tasks[index].child_args(resume, task_file.as_deref());
         self.launched.insert(index, std::time::SystemTime::now());
         match child::spawn(index, args, &self.log_path(index), self.tx.clone()) {
             Ok(pid) => {

@@ -13,6 +13,8 @@ use serde::{Deserialize, Serialize};
 const MAX_FILE: u64 = 64 << 20;
 /// The most tasks one batch holds.
 pub(crate) const MAX_TASKS: usize = 10_000;
+/// The longest task passed on the child's command line.
+const ARGV_TASK_BYTES: usize = 64 << 10;
 /// The longest task id (ids name files in the batch folder).
 const MAX_ID: usize = 100;
 
@@ -57,12 +59,28 @@ pub(crate) struct TaskSpec {
     /// The SWE-bench instance this task came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance_id: Option<String>,
+    /// Why the task cannot become a run (its checkout failed): it ends as
+    /// an error and the batch goes on with the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
 }
 
 impl TaskSpec {
     /// The arguments of the `minicoder` child that runs it: a fresh run,
     /// or `resume` of the run it began.
-    pub(crate) fn child_args(&self, resume: Option<&str>) -> Vec<std::ffi::OsString> {
+    /// Whether the task goes to the child in a file: one argument of a
+    /// command line holds at most 128 KiB (a SWE-bench problem statement
+    /// can be longer).
+    pub(crate) fn needs_task_file(&self) -> bool {
+        self.task.len() > ARGV_TASK_BYTES
+    }
+
+    /// The child's arguments; with `task_file`, the task is read from it.
+    pub(crate) fn child_args(
+        &self,
+        resume: Option<&str>,
+        task_file: Option<&Path>,
+    ) -> Vec<std::ffi::OsString> {
         let command = if resume.is_some() { "resume" } else { "run" };
         let mut a: Vec<std::ffi::OsString> = vec![
             command.into(),
@@ -98,11 +116,15 @@ impl TaskSpec {
                     c.command.clone().into(),
                 ]);
             }
+            if let Some(file) = task_file {
+                a.extend(["--task-file".into(), file.into()]);
+            }
         }
         // The words last, after `--`: a task that starts with `-` is a task.
         a.push("--".into());
         match resume {
             Some(run_id) => a.push(run_id.into()),
+            None if task_file.is_some() => a.push(self.repo.clone().into()),
             None => a.extend([self.repo.clone().into(), self.task.clone().into()]),
         }
         a
@@ -389,6 +411,7 @@ pub(crate) fn instance_task(
         network: false,
         allow_zero_tests: false,
         instance_id: Some(inst.instance_id.clone()),
+        unavailable: None,
     }
 }
 
@@ -410,7 +433,7 @@ mod tests {
         assert_eq!(tasks[1].script.as_deref(), Some(Path::new("/base/b.json")));
         assert_eq!(tasks[1].model, None, "a script is the model");
         let args: Vec<String> = tasks[1]
-            .child_args(None)
+            .child_args(None, None)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
@@ -429,8 +452,25 @@ mod tests {
                 "fix b"
             ]
         );
+        let mut long = tasks[1].clone();
+        long.task = "x".repeat(200 << 10);
+        assert!(long.needs_task_file() && !tasks[1].needs_task_file());
+        let args: Vec<String> = long
+            .child_args(None, Some(Path::new("/batch/logs/b.2.task")))
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            args.ends_with(&[
+                "--task-file".into(),
+                "/batch/logs/b.2.task".into(),
+                "--".into(),
+                "/abs/b".into()
+            ]),
+            "{args:?}"
+        );
         let resume: Vec<String> = tasks[0]
-            .child_args(Some("r1"))
+            .child_args(Some("r1"), None)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
@@ -447,7 +487,7 @@ mod tests {
             ]
         );
         let args: Vec<String> = tasks[0]
-            .child_args(None)
+            .child_args(None, None)
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();

@@ -70,15 +70,17 @@ pub(crate) fn tasks(
     for inst in instances {
         let clone = plan::local_clone(repos, &inst.repo)?;
         let dest = checkout_dir(batch, &inst.instance_id);
-        checkout(&clone, &dest, &inst.base_commit)
-            .map_err(|e| format!("{}: {e}", inst.instance_id))?;
+        // An instance whose commit cannot be checked out fails alone.
+        let unavailable = checkout(&clone, &dest, &inst.base_commit).err();
         let script = scripts.map(|d| d.join(format!("{}.json", inst.instance_id)));
         if let Some(s) = &script
             && !s.is_file()
         {
             return Err(format!("{}: no script {}", inst.instance_id, s.display()));
         }
-        out.push(plan::instance_task(inst, dest, model, script));
+        let mut task = plan::instance_task(inst, dest, model, script);
+        task.unavailable = unavailable;
+        out.push(task);
     }
     Ok(out)
 }
@@ -91,7 +93,12 @@ pub(crate) fn predictions(tasks: &[TaskSpec], results: &[&TaskResult]) -> String
         let Some(instance_id) = &task.instance_id else {
             continue;
         };
-        let Some(result) = results.iter().find(|r| r.id == task.id) else {
+        // An instance that never became a run has no prediction: the
+        // harness counts it unresolved, as it is.
+        let Some(result) = results
+            .iter()
+            .find(|r| r.id == task.id && r.run_id.is_some())
+        else {
             continue;
         };
         let patch = result
@@ -99,7 +106,10 @@ pub(crate) fn predictions(tasks: &[TaskSpec], results: &[&TaskResult]) -> String
             .as_deref()
             .and_then(|p| plan::read_bounded(Path::new(p)).ok())
             .unwrap_or_default();
-        let model = result.model.as_deref().unwrap_or("unknown");
+        let model = (result.model.as_deref())
+            .or(task.model.as_deref())
+            .or(task.script.as_ref().map(|_| "scripted"))
+            .unwrap_or("unknown");
         let line = serde_json::json!({
             "instance_id": instance_id,
             "model_name_or_path": format!("minicoder/{model}"),
@@ -174,6 +184,25 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_whose_commit_is_missing_fails_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = git2::Repository::init(dir.path().join("repos/o__r")).expect("init");
+        let base = commit_file(&repo, "a.py", "old\n", None);
+        let text = format!(
+            r#"{{"instance_id": "o__r-1", "repo": "o/r", "base_commit": "{base}", "problem_statement": "p", "FAIL_TO_PASS": ["t.py::a"]}}
+{{"instance_id": "o__r-2", "repo": "o/r", "base_commit": "0123456789abcdef", "problem_statement": "p", "FAIL_TO_PASS": ["t.py::a"]}}"#
+        );
+        let inst = plan::parse_instances(&text).expect("instances");
+        let batch = dir.path().join("batch");
+        let made = tasks(&inst, &dir.path().join("repos"), &batch, None, None).expect("tasks");
+        assert_eq!(made.len(), 2);
+        assert_eq!(made[0].unavailable, None);
+        assert!(made[0].repo.join("a.py").is_file());
+        let why = made[1].unavailable.as_deref().expect("the second fails");
+        assert!(why.contains("finding 0123456789abcdef"), "{why}");
+    }
+
+    #[test]
     fn predictions_carry_the_harness_fields_and_the_patch() {
         let dir = tempfile::tempdir().expect("tempdir");
         let patch = dir.path().join("final.patch");
@@ -186,21 +215,27 @@ mod tests {
         .expect("instances");
         let tasks: Vec<TaskSpec> = inst
             .iter()
-            .map(|i| plan::instance_task(i, "/w".into(), None, None))
+            .map(|i| plan::instance_task(i, "/w".into(), Some("deepseek"), None))
             .collect();
         let mut one = TaskResult::error("o__r-1", String::new(), 0);
+        one.run_id = Some("r1".into());
         one.patch = Some(patch.display().to_string());
         one.model = Some("openai:gpt-5".into());
-        let two = TaskResult::error("o__r-2", "no run".into(), 1);
-        let text = predictions(&tasks, &[&one, &two]);
+        // A run that failed before any model answered: the batch's model.
+        let mut two = TaskResult::error("o__r-2", "failed".into(), 1);
+        two.run_id = Some("r2".into());
+        // Never a run (its checkout failed): no prediction.
+        let three = TaskResult::error("o__r-3", "no such commit".into(), 1);
+        let text = predictions(&tasks, &[&one, &two, &three]);
         let lines: Vec<serde_json::Value> = text
             .lines()
             .map(|l| serde_json::from_str(l).expect("json"))
             .collect();
-        assert_eq!(lines.len(), 2, "the unfinished instance is left out");
+        assert_eq!(lines.len(), 2, "the never-run instance is left out");
         assert_eq!(lines[0]["instance_id"], "o__r-1");
         assert_eq!(lines[0]["model_name_or_path"], "minicoder/openai:gpt-5");
         assert_eq!(lines[0]["model_patch"], "diff --git a/a.py b/a.py\n");
+        assert_eq!(lines[1]["model_name_or_path"], "minicoder/deepseek");
         assert_eq!(lines[1]["model_patch"], "");
     }
 }
