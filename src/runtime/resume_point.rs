@@ -27,9 +27,10 @@ const MAX_POINT_BYTES: u64 = 256 << 20;
 /// The most of one event line looked at for what was interrupted.
 const MAX_EVENT_LINE: usize = 1 << 20;
 
-/// What a run saves to be resumed.
+/// What a run saves to be resumed (saved from a borrowed agent, `A =
+/// &Agent`, so that a save holds no second copy of the history).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct ResumePoint {
+pub(crate) struct ResumePoint<A = Agent> {
     pub version: u32,
     pub run_id: String,
     /// The checkpoint the workspace was at.
@@ -45,7 +46,7 @@ pub(crate) struct ResumePoint {
     /// What the point was taken before (`turn 3`, `the end`).
     pub label: String,
     pub saved: String,
-    pub agent: Agent,
+    pub agent: A,
 }
 
 /// Where the saved state of `run_id` lives.
@@ -109,15 +110,21 @@ fn try_save(run: &mut Run, label: &str) -> Result<(), String> {
         call_seq: run.counters.call_seq,
         label: label.to_string(),
         saved: chrono::Utc::now().to_rfc3339(),
-        agent: run.agent.clone(),
+        agent: &run.agent,
     };
-    let json = serde_json::to_vec(&point).map_err(|e| e.to_string())?;
+    // JSON is UTF-8; the one copy made is the redactor's, where it finds
+    // something (a history grows with the run: a save must not hold it four
+    // times over).
+    let json = serde_json::to_string(&point).map_err(|e| e.to_string())?;
     // No key in it either, whatever a provider's error echoed.
-    let json = run.artifacts.redactor().redact_bytes(&json).into_bytes();
+    let json = match run.artifacts.redactor().redact(&json) {
+        std::borrow::Cow::Borrowed(_) => json,
+        std::borrow::Cow::Owned(redacted) => redacted,
+    };
     // Signed: a saved state changed outside minicoder is never resumed.
-    let mac = crate::trace::signing::sign_bytes(&run.id.key, &json).map_err(|e| e.to_string())?;
-    let mut text = format!("{HEADER} {mac}\n").into_bytes();
-    text.extend_from_slice(&json);
+    let mac = crate::trace::signing::sign_bytes(&run.id.key, json.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let header = format!("{HEADER} {mac}\n");
     // The mark first: the checkpoint the file names is never pruned, and
     // the previous one was protected until now (pruning happens only in a
     // checkpoint of this process, which has just been made).
@@ -126,11 +133,12 @@ fn try_save(run: &mut Run, label: &str) -> Result<(), String> {
         .mark_resume_point(cp.id)
         .map_err(|e| e.to_string())?;
     let store = run.id.state.checkpoint_store_dir(&run.id.run_id);
-    write_durably(&point_path(&store), &text)
+    write_durably(&point_path(&store), &[header.as_bytes(), json.as_bytes()])
 }
 
-/// Replaces `path` with `bytes`: a temporary file, synced, renamed.
-fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), String> {
+/// Replaces `path` with `parts`, one after another: a temporary file,
+/// synced, renamed.
+fn write_durably(path: &Path, parts: &[&[u8]]) -> Result<(), String> {
     let tmp = path.with_extension("json.tmp");
     let mut file = std::fs::OpenOptions::new()
         .write(true)
@@ -139,7 +147,9 @@ fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), String> {
         .mode(0o600)
         .open(&tmp)
         .map_err(|e| format!("{}: {e}", tmp.display()))?;
-    file.write_all(bytes)
+    parts
+        .iter()
+        .try_for_each(|part| file.write_all(part))
         .and_then(|()| file.sync_all())
         .map_err(|e| format!("{}: {e}", tmp.display()))?;
     drop(file);
