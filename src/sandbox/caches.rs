@@ -29,10 +29,7 @@ use std::path::Path;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use bollard::query_parameters::{
-    CreateContainerOptions, ListVolumesOptions, RemoveVolumeOptions, WaitContainerOptions,
-};
-use futures_util::StreamExt;
+use bollard::query_parameters::{CreateContainerOptions, ListVolumesOptions, RemoveVolumeOptions};
 use sha2::{Digest, Sha256};
 
 use super::spec::CACHE_DIR;
@@ -232,18 +229,9 @@ async fn prepare(docker: &Docker, volume: &str, image: &str) -> Result<(), Sandb
             .start_container(&id, None)
             .await
             .map_err(|e| SandboxError::docker("start the cache set-up container", e))?;
-        let mut wait = docker.wait_container(&id, None::<WaitContainerOptions>);
-        let mut code = None;
-        while let Some(item) = wait.next().await {
-            match item {
-                Ok(r) => code = Some(r.status_code),
-                // A non-zero exit arrives as an error carrying the code.
-                Err(bollard::errors::Error::DockerContainerWaitError { code: c, .. }) => {
-                    code = Some(c)
-                }
-                Err(e) => return Err(SandboxError::docker("wait for the cache set-up", e)),
-            }
-        }
+        let code = super::container::wait_exit(docker, &id)
+            .await
+            .map_err(|e| SandboxError::docker("wait for the cache set-up", e))?;
         match code {
             Some(0) => Ok(()),
             other => Err(SandboxError::Workspace {

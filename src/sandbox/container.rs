@@ -531,6 +531,26 @@ async fn lost_reason(docker: &Docker, id: &str, diagnostics: &[u8], fallback: St
     }
 }
 
+/// Waits for a started container to end: its exit code (`None` if the
+/// engine gave none). A non-zero exit arrives from the engine as an error
+/// carrying the code; it is a code here.
+pub(crate) async fn wait_exit(
+    docker: &Docker,
+    id: &str,
+) -> Result<Option<i64>, bollard::errors::Error> {
+    let mut wait =
+        docker.wait_container(id, None::<bollard::query_parameters::WaitContainerOptions>);
+    let mut code = None;
+    while let Some(item) = wait.next().await {
+        match item {
+            Ok(r) => code = Some(r.status_code),
+            Err(bollard::errors::Error::DockerContainerWaitError { code: c, .. }) => code = Some(c),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(code)
+}
+
 /// How often a removal is asked for before it is left to `gc`.
 const REMOVE_ATTEMPTS: u32 = 6;
 

@@ -211,9 +211,7 @@ async fn install_and_commit(
     progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), String> {
     use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
-    use bollard::query_parameters::{
-        CommitContainerOptions, CreateContainerOptions, LogsOptions, WaitContainerOptions,
-    };
+    use bollard::query_parameters::{CommitContainerOptions, CreateContainerOptions, LogsOptions};
     use futures_util::StreamExt;
 
     let base_config = docker
@@ -291,17 +289,9 @@ async fn install_and_commit(
             // A line without an end is cut, not kept growing.
             pending.truncate(64 << 10);
         }
-        let mut code = None;
-        let mut wait = docker.wait_container(&id, None::<WaitContainerOptions>);
-        while let Some(item) = wait.next().await {
-            match item {
-                Ok(r) => code = Some(r.status_code),
-                Err(bollard::errors::Error::DockerContainerWaitError { code: c, .. }) => {
-                    code = Some(c)
-                }
-                Err(e) => return Err(format!("waiting for the install: {e}")),
-            }
-        }
+        let code = super::container::wait_exit(docker, &id)
+            .await
+            .map_err(|e| format!("waiting for the install: {e}"))?;
         if code != Some(0) {
             let tail: Vec<String> = kept.into_iter().collect();
             return Err(format!(

@@ -243,9 +243,6 @@ impl Verifier {
         let mut container = self.take_fresh_container().await?;
         // (A spare may have started before the limits were known.)
         container.set_limits(self.settings.limits);
-        // The verifier's while the check runs: a verification dropped
-        // mid-check leaves it to `shutdown`, not to a detached removal.
-        self.running = Some(container);
         // The next check's container starts while this one runs. After the
         // last check none is started: the caller prewarms when it knows
         // another verification will come, so a passing run ends at once.
@@ -258,12 +255,9 @@ impl Verifier {
                 &self.settings.outputs_dir,
                 &format!("verify-{attempt}-{}", check.name),
             );
-        let Some(container) = self.running.as_mut() else {
-            return Err(
-                SandboxError::SupervisorStart("the check's container is gone".into()).into(),
-            );
-        };
-        let outcome = container.run(request).await;
+        // The verifier's while the check runs: a verification dropped
+        // mid-check leaves it to `shutdown`, not to a detached removal.
+        let outcome = self.running.insert(container).run(request).await;
         if let Some(container) = self.running.take() {
             self.removals.push(tokio::spawn(container.shutdown()));
         }

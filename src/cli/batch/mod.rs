@@ -345,30 +345,13 @@ impl Driver {
         if let Some(run_id) = resume {
             self.run_ids.insert(run_id.to_string());
         }
-        if let Some(reason) = self.tasks[index].unavailable.clone() {
-            let exit = scheduler::Exit::NoReport {
-                reason,
-                exit_code: 1,
-            };
-            self.ended(index, exit);
-            return;
-        }
-        let task_file = (resume.is_none() && self.tasks[index].needs_task_file()).then(|| {
-            self.dir
-                .join("logs")
-                .join(format!("{}.task", self.tasks[index].id))
-        });
-        if let Some(file) = &task_file
-            && let Err(e) =
-                crate::state::write_private_file(file, self.tasks[index].task.as_bytes())
-        {
-            let exit = scheduler::Exit::NoReport {
-                reason: format!("writing the task to {}: {e}", file.display()),
-                exit_code: -1,
-            };
-            self.ended(index, exit);
-            return;
-        }
+        let task_file = match self.task_file(index, resume) {
+            Ok(file) => file,
+            Err((reason, exit_code)) => {
+                self.ended(index, scheduler::Exit::NoReport { reason, exit_code });
+                return;
+            }
+        };
         let args = self.tasks[index].child_args(resume, task_file.as_deref());
         self.launched.insert(index, std::time::SystemTime::now());
         match child::spawn(index, args, &self.log_path(index), self.tx.clone()) {
@@ -391,6 +374,26 @@ impl Driver {
                 self.ended(index, exit);
             }
         }
+    }
+
+    /// The file a fresh run reads a long task from (written now), or why
+    /// the task cannot become a run, with its exit code.
+    fn task_file(
+        &self,
+        index: usize,
+        resume: Option<&str>,
+    ) -> Result<Option<PathBuf>, (String, i32)> {
+        let task = &self.tasks[index];
+        if let Some(reason) = &task.unavailable {
+            return Err((reason.clone(), 1));
+        }
+        if resume.is_some() || !task.needs_task_file() {
+            return Ok(None);
+        }
+        let file = self.dir.join("logs").join(format!("{}.task", task.id));
+        crate::state::write_private_file(&file, task.task.as_bytes())
+            .map_err(|e| (format!("writing the task to {}: {e}", file.display()), -1))?;
+        Ok(Some(file))
     }
 
     fn ended(&mut self, index: usize, exit: scheduler::Exit) {
