@@ -147,8 +147,13 @@ async fn approving_and_refusing_edits_in_a_real_terminal() {
         let long = Duration::from_secs(180);
 
         // The first edit waits for approval; `y` applies it.
-        let screen = tmux.wait_for("Apply this edit to pagination.py", long);
-        assert!(screen.contains("-(-total_items // page_size)"), "{screen}");
+        tmux.wait_for_all(
+            &[
+                "Apply this edit to pagination.py",
+                "-(-total_items // page_size)",
+            ],
+            long,
+        );
         assert!(tmux.alternate_screen());
         tmux.keys(&["y"]);
 

@@ -45,14 +45,23 @@ impl Tmux {
         self.wait_for_all(&[text], timeout)
     }
 
-    /// Waits until the screen shows every one of `texts` at once.
+    /// Waits until the screen shows every one of `texts` at once, and returns
+    /// a screen captured after the one that first showed them: tmux can be
+    /// caught half-way through drawing a frame (an overlay's title drawn, its
+    /// body not yet), and a test that asserts on more than it waited for must
+    /// see the whole frame.
     pub fn wait_for_all(&self, texts: &[&str], timeout: Duration) -> String {
         let start = Instant::now();
         loop {
             let screen = self.screen();
             let missing: Vec<&&str> = texts.iter().filter(|t| !screen.contains(**t)).collect();
             if missing.is_empty() {
-                return screen;
+                std::thread::sleep(Duration::from_millis(100));
+                let settled = self.screen();
+                if texts.iter().all(|t| settled.contains(*t)) {
+                    return settled;
+                }
+                continue;
             }
             if start.elapsed() > timeout {
                 panic!("waited {timeout:?} for {missing:?}; the screen is:\n{screen}");
