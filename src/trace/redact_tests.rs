@@ -494,3 +494,34 @@ fn assignments_that_follow_each_other_are_all_redacted_and_redacting_again_chang
     );
     assert_eq!(r.redact(&once), once.as_str());
 }
+
+#[test]
+fn no_pattern_has_a_unicode_word_boundary() {
+    // A Unicode `\b` sends every search over non-ASCII text to the slow
+    // engine; `(?-u:\b)` keeps the fast one.
+    for p in FIXED_PATTERNS {
+        let without_ascii = p.regex.replace(r"(?-u:\b)", "");
+        assert!(
+            !without_ascii.contains(r"\b"),
+            "{}: {} has a Unicode word boundary",
+            p.kind,
+            p.regex
+        );
+    }
+}
+
+#[test]
+fn keys_are_redacted_in_non_ascii_text_and_before_a_non_ascii_letter() {
+    let r = fixed();
+    for key in [aws_key(), npm_token()] {
+        for text in [
+            format!("clé — {key} — fin"),
+            format!("«{key}é»"),
+            format!("✓ {key}\n"),
+        ] {
+            let out = redacted_both_ways(&r, &text);
+            assert!(!out.contains(&key), "{out}");
+            assert!(out.contains(REDACTED), "{out}");
+        }
+    }
+}
