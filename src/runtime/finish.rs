@@ -152,7 +152,7 @@ pub(crate) async fn finish(
     let Run {
         id,
         sandbox,
-        ws,
+        mut ws,
         artifacts,
         bus,
         source,
@@ -162,6 +162,8 @@ pub(crate) async fn finish(
     } = run;
     drop(bus);
 
+    // Nothing changes the workspace any more.
+    ws.checkpoints.unwatch_in_background();
     // Teardown: nothing of the run is left running.
     let teardown = Instant::now();
     let deps = sandbox.deps.clone();

@@ -495,8 +495,14 @@ impl CommandContainer {
     }
 
     /// Stops and removes the container. Nothing of it is left afterwards.
+    /// The workspace's watch closes meanwhile, on a thread of its own:
+    /// closing an inotify instance waits for the kernel's grace period
+    /// (about 10 ms), which is no reason to hold up the end of a run.
     pub async fn shutdown(mut self) {
+        let meter = std::mem::take(&mut self.meter);
+        let closing = tokio::task::spawn_blocking(move || drop(meter));
         self.discard().await;
+        let _ = closing.await;
     }
 }
 

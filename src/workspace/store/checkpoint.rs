@@ -142,6 +142,19 @@ impl CheckpointStore {
         self
     }
 
+    /// Stops watching the workspace (checkpoints scan it whole from now
+    /// on). The watch is closed on a thread of its own: closing an inotify
+    /// instance waits for the kernel's grace period (about 10 ms), which
+    /// the end of a run need not wait for.
+    pub fn unwatch_in_background(&mut self) {
+        self.kept = None;
+        if let Some(journal) = self.journal.take() {
+            let _ = std::thread::Builder::new()
+                .name("close-watch".into())
+                .spawn(move || drop(journal));
+        }
+    }
+
     /// Whether the workspace is watched.
     #[cfg(test)]
     pub(crate) fn is_watched(&self) -> bool {
