@@ -76,10 +76,10 @@ impl BaselineJob {
         })
     }
 
-    /// Stops it (its containers are removed) and waits for that.
-    pub(crate) async fn cancel(self) {
+    /// Tells it to stop: its task removes its containers on its own, while
+    /// the caller goes on; [`BaselineJob::join`] waits for that.
+    pub(crate) fn stop(&self) {
         self.cancel.cancel();
-        let _ = self.join().await;
     }
 }
 

@@ -105,10 +105,20 @@ pub(crate) async fn drive_from(mut run: Run, first: Input) -> RunReport {
             finish::write_state(&run.artifacts, &run.id.run_id, &run.agent, false);
         }
     };
-    if let Some(job) = l.baseline.take() {
-        job.cancel().await;
+    // A baseline still under way is not needed any more: its containers go
+    // while the run ends, and the teardown waits for them with the others.
+    let baseline = l.baseline.take();
+    if let Some(job) = &baseline {
+        job.stop();
     }
-    finish::finish(run, outcome, reason, l.conclusion, l.last_verification).await
+    finish::finish(
+        run,
+        (outcome, reason),
+        l.conclusion,
+        l.last_verification,
+        baseline,
+    )
+    .await
 }
 
 /// What arrived while the last effect ran: the baseline's verdict and the

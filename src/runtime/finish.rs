@@ -132,10 +132,10 @@ pub(crate) fn conclude(run: &mut Run) -> (Conclusion, Input) {
 /// the state and the receipt, and then has the workspace removed.
 pub(crate) async fn finish(
     mut run: Run,
-    outcome: Outcome,
-    reason: String,
+    (outcome, reason): (Outcome, String),
     conclusion: Option<Conclusion>,
     last_verification: Option<VerificationResult>,
+    baseline: Option<super::baseline::BaselineJob>,
 ) -> RunReport {
     let conclusion = match conclusion {
         Some(c) => c,
@@ -170,7 +170,12 @@ pub(crate) async fn finish(
     tokio::join!(
         sandbox.container.shutdown(),
         sandbox.verifier.shutdown(),
-        sandbox.mcp.stop()
+        sandbox.mcp.stop(),
+        async {
+            if let Some(job) = baseline {
+                job.join().await;
+            }
+        }
     );
     if let Err(e) = crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
         tracing::warn!("checking for containers left by the run: {e}");
