@@ -102,10 +102,19 @@ pub(crate) async fn prepare_with(
         state: &state,
         run_id: &run_id,
     };
-    let starting = parts.start_container(&options, &claim, gate).await;
+    // What the image was found to have by earlier runs.
+    let found = match docker.inspect_image(&image).await {
+        Ok(inspect) => inspect
+            .id
+            .map(|id| verify::preflight::FoundNeeds::new(&state.preflight_dir(), &id)),
+        Err(_) => None,
+    };
+    let starting = parts
+        .start_container(&options, &claim, gate, found.as_ref())
+        .await;
     let settings = parts.verifier_settings(&options, &claim, &artifacts);
     let assembled = parts
-        .assemble(starting, settings, &resuming, &progress, &mut phases)
+        .assemble(starting, settings, &resuming, &progress, &mut phases, found)
         .await;
     let (ws, container, verifier) = match assembled {
         Ok(parts) => parts,
@@ -226,30 +235,27 @@ impl Parts<'_> {
         options: &RunOptions,
         claim: &WorkspaceClaim,
         gate: Option<Gate>,
+        found: Option<&verify::preflight::FoundNeeds>,
     ) -> Starting {
         let mut spec = ContainerSpec::new(self.image, &claim.dir, self.run_id);
         spec.role = Role::Command;
         spec.network = options.network;
         spec.deps = claim.deps_dir();
+        // What the image alone can be asked for before the workspace is
+        // there; the gate waits on what no workspace can meet.
         let early_needs: Vec<_> = self
             .needs
             .iter()
-            .filter(|r| r.need.is_workspace_free())
+            .filter(|r| r.need.image_test().is_some())
             .cloned()
             .collect();
         let gate = match gate {
             Some(gate) => {
-                let found = match self.docker.inspect_image(self.image).await {
-                    Ok(inspect) => inspect.id.map(|id| {
-                        verify::preflight::FoundNeeds::new(&self.state.preflight_dir(), &id)
-                    }),
-                    Err(_) => None,
-                };
-                if found.as_ref().is_some_and(|f| f.has_all(&early_needs)) {
+                if found.is_some_and(|f| f.has_all(&early_needs)) {
                     let _ = gate.send(true);
                     None
                 } else {
-                    Some((gate, found))
+                    Some((gate, found.cloned()))
                 }
             }
             None => None,
@@ -263,15 +269,24 @@ impl Parts<'_> {
         tokio::spawn(async move {
             let mut container = CommandContainer::start(docker, spec).await?;
             if let Some((gate, found)) = gate {
-                let missing = verify::preflight::find_missing(&mut container, &early_needs).await;
-                let met = missing.is_ok_and(|m| m.is_empty());
-                if met
-                    && deps_empty
-                    && let Some(found) = found
-                {
-                    found.record(&early_needs);
+                let missing =
+                    verify::preflight::find_missing_in_image(&mut container, &early_needs).await;
+                let met: Vec<_> = match &missing {
+                    Ok(missing) => early_needs
+                        .iter()
+                        .filter(|r| !missing.contains(r))
+                        .cloned()
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                if deps_empty && let Some(found) = found {
+                    found.record(&met);
                 }
-                let _ = gate.send(met);
+                let free_met = early_needs
+                    .iter()
+                    .filter(|r| r.need.is_workspace_free())
+                    .all(|r| met.contains(r));
+                let _ = gate.send(missing.is_ok() && free_met);
             }
             Ok::<_, SandboxError>(container)
         })
@@ -308,6 +323,7 @@ impl Parts<'_> {
         resuming: &Option<Resuming>,
         progress: &Progress,
         phases: &mut PreparePhases,
+        found: Option<verify::preflight::FoundNeeds>,
     ) -> Result<(RunWorkspace, CommandContainer, Verifier), RunError> {
         let ws_dir = settings.workspace.clone();
         let (verifier, made) = tokio::join!(start_verifier(self.docker, settings), async {
@@ -367,8 +383,13 @@ impl Parts<'_> {
         let t = Instant::now();
         progress.phase("preflight");
         let bootstraps = !self.inputs.bootstrap.is_empty();
+        // Only what the image was never found to have is looked for.
+        let unknown = match &found {
+            Some(found) => found.unknown(self.needs),
+            None => self.needs.to_vec(),
+        };
         let checked =
-            verify::preflight::check(&mut container, self.image, self.needs, bootstraps).await;
+            verify::preflight::check(&mut container, self.image, &unknown, bootstraps).await;
         if let Err(e) = checked {
             tokio::join!(container.shutdown(), verifier.shutdown());
             drop(ws);

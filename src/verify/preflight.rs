@@ -51,6 +51,32 @@ impl Need {
         }
     }
 
+    /// The shell test that succeeds when the image alone meets the need,
+    /// whatever a workspace holds; `None` when only the workspace can tell
+    /// (a package script's program). A workspace can only add what a
+    /// program is looked for in, never take it away: what the image meets,
+    /// every workspace meets. A module is looked for by Python in isolated
+    /// mode, which leaves the working directory and `PYTHON*` out of its path.
+    pub(crate) fn image_test(&self) -> Option<String> {
+        match self {
+            Need::PythonModule { python, module } if self.is_image_module(python) => Some(format!(
+                "{python} -I -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' {module} >/dev/null 2>&1"
+            )),
+            Need::PythonModule { .. } | Need::ScriptProgram { .. } => None,
+            need => need.is_workspace_free().then(|| need.test()),
+        }
+    }
+
+    /// A Python the image has by name or at a path outside the workspace.
+    fn is_image_module(&self, python: &str) -> bool {
+        let interpreter = if python.starts_with('/') {
+            Need::Path(python.to_string())
+        } else {
+            Need::Program(python.to_string())
+        };
+        interpreter.is_workspace_free()
+    }
+
     fn label(&self) -> String {
         match self {
             Need::Program(p) | Need::Path(p) | Need::ScriptProgram { program: p, .. } => {
@@ -158,9 +184,11 @@ pub async fn check(
 
 /// Needs found met in a container of one image (by id), kept in the state
 /// directory: a later run on that image need not wait for its container to
-/// know them. Only "met" is kept, and a run still looks for every need once
-/// its workspace is made; this only decides how early its first model
-/// request may go out.
+/// know them, nor look for them again once its workspace is made. Only
+/// "met" is kept, and only what the image meets by itself (see
+/// [`Need::image_test`]), so a workspace can never have made a need look
+/// met; what only a workspace can tell is looked for in every run.
+#[derive(Debug, Clone)]
 pub(crate) struct FoundNeeds {
     path: PathBuf,
 }
@@ -186,20 +214,30 @@ impl FoundNeeds {
         text.lines().map(str::to_string).collect()
     }
 
-    /// Whether every one of `needs` was found met before.
+    /// Whether every one of `needs` was found met by the image before.
     pub(crate) fn has_all(&self, needs: &[Requirement]) -> bool {
-        let found = self.read();
-        needs.iter().all(|r| found.contains(&r.need.test()))
+        self.unknown(needs).is_empty()
     }
 
-    /// Records `needs` as met (best effort: this is a cache).
+    /// The needs of `needs` not known to be met by the image.
+    pub(crate) fn unknown(&self, needs: &[Requirement]) -> Vec<Requirement> {
+        let found = self.read();
+        needs
+            .iter()
+            .filter(|r| r.need.image_test().is_none_or(|t| !found.contains(&t)))
+            .cloned()
+            .collect()
+    }
+
+    /// Records `needs`, found met by the image alone (tested with
+    /// [`Need::image_test`]), as met (best effort: this is a cache).
     pub(crate) fn record(&self, needs: &[Requirement]) {
         let mut found = self.read();
         let before = found.len();
         found.extend(
             needs
                 .iter()
-                .map(|r| r.need.test())
+                .filter_map(|r| r.need.image_test())
                 .filter(|t| !t.contains(['\n', '\r'])),
         );
         if found.len() == before {
@@ -229,13 +267,33 @@ pub(crate) async fn find_missing<'a>(
     container: &mut CommandContainer,
     requirements: &'a [Requirement],
 ) -> Result<Vec<&'a Requirement>, VerifyError> {
+    find_missing_by(container, requirements, |n| Some(n.test())).await
+}
+
+/// The requirements the image alone does not meet (those only the
+/// workspace can tell are not looked for, and count as missing).
+pub(crate) async fn find_missing_in_image<'a>(
+    container: &mut CommandContainer,
+    requirements: &'a [Requirement],
+) -> Result<Vec<&'a Requirement>, VerifyError> {
+    find_missing_by(container, requirements, Need::image_test).await
+}
+
+async fn find_missing_by<'a>(
+    container: &mut CommandContainer,
+    requirements: &'a [Requirement],
+    test: impl Fn(&Need) -> Option<String>,
+) -> Result<Vec<&'a Requirement>, VerifyError> {
     if requirements.is_empty() {
         return Ok(Vec::new());
     }
     let script: String = requirements
         .iter()
         .enumerate()
-        .map(|(i, r)| format!("{} || echo missing-{i}\n", r.need.test()))
+        .map(|(i, r)| match test(&r.need) {
+            Some(test) => format!("{test} || echo missing-{i}\n"),
+            None => format!("echo missing-{i}\n"),
+        })
         .collect();
     let outcome = container
         .run(CommandRequest::new(script).timeout(PREFLIGHT_TIMEOUT))

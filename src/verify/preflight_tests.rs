@@ -218,3 +218,68 @@ fn what_a_bootstrap_installs_in_the_dependency_folder_is_not_the_images_to_have(
         "{needs:?}"
     );
 }
+
+#[test]
+fn what_the_image_alone_meets_is_remembered_and_what_a_workspace_may_change_is_looked_for_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let req = |need: Need| Requirement {
+        need,
+        by: "the check `t`".into(),
+    };
+    let module = |python: &str| Need::PythonModule {
+        python: python.into(),
+        module: "pytest".into(),
+    };
+    // A module is asked of the image's Python in isolated mode, which
+    // leaves the working directory (the workspace) out of its path.
+    let test = module("python3").image_test().expect("an image test");
+    assert!(test.starts_with("python3 -I -c "), "{test}");
+    assert_eq!(
+        module("/usr/bin/python3")
+            .image_test()
+            .map(|t| t.starts_with("/usr/bin/python3 -I ")),
+        Some(true)
+    );
+    // A Python of the workspace's, a package script's program, a program
+    // in the workspace: only the workspace can tell.
+    for need in [
+        module(".venv/bin/python"),
+        module("/workspace/.venv/bin/python"),
+        Need::ScriptProgram {
+            program: "jest".into(),
+            dir: String::new(),
+        },
+        Need::Program("./run-tests.sh".into()),
+    ] {
+        assert_eq!(need.image_test(), None, "{need:?}");
+    }
+    assert_eq!(
+        Need::Program("make".into()).image_test(),
+        Some(Need::Program("make".into()).test())
+    );
+
+    let needs = vec![
+        req(module("python3")),
+        req(Need::Program("make".into())),
+        req(module(".venv/bin/python")),
+        req(Need::ScriptProgram {
+            program: "jest".into(),
+            dir: String::new(),
+        }),
+    ];
+    let found = FoundNeeds::new(dir.path(), "sha256:aaa");
+    assert_eq!(found.unknown(&needs), needs);
+    // Recording what only a workspace can tell records nothing.
+    found.record(&needs);
+    let left = FoundNeeds::new(dir.path(), "sha256:aaa").unknown(&needs);
+    assert_eq!(left, needs[2..].to_vec());
+    // The file holds the isolated test, never the one a workspace could meet.
+    let text = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).expect("read"))
+        .collect::<String>();
+    assert!(text.contains(&test), "{text}");
+    assert!(!text.contains(&module("python3").test()), "{text}");
+    assert!(!FoundNeeds::new(dir.path(), "sha256:bbb").has_all(&needs[..1]));
+}
