@@ -462,6 +462,9 @@ pub fn main() -> ExitCode {
     ) {
         sandbox::set_probe_sentinel();
     }
+    // The environment is final now: the redactor every run needs is built
+    // meanwhile.
+    crate::trace::Redactor::warm_up();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -78,16 +78,47 @@ impl Default for Redactor {
 /// started with), so a provider's error that echoes the key never reaches
 /// a terminal, a log line or a JSON result.
 pub fn shown(text: &str) -> Cow<'_, str> {
-    static PROCESS: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
-    PROCESS.get_or_init(Redactor::from_env).redact(text)
+    Redactor::from_env().redact(text)
 }
+
+/// The secret variables of the environment a redactor was built from, and
+/// the redactor: compiling its patterns takes milliseconds, and a run asks
+/// for one several times on its way to the first model request.
+type Built = (Vec<(String, String)>, Redactor);
+
+static FROM_ENV: std::sync::Mutex<Option<Built>> = std::sync::Mutex::new(None);
 
 impl Redactor {
     /// Fixed patterns plus the secret values of this process's environment.
+    /// Built once for a given set of secret variables and shared after that
+    /// (a redactor is a handle); a changed environment gets a new one.
     pub fn from_env() -> Self {
-        Self::from_vars(std::env::vars_os().filter_map(|(name, value)| {
-            Some((name.into_string().ok()?, value.into_string().ok()?))
-        }))
+        let mut secrets: Vec<(String, String)> = std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .filter(|(name, value)| {
+                is_secret_variable(name) && value.chars().count() >= MIN_SECRET_LEN
+            })
+            .collect();
+        secrets.sort();
+        // Held while building, so that a caller arriving meanwhile (the
+        // warm-up's) waits for this build instead of making its own.
+        let mut built = FROM_ENV.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((vars, redactor)) = built.as_ref()
+            && *vars == secrets
+        {
+            return redactor.clone();
+        }
+        let redactor = Self::from_vars(secrets.iter().map(|(n, v)| (n.as_str(), v.as_str())));
+        *built = Some((secrets, redactor.clone()));
+        redactor
+    }
+
+    /// Builds the environment's redactor on a thread of its own, so that
+    /// the first caller finds it ready. Call once the environment is final.
+    pub fn warm_up() {
+        let _ = std::thread::Builder::new()
+            .name("redactor".into())
+            .spawn(|| drop(Self::from_env()));
     }
 
     /// Fixed patterns plus the secret values among `vars` (name, value): those

@@ -525,3 +525,13 @@ fn keys_are_redacted_in_non_ascii_text_and_before_a_non_ascii_letter() {
         }
     }
 }
+
+#[test]
+fn the_environments_redactor_is_built_once_for_the_same_secrets() {
+    let (a, b) = (Redactor::from_env(), Redactor::from_env());
+    assert!(Arc::ptr_eq(&a.inner, &b.inner));
+    // It is the one `from_vars` builds of the same environment.
+    let text = format!("use {} now", openai_key());
+    let built = Redactor::from_vars(std::env::vars());
+    assert_eq!(a.redact(&text), built.redact(&text));
+}
