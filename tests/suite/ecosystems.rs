@@ -258,13 +258,15 @@ async fn declared_dependencies_are_installed_by_default_once_trusted() {
     }
     let p = Project::new("python-deps", &[]).await;
     // The agent starts beside the baseline verification; it is still on
-    // its first command when the baseline's verdict stops the run.
+    // its first command when the baseline's verdict stops the run (which
+    // interrupts the command: the sleep is long so that a loaded machine's
+    // slow baseline still finds it running).
     p.mock.push(MockResponse::tool_calls(&[
         (
             "update_plan",
             json!({"items": [{"id": "1", "content": "look", "status": "in_progress"}]}),
         ),
-        ("run_shell", json!({"command": "sleep 3"})),
+        ("run_shell", json!({"command": "sleep 30"})),
     ]));
     let untrusted = p.run_with("python-deps-untrusted", &[], &[]).await;
     assert_eq!(
