@@ -727,3 +727,58 @@ fn circles(count: usize, arrows: &BTreeMap<usize, BTreeSet<usize>>) -> Vec<Vec<u
     }
     walk.found
 }
+
+/// Functions longer than this are split (tests and schema data aside).
+const MAX_FUNCTION_LINES: usize = 120;
+
+/// Long on purpose: the tool schemas, one literal.
+const LONG_BY_NATURE: &[(&str, &str)] = &[("tools/specs.rs", "spec")];
+
+#[test]
+fn no_function_outside_tests_is_over_120_lines() {
+    let header = regex::Regex::new(
+        r"^(\s*)(?:pub(?:\([^)]*\))?\s+)?(?:async\s+)?(?:const\s+)?(?:unsafe\s+)?fn\s+(\w+)",
+    )
+    .expect("the pattern compiles");
+    let krate = Crate::read();
+    let mut long = Vec::new();
+    for module in &krate.modules {
+        if module.file.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = fs::read_to_string(src_dir().join(&module.file)).expect("read");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            // A test module closes the file's code.
+            if line.trim() == "#[cfg(test)]"
+                && lines
+                    .get(i + 1)
+                    .is_some_and(|l| l.trim_start().starts_with("mod tests"))
+            {
+                break;
+            }
+            let Some(caps) = header.captures(line) else {
+                continue;
+            };
+            if line.trim_end().ends_with(';') {
+                continue;
+            }
+            let close = format!("{}}}", &caps[1]);
+            let Some(end) = lines[i + 1..].iter().position(|l| *l == close) else {
+                continue;
+            };
+            let length = end + 2;
+            let name = &caps[2];
+            if length > MAX_FUNCTION_LINES
+                && !LONG_BY_NATURE.contains(&(module.file.as_str(), name))
+            {
+                long.push(format!("src/{}: {name} ({length} lines)", module.file));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines:\n{}",
+        long.join("\n")
+    );
+}

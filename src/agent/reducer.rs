@@ -326,27 +326,7 @@ impl Agent {
                     failure,
                     duration_ms,
                 },
-            ) => {
-                fx.push(Effect::Emit(RunEvent::BootstrapFinished {
-                    passed,
-                    duration_ms,
-                    failure: failure.clone(),
-                }));
-                let again = std::mem::take(&mut self.rebootstrapping);
-                if passed && again {
-                    self.go_on_resumed(fx);
-                } else if passed {
-                    fx.push(Effect::Rebaseline);
-                } else {
-                    let why = failure.unwrap_or_default();
-                    let when = if again { " (again, on resume)" } else { "" };
-                    self.finish(
-                        Outcome::Failure,
-                        format!("bootstrap failed{when}: {why}"),
-                        fx,
-                    );
-                }
-            }
+            ) => self.on_bootstrap_finished(passed, failure, duration_ms, fx),
             (Phase::Bootstrapping, Input::Rebaselined { checkpoint }) => {
                 self.baseline_checkpoint = Some(checkpoint);
                 self.begin(fx);
@@ -422,6 +402,36 @@ impl Agent {
             // Anything else is out of place (a stray or repeated result): it
             // changes nothing.
             _ => {}
+        }
+    }
+
+    /// The bootstrap ended: the baseline is taken again after it (a resumed
+    /// run goes on), or the run fails with its reason.
+    fn on_bootstrap_finished(
+        &mut self,
+        passed: bool,
+        failure: Option<String>,
+        duration_ms: u64,
+        fx: &mut Vec<Effect>,
+    ) {
+        fx.push(Effect::Emit(RunEvent::BootstrapFinished {
+            passed,
+            duration_ms,
+            failure: failure.clone(),
+        }));
+        let again = std::mem::take(&mut self.rebootstrapping);
+        if passed && again {
+            self.go_on_resumed(fx);
+        } else if passed {
+            fx.push(Effect::Rebaseline);
+        } else {
+            let why = failure.unwrap_or_default();
+            let when = if again { " (again, on resume)" } else { "" };
+            self.finish(
+                Outcome::Failure,
+                format!("bootstrap failed{when}: {why}"),
+                fx,
+            );
         }
     }
 

@@ -146,38 +146,10 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         Effect::Bootstrap => Some(bootstrap(run).await),
         Effect::Rebaseline => Some(rebaseline(run)),
         Effect::Checkpoint { reason, validated } => Some(checkpoint(run, &reason, validated)),
-        Effect::VerifyBaseline { attempt } => {
-            run.bus.emit(RunEvent::VerificationStarted {
-                attempt,
-                reason: VerificationReason::Baseline,
-                checks: check_names(run),
-            });
-            match baseline::spawn(run, attempt) {
-                Ok(job) => {
-                    l.baseline = Some(job);
-                    None
-                }
-                Err(e) => {
-                    // Without a verified baseline there is no rollback target;
-                    // the run itself goes on.
-                    tracing::warn!("the baseline verification could not start: {e}");
-                    Some(baseline_verdict(false))
-                }
-            }
-        }
+        Effect::VerifyBaseline { attempt } => start_baseline(run, l, attempt),
         Effect::AwaitBaseline => Some(await_baseline(run, l).await),
         Effect::MarkValidated { checkpoint } => {
-            let marked = git2::Oid::from_str(&checkpoint)
-                .map_err(|e| e.to_string())
-                .and_then(|oid| {
-                    run.ws
-                        .checkpoints
-                        .mark_validated(oid)
-                        .map_err(|e| e.to_string())
-                });
-            if let Err(e) = marked {
-                tracing::warn!("marking {checkpoint} validated: {e}");
-            }
+            mark_validated(run, &checkpoint);
             None
         }
         Effect::CallModel(request) => {
@@ -261,6 +233,40 @@ async fn perform(run: &mut Run, l: &mut Loop, effect: Effect) -> Option<Input> {
         }
         // Handled by the loop.
         Effect::End { .. } => None,
+    }
+}
+
+/// Starts the baseline verification in the background; without one there
+/// is no rollback target, and the run itself goes on.
+fn start_baseline(run: &mut Run, l: &mut Loop, attempt: u32) -> Option<Input> {
+    run.bus.emit(RunEvent::VerificationStarted {
+        attempt,
+        reason: VerificationReason::Baseline,
+        checks: check_names(run),
+    });
+    match baseline::spawn(run, attempt) {
+        Ok(job) => {
+            l.baseline = Some(job);
+            None
+        }
+        Err(e) => {
+            tracing::warn!("the baseline verification could not start: {e}");
+            Some(baseline_verdict(false))
+        }
+    }
+}
+
+fn mark_validated(run: &mut Run, checkpoint: &str) {
+    let marked = git2::Oid::from_str(checkpoint)
+        .map_err(|e| e.to_string())
+        .and_then(|oid| {
+            run.ws
+                .checkpoints
+                .mark_validated(oid)
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = marked {
+        tracing::warn!("marking {checkpoint} validated: {e}");
     }
 }
 

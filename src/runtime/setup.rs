@@ -102,13 +102,7 @@ pub(crate) async fn prepare_with(
         state: &state,
         run_id: &run_id,
     };
-    // What the image was found to have by earlier runs.
-    let found = match docker.inspect_image(&image).await {
-        Ok(inspect) => inspect
-            .id
-            .map(|id| verify::preflight::FoundNeeds::new(&state.preflight_dir(), &id)),
-        Err(_) => None,
-    };
+    let found = found_needs(&docker, &image, &state).await;
     let starting = parts
         .start_container(&options, &claim, gate, found.as_ref())
         .await;
@@ -177,6 +171,19 @@ pub(crate) async fn prepare_with(
             ..counters
         },
     })
+}
+
+/// What earlier runs found the image to have (by its id).
+async fn found_needs(
+    docker: &Docker,
+    image: &str,
+    state: &StateDir,
+) -> Option<verify::preflight::FoundNeeds> {
+    let id = docker.inspect_image(image).await.ok()?.id?;
+    Some(verify::preflight::FoundNeeds::new(
+        &state.preflight_dir(),
+        &id,
+    ))
 }
 
 /// The first request goes out while the workspace is made, once the

@@ -211,8 +211,7 @@ async fn install_and_commit(
     progress: &mut (dyn FnMut(BuildProgress) + Send),
 ) -> Result<(), String> {
     use bollard::models::{ContainerConfig, ContainerCreateBody, HostConfig};
-    use bollard::query_parameters::{CommitContainerOptions, CreateContainerOptions, LogsOptions};
-    use futures_util::StreamExt;
+    use bollard::query_parameters::{CommitContainerOptions, CreateContainerOptions};
 
     let base_config = docker
         .inspect_image(base)
@@ -258,37 +257,7 @@ async fn install_and_commit(
             .start_container(&id, None)
             .await
             .map_err(|e| format!("starting the install container: {e}"))?;
-        let mut kept = std::collections::VecDeque::new();
-        let mut logs = docker.logs(
-            &id,
-            Some(LogsOptions {
-                follow: true,
-                stdout: true,
-                stderr: true,
-                ..Default::default()
-            }),
-        );
-        let mut pending = Vec::new();
-        while let Some(Ok(chunk)) = logs.next().await {
-            pending.extend_from_slice(&chunk.into_bytes());
-            while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = pending.drain(..=end).collect();
-                let text = crate::terminal_text::clean_line(
-                    String::from_utf8_lossy(&line).trim(),
-                    super::build::PROGRESS_LINE_CHARS,
-                );
-                if text.is_empty() {
-                    continue;
-                }
-                if kept.len() == KEPT_OUTPUT_LINES {
-                    kept.pop_front();
-                }
-                kept.push_back(text.clone());
-                progress(BuildProgress::Line(text));
-            }
-            // A line without an end is cut, not kept growing.
-            pending.truncate(64 << 10);
-        }
+        let kept = follow_output(docker, &id, progress).await;
         let code = super::container::wait_exit(docker, &id)
             .await
             .map_err(|e| format!("waiting for the install: {e}"))?;
@@ -334,6 +303,49 @@ async fn install_and_commit(
     .await;
     super::container::remove(docker, &id).await;
     result
+}
+
+/// Follows a container's output to its end, line by line, to `progress`;
+/// the last lines of it.
+async fn follow_output(
+    docker: &Docker,
+    id: &str,
+    progress: &mut (dyn FnMut(BuildProgress) + Send),
+) -> std::collections::VecDeque<String> {
+    use bollard::query_parameters::LogsOptions;
+    use futures_util::StreamExt;
+    let mut kept = std::collections::VecDeque::new();
+    let mut logs = docker.logs(
+        id,
+        Some(LogsOptions {
+            follow: true,
+            stdout: true,
+            stderr: true,
+            ..Default::default()
+        }),
+    );
+    let mut pending = Vec::new();
+    while let Some(Ok(chunk)) = logs.next().await {
+        pending.extend_from_slice(&chunk.into_bytes());
+        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let text = crate::terminal_text::clean_line(
+                String::from_utf8_lossy(&line).trim(),
+                super::build::PROGRESS_LINE_CHARS,
+            );
+            if text.is_empty() {
+                continue;
+            }
+            if kept.len() == KEPT_OUTPUT_LINES {
+                kept.pop_front();
+            }
+            kept.push_back(text.clone());
+            progress(BuildProgress::Line(text));
+        }
+        // A line without an end is cut, not kept growing.
+        pending.truncate(64 << 10);
+    }
+    kept
 }
 
 async fn build_recipe(

@@ -61,34 +61,7 @@ pub struct FilePatch {
 /// Parses the unified diff of one file.
 pub fn parse_unified_diff(patch: &str) -> Result<FilePatch, String> {
     let lines: Vec<&str> = patch.lines().collect();
-    let mut index = 0;
-    let mut old_path = None;
-    let mut new_path = None;
-    let mut has_headers = false;
-    // Preamble: `diff --git`, `index`, mode lines, then `---`/`+++`.
-    while index < lines.len() && !lines[index].starts_with("@@") {
-        let line = lines[index];
-        if let Some(rest) = line.strip_prefix("--- ") {
-            let Some(next) = lines.get(index + 1).and_then(|l| l.strip_prefix("+++ ")) else {
-                return Err(format!(
-                    "line {}: a `--- old` header must be followed by a `+++ new` header",
-                    index + 1
-                ));
-            };
-            old_path = header_path(rest);
-            new_path = header_path(next);
-            has_headers = true;
-            index += 2;
-            continue;
-        }
-        if line.starts_with("+++ ") {
-            return Err(format!(
-                "line {}: `+++` header without a `---` header before it",
-                index + 1
-            ));
-        }
-        index += 1;
-    }
+    let (mut index, old_path, new_path, has_headers) = parse_preamble(&lines)?;
     let mut hunks = Vec::new();
     while index < lines.len() {
         let header = lines[index];
@@ -141,31 +114,7 @@ pub fn parse_unified_diff(patch: &str) -> Result<FilePatch, String> {
                     }
                 }
             }
-            if line.starts_with('\\') {
-                match hunk.lines.last() {
-                    Some(HunkLine::Remove(_)) => hunk.old_no_newline = true,
-                    Some(HunkLine::Add(_)) => hunk.new_no_newline = true,
-                    Some(HunkLine::Context(_)) => {
-                        hunk.old_no_newline = true;
-                        hunk.new_no_newline = true;
-                    }
-                    None => {}
-                }
-            } else if let Some(text) = line.strip_prefix('+') {
-                hunk.lines.push(HunkLine::Add(text.to_string()));
-            } else if let Some(text) = line.strip_prefix('-') {
-                hunk.lines.push(HunkLine::Remove(text.to_string()));
-            } else if let Some(text) = line.strip_prefix(' ') {
-                hunk.lines.push(HunkLine::Context(text.to_string()));
-            } else if line.is_empty() {
-                // An empty context line whose leading space was stripped.
-                hunk.lines.push(HunkLine::Context(String::new()));
-            } else {
-                return Err(format!(
-                    "line {}: hunk lines must start with ' ' (context), '-' (remove) or '+' (add); found `{line}`",
-                    index + 1
-                ));
-            }
+            push_line(&mut hunk, line, index)?;
             index += 1;
         }
         // Empty lines at the very end are trailing blank lines of the
@@ -198,6 +147,68 @@ pub fn parse_unified_diff(patch: &str) -> Result<FilePatch, String> {
         new_path,
         hunks,
     })
+}
+
+/// The preamble before the first hunk (`diff --git`, `index`, mode lines,
+/// then `---`/`+++`): where the hunks begin, the old and new paths, and
+/// whether the headers were there.
+fn parse_preamble(lines: &[&str]) -> Result<(usize, Option<String>, Option<String>, bool), String> {
+    let mut index = 0;
+    let (mut old_path, mut new_path, mut has_headers) = (None, None, false);
+    while index < lines.len() && !lines[index].starts_with("@@") {
+        let line = lines[index];
+        if let Some(rest) = line.strip_prefix("--- ") {
+            let Some(next) = lines.get(index + 1).and_then(|l| l.strip_prefix("+++ ")) else {
+                return Err(format!(
+                    "line {}: a `--- old` header must be followed by a `+++ new` header",
+                    index + 1
+                ));
+            };
+            old_path = header_path(rest);
+            new_path = header_path(next);
+            has_headers = true;
+            index += 2;
+            continue;
+        }
+        if line.starts_with("+++ ") {
+            return Err(format!(
+                "line {}: `+++` header without a `---` header before it",
+                index + 1
+            ));
+        }
+        index += 1;
+    }
+    Ok((index, old_path, new_path, has_headers))
+}
+
+/// Adds hunk line `line` (at `index`) to `hunk`.
+fn push_line(hunk: &mut Hunk, line: &str, index: usize) -> Result<(), String> {
+    if line.starts_with('\\') {
+        match hunk.lines.last() {
+            Some(HunkLine::Remove(_)) => hunk.old_no_newline = true,
+            Some(HunkLine::Add(_)) => hunk.new_no_newline = true,
+            Some(HunkLine::Context(_)) => {
+                hunk.old_no_newline = true;
+                hunk.new_no_newline = true;
+            }
+            None => {}
+        }
+    } else if let Some(text) = line.strip_prefix('+') {
+        hunk.lines.push(HunkLine::Add(text.to_string()));
+    } else if let Some(text) = line.strip_prefix('-') {
+        hunk.lines.push(HunkLine::Remove(text.to_string()));
+    } else if let Some(text) = line.strip_prefix(' ') {
+        hunk.lines.push(HunkLine::Context(text.to_string()));
+    } else if line.is_empty() {
+        // An empty context line whose leading space was stripped.
+        hunk.lines.push(HunkLine::Context(String::new()));
+    } else {
+        return Err(format!(
+            "line {}: hunk lines must start with ' ' (context), '-' (remove) or '+' (add); found `{line}`",
+            index + 1
+        ));
+    }
+    Ok(())
 }
 
 /// `a/src/x.rs\t2024-…` → `Some("src/x.rs")`-ish; `/dev/null` → `None`.

@@ -331,23 +331,7 @@ fn run_steps(
     std::fs::write(&script_path, script.to_string()).map_err(|e| e.to_string())?;
     let log = work.join("log.txt");
     let original = super::demo::tree_digest(&repo).map_err(|e| e.to_string())?;
-    let mut args: Vec<String> = vec![
-        match case.mode {
-            Mode::Run => "run",
-            Mode::Ask => "ask",
-        }
-        .into(),
-        repo.display().to_string(),
-        case.task.clone(),
-        "--non-interactive".into(),
-    ];
-    match model {
-        Some(m) => args.extend(["--model".into(), m.to_string()]),
-        None => args.extend(["--script".into(), script_path.display().to_string()]),
-    }
-    if case.mode == Mode::Run {
-        args.extend(case.args.iter().cloned());
-    }
+    let args = case_args(case, model, &repo, &script_path);
     let (_, stdout, _) = minicoder(&args, &log)?;
     let printed: Value = serde_json::from_str(stdout.trim()).map_err(|e| {
         format!(
@@ -439,6 +423,28 @@ fn run_steps(
         .map_err(|e| format!("step {} after the run: {e}", i + 1))?;
     }
     Ok(())
+}
+
+/// The command line of a case's run: the model, or the case's script.
+fn case_args(case: &Case, model: Option<&str>, repo: &Path, script_path: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        match case.mode {
+            Mode::Run => "run",
+            Mode::Ask => "ask",
+        }
+        .into(),
+        repo.display().to_string(),
+        case.task.clone(),
+        "--non-interactive".into(),
+    ];
+    match model {
+        Some(m) => args.extend(["--model".into(), m.to_string()]),
+        None => args.extend(["--script".into(), script_path.display().to_string()]),
+    }
+    if case.mode == Mode::Run {
+        args.extend(case.args.iter().cloned());
+    }
+    args
 }
 
 /// One step after the run.

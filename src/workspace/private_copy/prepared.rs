@@ -501,61 +501,21 @@ fn refresh_and_move(
     // Only to judge links again: it copies nothing.
     let checker = Copier::new(&workdir, &ws, None, settings.max_file_bytes, 0).map_err(failed)?;
 
-    let mut known: std::collections::HashMap<&[u8], &Recorded> =
-        meta.files.iter().map(|r| (r.path.as_slice(), r)).collect();
-    let trusted_before = meta.started_ns.saturating_sub(RACY_WINDOW_NS);
-    let mut left_out = Vec::new();
-    let mut keep: Vec<&Recorded> = Vec::with_capacity(paths.len());
-    let mut again: Vec<&Path> = Vec::new();
-    let mut replaced = std::collections::HashSet::new();
-    for rel in &paths {
-        let recorded = known.remove(rel.as_slice());
-        // A path the copy holds was not left out, with the same settings.
-        if recorded.is_none()
-            && let Some(reason) = left_out_reason(rel, &settings.secrets)
-        {
-            left_out.push(LeftOut::new(rel, reason));
-            continue;
-        }
-        let path = Path::new(OsStr::from_bytes(rel));
-        let current = std::fs::symlink_metadata(workdir.join(path))
-            .ok()
-            .map(|m| key_of(&m));
-        match (recorded, current) {
-            (Some(r), Some(now))
-                if now == r.source
-                    && now.mtime_ns < trusted_before
-                    && now.ctime_ns < trusted_before =>
-            {
-                if let Some(target) = &r.target {
-                    // Whether a link stays inside depends on other paths too.
-                    checker
-                        .check_link(path, Path::new(OsStr::from_bytes(target)))
-                        .map_err(failed)?;
-                }
-                keep.push(r);
-            }
-            (old, _) => {
-                if old.is_some() {
-                    replaced.insert(rel.as_slice());
-                }
-                again.push(path);
-            }
-        }
-    }
-    // What the copy holds and the source no longer gives.
-    let gone: Vec<&[u8]> = known.keys().copied().collect();
+    let Compared {
+        keep,
+        again,
+        replaced,
+        gone,
+        left_out,
+    } = compare(&meta, &paths, settings, &workdir, &checker).map_err(failed)?;
     let changes = again.len() + gone.len();
     if changes > (meta.files.len() / 4).max(64) {
         return Err(NotTaken::TooManyChanges);
     }
     let mut allocated = meta.allocated;
     for rel in replaced.iter().chain(&gone) {
-        let path = Path::new(OsStr::from_bytes(rel));
-        if let Ok(m) = std::fs::symlink_metadata(ws.join(path)) {
-            allocated = allocated.saturating_sub(m.blocks().saturating_mul(512));
-        }
-        remove_path(&ws, path).map_err(failed)?;
+        let freed = remove_recorded(&ws, Path::new(OsStr::from_bytes(rel))).map_err(failed)?;
+        allocated = allocated.saturating_sub(freed);
     }
     let mut refreshed = Refreshed {
         copied: 0,
@@ -598,23 +558,7 @@ fn refresh_and_move(
         }
         refreshed.recopy_ms = ms(recopying.elapsed());
     }
-    // Into place: the run's directory may already be mounted, so its
-    // entries move, not the directory.
-    let entries = std::fs::read_dir(&ws).map_err(|e| failed(WorkspaceError::io(&ws, e)))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| failed(WorkspaceError::io(&ws, e)))?;
-        let to = dest.join(entry.file_name());
-        std::fs::rename(entry.path(), &to).map_err(|e| failed(WorkspaceError::io(&to, e)))?;
-    }
-    if let Some((uid, gid)) = settings.owner {
-        std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
-            .map_err(|e| failed(WorkspaceError::io(dest, e)))?;
-    }
-    let seed = taking.join("store");
-    if let Some(parent) = store_dir.parent() {
-        crate::state::private_dir(parent).map_err(|e| failed(WorkspaceError::io(parent, e)))?;
-    }
-    std::fs::rename(&seed, store_dir).map_err(|e| failed(WorkspaceError::io(store_dir, e)))?;
+    move_into_place(&ws, dest, settings.owner, &taking.join("store"), store_dir).map_err(failed)?;
     let workspace = PrivateWorkspace::from_prepared(
         dest.to_path_buf(),
         baseline,
@@ -629,6 +573,109 @@ fn refresh_and_move(
         workspace,
         refreshed,
     })
+}
+
+/// The source's paths held against what the prepared copy recorded.
+struct Compared<'m, 'p> {
+    /// Unchanged since the copy (and old enough to be trusted so).
+    keep: Vec<&'m Recorded>,
+    /// To copy again: new, changed, or too recent to judge.
+    again: Vec<&'p Path>,
+    /// Of `again`, those the copy holds an older version of.
+    replaced: std::collections::HashSet<&'p [u8]>,
+    /// What the copy holds and the source no longer gives.
+    gone: Vec<&'m [u8]>,
+    left_out: Vec<LeftOut>,
+}
+
+fn compare<'m, 'p>(
+    meta: &'m Meta,
+    paths: &'p std::collections::BTreeSet<Vec<u8>>,
+    settings: &PrepareSettings,
+    workdir: &Path,
+    checker: &Copier,
+) -> Result<Compared<'m, 'p>, WorkspaceError> {
+    let mut known: std::collections::HashMap<&[u8], &Recorded> =
+        meta.files.iter().map(|r| (r.path.as_slice(), r)).collect();
+    let trusted_before = meta.started_ns.saturating_sub(RACY_WINDOW_NS);
+    let mut left_out = Vec::new();
+    let mut keep: Vec<&Recorded> = Vec::with_capacity(paths.len());
+    let mut again: Vec<&Path> = Vec::new();
+    let mut replaced = std::collections::HashSet::new();
+    for rel in paths {
+        let recorded = known.remove(rel.as_slice());
+        // A path the copy holds was not left out, with the same settings.
+        if recorded.is_none()
+            && let Some(reason) = left_out_reason(rel, &settings.secrets)
+        {
+            left_out.push(LeftOut::new(rel, reason));
+            continue;
+        }
+        let path = Path::new(OsStr::from_bytes(rel));
+        let current = std::fs::symlink_metadata(workdir.join(path))
+            .ok()
+            .map(|m| key_of(&m));
+        match (recorded, current) {
+            (Some(r), Some(now))
+                if now == r.source
+                    && now.mtime_ns < trusted_before
+                    && now.ctime_ns < trusted_before =>
+            {
+                if let Some(target) = &r.target {
+                    // Whether a link stays inside depends on other paths too.
+                    checker.check_link(path, Path::new(OsStr::from_bytes(target)))?;
+                }
+                keep.push(r);
+            }
+            (old, _) => {
+                if old.is_some() {
+                    replaced.insert(rel.as_slice());
+                }
+                again.push(path);
+            }
+        }
+    }
+    Ok(Compared {
+        keep,
+        again,
+        replaced,
+        gone: known.keys().copied().collect(),
+        left_out,
+    })
+}
+
+/// Removes a path the copy holds that changed or went: the bytes it held.
+fn remove_recorded(ws: &Path, rel: &Path) -> Result<u64, WorkspaceError> {
+    let held =
+        std::fs::symlink_metadata(ws.join(rel)).map_or(0, |m| m.blocks().saturating_mul(512));
+    remove_path(ws, rel)?;
+    Ok(held)
+}
+
+/// Moves the refreshed copy `ws` into the run's directory `dest` (which
+/// may already be mounted, so its entries move, not the directory) and its
+/// checkpoint store `seed` to `store_dir`.
+fn move_into_place(
+    ws: &Path,
+    dest: &Path,
+    owner: Option<(u32, u32)>,
+    seed: &Path,
+    store_dir: &Path,
+) -> Result<(), WorkspaceError> {
+    let entries = std::fs::read_dir(ws).map_err(|e| WorkspaceError::io(ws, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| WorkspaceError::io(ws, e))?;
+        let to = dest.join(entry.file_name());
+        std::fs::rename(entry.path(), &to).map_err(|e| WorkspaceError::io(&to, e))?;
+    }
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::lchown(dest, Some(uid), Some(gid))
+            .map_err(|e| WorkspaceError::io(dest, e))?;
+    }
+    if let Some(parent) = store_dir.parent() {
+        crate::state::private_dir(parent).map_err(|e| WorkspaceError::io(parent, e))?;
+    }
+    std::fs::rename(seed, store_dir).map_err(|e| WorkspaceError::io(store_dir, e))
 }
 
 /// Removes one copied path and the directories it leaves empty.
