@@ -111,8 +111,8 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
         run_ids: BTreeSet::new(),
         live: std::io::stdout().is_terminal() && !args.json,
         drawn: 0,
+        state: state.clone(),
     };
-    driver.adopt_finished();
     let stopped = driver.drive().await;
     driver.finish(&state, stopped).await
 }
@@ -260,6 +260,10 @@ fn mem_available() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
+/// How long a resumed batch waits for an earlier go's run to end before
+/// resuming it anyway (its resume then says why it cannot).
+const EARLIER_RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 struct Driver {
     sched: Scheduler,
     tasks: Vec<TaskSpec>,
@@ -275,6 +279,8 @@ struct Driver {
     /// When each running task's child started: a report older than that
     /// is an earlier go's.
     launched: HashMap<usize, std::time::SystemTime>,
+    /// Where the runs live: whether an earlier go's run still goes on.
+    state: StateDir,
     /// What the children say, tagged with their task's index.
     tx: UnboundedSender<(usize, Heard)>,
     rx: Option<UnboundedReceiver<(usize, Heard)>>,
@@ -314,9 +320,30 @@ impl Driver {
         }
     }
 
-    /// Runs begun in an earlier go that finished after all (their report
-    /// was written before the batch stopped) are taken as they are.
-    fn adopt_finished(&mut self) {
+    /// Runs begun in an earlier go: those whose process still goes on (a
+    /// killed batch's child still cancelling, for at most
+    /// [`EARLIER_RUN_WAIT`]) are held back; those that finished after all
+    /// (their report was written before the batch stopped, or since) are
+    /// taken as they are; the others are resumed.
+    fn settle_earlier_runs(&mut self) {
+        let interrupted = self.sched.interrupted();
+        if interrupted.is_empty() {
+            return;
+        }
+        let still_going: BTreeSet<String> = if self.started.elapsed() < EARLIER_RUN_WAIT {
+            interrupted
+                .into_iter()
+                .filter(|id| crate::runs::is_live(&self.state, id))
+                .map(str::to_string)
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
+        self.adopt_finished(&still_going);
+        self.sched.hold(still_going);
+    }
+
+    fn adopt_finished(&mut self, still_going: &BTreeSet<String>) {
         for i in 0..self.sched.slots.len() {
             let Slot::Interrupted {
                 artifact_dir,
@@ -325,6 +352,9 @@ impl Driver {
             else {
                 continue;
             };
+            if still_going.contains(run_id) {
+                continue;
+            }
             let Some(report) = child::read_report(Path::new(artifact_dir)) else {
                 continue;
             };
@@ -471,6 +501,7 @@ impl Driver {
         let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
         let mut signals = 0u32;
         loop {
+            self.settle_earlier_runs();
             for start in self.sched.next_starts(self.now_ms()) {
                 self.launch(start);
             }

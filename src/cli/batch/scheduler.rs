@@ -3,6 +3,8 @@
 //! exit make of its task, when the batch is over. The driver (`mod.rs`)
 //! performs what this decides; every transition is unit-tested here.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::TokenTotals;
@@ -123,6 +125,10 @@ pub(crate) struct Scheduler {
     pub slots: Vec<Slot>,
     pub parallel: usize,
     stopping: bool,
+    /// Runs begun by an earlier go whose process is still going (a killed
+    /// batch's child still cancelling): not resumed until it has ended,
+    /// since the resume would be refused, or race it.
+    held: BTreeSet<String>,
 }
 
 impl Scheduler {
@@ -156,7 +162,25 @@ impl Scheduler {
             slots,
             parallel: parallel.max(1),
             stopping: false,
+            held: BTreeSet::new(),
         }
+    }
+
+    /// The interrupted runs whose earlier process still goes on (see
+    /// `held`), as the driver finds them now.
+    pub(crate) fn hold(&mut self, still_going: BTreeSet<String>) {
+        self.held = still_going;
+    }
+
+    /// The interrupted runs not yet resumed, by run id.
+    pub(crate) fn interrupted(&self) -> Vec<&str> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Interrupted { run_id, .. } => Some(run_id.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn running(&self) -> usize {
@@ -186,7 +210,7 @@ impl Scheduler {
                             artifact_dir,
                         },
                         true,
-                    ) => {
+                    ) if !self.held.contains(run_id) => {
                         let live = Live {
                             run_id: Some(run_id.clone()),
                             artifact_dir: Some(artifact_dir.clone()),
@@ -428,6 +452,33 @@ mod tests {
         );
         let entry = s.exited(2, Exit::Report(Box::new(result("t2", "success"))));
         assert!(matches!(entry, Some(Entry::Finished(r)) if r.resumed));
+    }
+
+    #[test]
+    fn a_run_whose_earlier_process_still_goes_on_waits_while_the_others_start() {
+        let ledger = [Entry::Started {
+            id: "t0".into(),
+            run_id: "r0".into(),
+            artifact_dir: "/a".into(),
+        }];
+        let mut s = Scheduler::new(ids(2), 2, &ledger);
+        assert_eq!(s.interrupted(), ["r0"]);
+        s.hold(BTreeSet::from(["r0".to_string()]));
+        assert_eq!(s.next_starts(0), [Start::Fresh(1)], "the held run waits");
+        assert!(!s.is_over(), "a held run is still to be resumed");
+        s.exited(1, Exit::Report(Box::new(result("t1", "success"))));
+        assert_eq!(s.next_starts(1), [], "still held");
+        assert!(!s.is_over());
+        // Its process ended: resumed, not begun again.
+        s.hold(BTreeSet::new());
+        assert_eq!(
+            s.next_starts(2),
+            [Start::Resume {
+                index: 0,
+                run_id: "r0".into()
+            }]
+        );
+        assert!(s.interrupted().is_empty());
     }
 
     #[test]
