@@ -144,6 +144,7 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
     // The cases' runs keep to a state directory of their own, removed with
     // the rest: they are not the person's runs.
     crate::state::private_dir(&work.path().join("state"))?;
+    stop::listen();
     let started = Instant::now();
     let results = run_all(
         &chosen,
@@ -152,11 +153,13 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         args.parallel,
         args.json,
     );
-    let report = report(
+    let mut report = report(
         &results,
         args.model.as_deref(),
         started.elapsed().as_millis() as u64,
     );
+    let stopped = stop::asked();
+    report["stopped"] = stopped.into();
     let json = serde_json::to_string_pretty(&report)? + "\n";
     crate::state::write_private_file(&out.join("eval.json"), json.as_bytes())?;
     crate::state::write_private_file(&out.join("eval.md"), markdown(&report, &results).as_bytes())?;
@@ -179,12 +182,100 @@ pub fn run(args: EvalArgs) -> anyhow::Result<ExitCode> {
         );
         out!("report: {} and eval.md", out.join("eval.json").display());
     }
+    if stopped {
+        err!(
+            "minicoder eval: stopped: {} of {} cases ended; the running ones cancelled",
+            results.len(),
+            chosen.len()
+        );
+        return Ok(ExitCode::from(super::EXIT_CANCELLED));
+    }
     let all_passed = results.iter().all(|r| r.passed || r.skipped.is_some());
     Ok(ExitCode::from(if all_passed {
         0
     } else {
         super::EXIT_FAILURE
     }))
+}
+
+/// Stopping the suite when the person asks (SIGINT, SIGTERM): no case
+/// or step starts after that, the runs under way are told to cancel (each
+/// removes its containers), and the report of what ran is written; the work
+/// folder goes as it always does.
+mod stop {
+    use std::collections::BTreeSet;
+    use std::process::{Child, Command};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static ASKED: AtomicBool = AtomicBool::new(false);
+    /// The children under way, by pid.
+    static CHILDREN: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+    pub(super) fn asked() -> bool {
+        ASKED.load(Ordering::SeqCst)
+    }
+
+    /// Waits for the signals on the runtime the suite was started from.
+    pub(super) fn listen() {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        handle.spawn(async {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut interrupt), Ok(mut terminate)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+            ASKED.store(true, Ordering::SeqCst);
+            let children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+            for pid in children.iter() {
+                interrupt_child(*pid);
+            }
+        });
+    }
+
+    /// Starts `command` unless the suite is stopping; a child started as
+    /// the signal came is told to cancel at once.
+    pub(super) fn spawn(command: &mut Command) -> Result<Child, String> {
+        if asked() {
+            return Err("the suite was stopped".into());
+        }
+        let mut children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+        let child = command
+            .spawn()
+            .map_err(|e| format!("starting minicoder: {e}"))?;
+        children.insert(child.id());
+        if asked() {
+            interrupt_child(child.id());
+        }
+        Ok(child)
+    }
+
+    pub(super) fn forget(pid: u32) {
+        CHILDREN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&pid);
+    }
+
+    fn interrupt_child(pid: u32) {
+        if let Ok(pid) = i32::try_from(pid)
+            && pid > 0
+        {
+            // SAFETY: kill(2) of a child this process started and has not
+            // yet reaped (it is forgotten only after its wait).
+            unsafe {
+                libc::kill(pid, libc::SIGINT);
+            }
+        }
+    }
 }
 
 /// Runs the cases, `parallel` at once, a line on stdout as each ends.
@@ -201,6 +292,9 @@ fn run_all(
         for _ in 0..parallel.clamp(1, 8) {
             scope.spawn(|| {
                 loop {
+                    if stop::asked() {
+                        break;
+                    }
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(case) = cases.get(i) else { break };
                     let result = run_case(case, model, &work.join(&case.name));
@@ -283,12 +377,18 @@ fn minicoder(args: &[String], log: &Path) -> Result<(i32, String, String), Strin
         .map(|work| work.join("state"))
         .ok_or("no state directory for the cases")?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let out = Command::new(exe)
-        .args(args)
-        .env("MINICODER_STATE_DIR", state)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("starting minicoder: {e}"))?;
+    let child = stop::spawn(
+        Command::new(exe)
+            .args(args)
+            .env("MINICODER_STATE_DIR", state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )?;
+    let pid = child.id();
+    let out = child.wait_with_output();
+    stop::forget(pid);
+    let out = out.map_err(|e| format!("waiting for minicoder: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if let Ok(mut file) = super::batch::append_private(log) {
