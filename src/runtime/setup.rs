@@ -102,7 +102,7 @@ pub(crate) async fn prepare_with(
         state: &state,
         run_id: &run_id,
     };
-    let found = found_needs(&docker, &image, &state).await;
+    let found = found_needs(&docker, &image, &state, &claim).await;
     let starting = parts
         .start_container(&options, &claim, gate, found.as_ref())
         .await;
@@ -173,12 +173,22 @@ pub(crate) async fn prepare_with(
     })
 }
 
-/// What earlier runs found the image to have (by its id).
+fn is_empty_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none())
+}
+
+/// What earlier runs found the image to have (by its id). None with a
+/// dependency folder that already holds something (a resumed run's venv
+/// first on the `PATH`): that is not the image, and is looked for in full.
 async fn found_needs(
     docker: &Docker,
     image: &str,
     state: &StateDir,
+    claim: &WorkspaceClaim,
 ) -> Option<verify::preflight::FoundNeeds> {
+    if !claim.deps_dir().is_none_or(|d| is_empty_dir(&d)) {
+        return None;
+    }
     let id = docker.inspect_image(image).await.ok()?.id?;
     Some(verify::preflight::FoundNeeds::new(
         &state.preflight_dir(),
@@ -256,43 +266,45 @@ impl Parts<'_> {
             .filter(|r| r.need.image_test().is_some())
             .cloned()
             .collect();
+        let free_needs: Vec<_> = early_needs
+            .iter()
+            .filter(|r| r.need.is_workspace_free())
+            .cloned()
+            .collect();
+        // The gate opens now when every need it waits on is known met;
+        // the container is asked for what is still to learn either way.
         let gate = match gate {
-            Some(gate) => {
-                if found.is_some_and(|f| f.has_all(&early_needs)) {
-                    let _ = gate.send(true);
-                    None
-                } else {
-                    Some((gate, found.cloned()))
-                }
+            Some(gate) if found.is_some_and(|f| f.has_all(&free_needs)) => {
+                let _ = gate.send(true);
+                None
             }
-            None => None,
+            gate => gate,
         };
+        let learn = found.filter(|f| !f.has_all(&early_needs)).cloned();
         // What a dependency folder already holds (a resumed run's venv on the
         // `PATH`) is not the image's: needs are recorded only without it.
-        let deps_empty = claim.deps_dir().is_none_or(|d| {
-            std::fs::read_dir(d).map_or(true, |mut entries| entries.next().is_none())
-        });
+        let deps_empty = claim.deps_dir().is_none_or(|d| is_empty_dir(&d));
         let docker = self.docker.clone();
         tokio::spawn(async move {
             let mut container = CommandContainer::start(docker, spec).await?;
-            if let Some((gate, found)) = gate {
-                let missing =
-                    verify::preflight::find_missing_in_image(&mut container, &early_needs).await;
-                let met: Vec<_> = match &missing {
-                    Ok(missing) => early_needs
-                        .iter()
-                        .filter(|r| !missing.contains(r))
-                        .cloned()
-                        .collect(),
-                    Err(_) => Vec::new(),
-                };
-                if deps_empty && let Some(found) = found {
-                    found.record(&met);
-                }
-                let free_met = early_needs
+            if gate.is_none() && learn.is_none() {
+                return Ok(container);
+            }
+            let missing =
+                verify::preflight::find_missing_in_image(&mut container, &early_needs).await;
+            let met: Vec<_> = match &missing {
+                Ok(missing) => early_needs
                     .iter()
-                    .filter(|r| r.need.is_workspace_free())
-                    .all(|r| met.contains(r));
+                    .filter(|r| !missing.contains(r))
+                    .cloned()
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            if deps_empty && let Some(found) = learn {
+                found.record(&met);
+            }
+            if let Some(gate) = gate {
+                let free_met = free_needs.iter().all(|r| met.contains(r));
                 let _ = gate.send(missing.is_ok() && free_met);
             }
             Ok::<_, SandboxError>(container)

@@ -44,8 +44,18 @@ impl Need {
         let mount = crate::sandbox::spec::WORKSPACE_MOUNT;
         match self {
             Need::Program(p) => !p.contains('/'),
+            // Only a plain absolute path: `//workspace/x`, `/tmp/../workspace/x`
+            // or `/proc/self/cwd/x` name the workspace too.
             Need::Path(p) => {
-                p.starts_with('/') && p != mount && !p.starts_with(&format!("{mount}/"))
+                let plain = p.starts_with('/')
+                    && p[1..]
+                        .split('/')
+                        .all(|part| !matches!(part, "" | "." | ".."));
+                plain
+                    && p != mount
+                    && !p.starts_with(&format!("{mount}/"))
+                    && p != "/proc"
+                    && !p.starts_with("/proc/")
             }
             Need::PythonModule { .. } | Need::ScriptProgram { .. } => false,
         }
@@ -250,9 +260,11 @@ impl FoundNeeds {
         let Some(dir) = self.path.parent() else {
             return;
         };
-        let tmp = self
-            .path
-            .with_extension(format!("tmp-{}", std::process::id()));
+        let tmp = self.path.with_extension(format!(
+            "tmp-{}-{}",
+            std::process::id(),
+            crate::ids::random_hex(4)
+        ));
         let written = crate::state::private_dir(dir)
             .and_then(|()| std::fs::write(&tmp, text))
             .and_then(|()| std::fs::rename(&tmp, &self.path));

@@ -148,6 +148,10 @@ fn only_needs_that_no_workspace_file_can_meet_are_looked_for_before_the_copy() {
         path("/workspace/.venv/bin/python"),
         path("/workspace"),
         path("relative/python"),
+        path("//workspace/run"),
+        path("/tmp/../workspace/run"),
+        path("/./workspace/run"),
+        path("/proc/self/cwd/run"),
         Need::PythonModule {
             python: "python3".into(),
             module: "pytest".into(),
