@@ -78,7 +78,9 @@ impl Default for Redactor {
 /// started with), so a provider's error that echoes the key never reaches
 /// a terminal, a log line or a JSON result.
 pub fn shown(text: &str) -> Cow<'_, str> {
-    Redactor::from_env().redact(text)
+    // Every line a screen draws comes here: no look at the environment each time.
+    static PROCESS: std::sync::OnceLock<Redactor> = std::sync::OnceLock::new();
+    PROCESS.get_or_init(Redactor::from_env).redact(text)
 }
 
 /// The secret variables of the environment a redactor was built from, and

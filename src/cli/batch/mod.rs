@@ -260,10 +260,6 @@ fn mem_available() -> Option<u64> {
     Some(kib.saturating_mul(1024))
 }
 
-/// How long a resumed batch waits for an earlier go's run to end before
-/// resuming it anyway (its resume then says why it cannot).
-const EARLIER_RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
-
 struct Driver {
     sched: Scheduler,
     tasks: Vec<TaskSpec>,
@@ -321,24 +317,20 @@ impl Driver {
     }
 
     /// Runs begun in an earlier go: those whose process still goes on (a
-    /// killed batch's child still cancelling, for at most
-    /// [`EARLIER_RUN_WAIT`]) are held back; those that finished after all
-    /// (their report was written before the batch stopped, or since) are
-    /// taken as they are; the others are resumed.
+    /// killed batch's child still cancelling) are held back until it ends —
+    /// never resumed beside it, nor begun again; those that finished after
+    /// all (their report was written before the batch stopped, or since)
+    /// are taken as they are; the others are resumed.
     fn settle_earlier_runs(&mut self) {
         let interrupted = self.sched.interrupted();
         if interrupted.is_empty() {
             return;
         }
-        let still_going: BTreeSet<String> = if self.started.elapsed() < EARLIER_RUN_WAIT {
-            interrupted
-                .into_iter()
-                .filter(|id| crate::runs::is_live(&self.state, id))
-                .map(str::to_string)
-                .collect()
-        } else {
-            BTreeSet::new()
-        };
+        let still_going: BTreeSet<String> = interrupted
+            .into_iter()
+            .filter(|id| crate::runs::is_live(&self.state, id))
+            .map(str::to_string)
+            .collect();
         self.adopt_finished(&still_going);
         self.sched.hold(still_going);
     }

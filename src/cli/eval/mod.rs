@@ -229,14 +229,17 @@ mod stop {
             ) else {
                 return;
             };
-            tokio::select! {
-                _ = interrupt.recv() => {}
-                _ = terminate.recv() => {}
-            }
-            ASKED.store(true, Ordering::SeqCst);
-            let children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
-            for pid in children.iter() {
-                interrupt_child(*pid);
+            // The first asks the runs to cancel; a second kills them.
+            for signal in [libc::SIGINT, libc::SIGKILL] {
+                tokio::select! {
+                    _ = interrupt.recv() => {}
+                    _ = terminate.recv() => {}
+                }
+                ASKED.store(true, Ordering::SeqCst);
+                let children = CHILDREN.lock().unwrap_or_else(|e| e.into_inner());
+                for pid in children.iter() {
+                    signal_child(*pid, signal);
+                }
             }
         });
     }
@@ -253,26 +256,49 @@ mod stop {
             .map_err(|e| format!("starting minicoder: {e}"))?;
         children.insert(child.id());
         if asked() {
-            interrupt_child(child.id());
+            signal_child(child.id(), libc::SIGINT);
         }
         Ok(child)
     }
 
-    pub(super) fn forget(pid: u32) {
+    /// Its output read to the end, the child is forgotten and only then
+    /// reaped: a pid is never signalled once it could be another process's.
+    pub(super) fn wait(mut child: Child) -> std::io::Result<std::process::Output> {
+        use std::io::Read as _;
+        let pid = child.id();
+        let mut stderr = child.stderr.take();
+        let reading = std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(err) = stderr.as_mut() {
+                let _ = err.read_to_end(&mut bytes);
+            }
+            bytes
+        });
+        let mut stdout = Vec::new();
+        if let Some(mut out) = child.stdout.take() {
+            let _ = out.read_to_end(&mut stdout);
+        }
+        let stderr = reading.join().unwrap_or_default();
         CHILDREN
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&pid);
+        let status = child.wait()?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
-    fn interrupt_child(pid: u32) {
+    fn signal_child(pid: u32, signal: i32) {
         if let Ok(pid) = i32::try_from(pid)
             && pid > 0
         {
             // SAFETY: kill(2) of a child this process started and has not
-            // yet reaped (it is forgotten only after its wait).
+            // reaped (it leaves the set before its wait).
             unsafe {
-                libc::kill(pid, libc::SIGINT);
+                libc::kill(pid, signal);
             }
         }
     }
@@ -385,10 +411,7 @@ fn minicoder(args: &[String], log: &Path) -> Result<(i32, String, String), Strin
             .stdout(Stdio::piped())
             .stderr(Stdio::piped()),
     )?;
-    let pid = child.id();
-    let out = child.wait_with_output();
-    stop::forget(pid);
-    let out = out.map_err(|e| format!("waiting for minicoder: {e}"))?;
+    let out = stop::wait(child).map_err(|e| format!("waiting for minicoder: {e}"))?;
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     if let Ok(mut file) = super::batch::append_private(log) {
