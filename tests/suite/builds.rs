@@ -12,7 +12,7 @@ use support::mock_openai::MockResponse;
 use support::project_run::Project;
 use support::repo_run::{Listener, Repo};
 
-use super::project_trust::{host_from_containers, phone_home, recipe_images, remove_images};
+use super::project_trust::{host_from_containers, phone_home, recipe_images_with, remove_images};
 
 #[tokio::test]
 async fn packages_build_a_derived_image_once_and_its_program_verifies() {
@@ -187,7 +187,10 @@ async fn a_recipe_is_built_only_when_trusted_reaches_the_host_only_with_network_
         phone_home(&host, listener.port, "recipe")
     );
     let repo = Repo::new(&[(".minicoder/Dockerfile", &recipe)]).await;
-    let before = recipe_images(&docker).await;
+    // Other tests build project images meanwhile: this recipe's is the one
+    // whose history holds its health check.
+    let mine = || recipe_images_with(&docker, "health-was-here");
+    let before = mine().await;
 
     // Untrusted: nothing is built, the run goes on and says why.
     repo.fix();
@@ -211,7 +214,7 @@ async fn a_recipe_is_built_only_when_trusted_reaches_the_host_only_with_network_
         "{}",
         untrusted.stderr()
     );
-    assert_eq!(recipe_images(&docker).await, before, "nothing was built");
+    assert_eq!(mine().await, before, "nothing was built");
     assert_eq!(listener.connections(), 0);
 
     // Trusted without network: built, but its step reaches nothing; and
@@ -226,7 +229,7 @@ async fn a_recipe_is_built_only_when_trusted_reaches_the_host_only_with_network_
         trusted.result,
         trusted.stderr()
     );
-    let built: Vec<String> = recipe_images(&docker)
+    let built: Vec<String> = mine()
         .await
         .into_iter()
         .filter(|t| !before.contains(t))

@@ -67,6 +67,19 @@ pub(super) async fn recipe_images(docker: &bollard::Docker) -> Vec<String> {
         .collect()
 }
 
+/// The project images whose build history mentions `marker`: other tests
+/// build project images of their own meanwhile.
+pub(super) async fn recipe_images_with(docker: &bollard::Docker, marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for tag in recipe_images(docker).await {
+        let history = docker.image_history(&tag).await.unwrap_or_default();
+        if history.iter().any(|h| h.created_by.contains(marker)) {
+            found.push(tag);
+        }
+    }
+    found
+}
+
 pub(super) async fn remove_images(docker: &bollard::Docker, tags: &[String]) {
     for tag in tags {
         let _ = docker
@@ -96,7 +109,7 @@ async fn links_for_the_configuration_are_refused_before_anything_of_them_is_read
     let repo = Repo::new(&[]).await;
     std::os::unix::fs::symlink(outside.path(), repo.path().join(".minicoder")).expect("link");
     support::git_commit_all(repo.path());
-    let before = recipe_images(&docker).await;
+    let before = recipe_images_with(&docker, "host-secret").await;
     let linked = repo.run("linked-dir", &["--trust-project"]).await;
     assert_eq!(linked.result["outcome"], "failure");
     assert_eq!(linked.output.status.code(), Some(1));
@@ -108,7 +121,11 @@ async fn links_for_the_configuration_are_refused_before_anything_of_them_is_read
         "{}",
         linked.result
     );
-    assert_eq!(recipe_images(&docker).await, before, "nothing was built");
+    assert_eq!(
+        recipe_images_with(&docker, "host-secret").await,
+        before,
+        "nothing was built"
+    );
     assert_eq!(repo.mock.request_count(), 0, "no model turn");
 
     // `.minicoder.json` naming /dev/zero: refused at once, in bounded memory.
