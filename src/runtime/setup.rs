@@ -102,20 +102,20 @@ pub(crate) async fn prepare_with(
         state: &state,
         run_id: &run_id,
     };
-    let found = found_needs(&docker, &image, &state, &claim).await;
-    let starting = parts
-        .start_container(&options, &claim, gate, found.as_ref())
-        .await;
-    let settings = parts.verifier_settings(&options, &claim, &artifacts);
     let assembled = parts
-        .assemble(starting, settings, &resuming, &progress, &mut phases, found)
+        .make(
+            &options,
+            &claim,
+            gate,
+            &artifacts,
+            &resuming,
+            &progress,
+            &mut phases,
+        )
         .await;
     let (ws, container, verifier) = match assembled {
         Ok(parts) => parts,
-        Err(e) => {
-            claim.release();
-            return Err(e);
-        }
+        Err(e) => return Err(claim.released(e)),
     };
     let (bus, agent, counters) = open_trace(
         &options,
@@ -243,6 +243,35 @@ struct Parts<'a> {
 }
 
 impl Parts<'_> {
+    /// The workspace, the command container and the verifier, made side by
+    /// side.
+    #[allow(clippy::too_many_arguments)]
+    async fn make(
+        &self,
+        options: &RunOptions,
+        claim: &WorkspaceClaim,
+        gate: Option<Gate>,
+        artifacts: &ArtifactDir,
+        resuming: &Option<Resuming>,
+        progress: &Progress,
+        phases: &mut PreparePhases,
+    ) -> Result<(RunWorkspace, CommandContainer, Verifier), RunError> {
+        let found = found_needs(self.docker, self.image, self.state, claim).await;
+        // What earlier runs did not find is looked for once the workspace is
+        // made (read now: what this run's own early look learns is not taken
+        // for an earlier run's knowledge, so the look stays ahead of the start).
+        let unknown = match &found {
+            Some(found) => found.unknown(self.needs),
+            None => self.needs.to_vec(),
+        };
+        let starting = self
+            .start_container(options, claim, gate, found.as_ref())
+            .await;
+        let settings = self.verifier_settings(options, claim, artifacts);
+        self.assemble(starting, settings, resuming, progress, phases, unknown)
+            .await
+    }
+
     /// Starts the command container (≈ 200 ms) while the workspace is copied
     /// and checkpointed: the bind mount only needs the directory to exist.
     /// The gate opens now when an earlier run found every workspace-free need
@@ -342,7 +371,7 @@ impl Parts<'_> {
         resuming: &Option<Resuming>,
         progress: &Progress,
         phases: &mut PreparePhases,
-        found: Option<verify::preflight::FoundNeeds>,
+        unknown: Vec<verify::preflight::Requirement>,
     ) -> Result<(RunWorkspace, CommandContainer, Verifier), RunError> {
         let ws_dir = settings.workspace.clone();
         let (verifier, made) = tokio::join!(start_verifier(self.docker, settings), async {
@@ -403,10 +432,6 @@ impl Parts<'_> {
         progress.phase("preflight");
         let bootstraps = !self.inputs.bootstrap.is_empty();
         // Only what the image was never found to have is looked for.
-        let unknown = match &found {
-            Some(found) => found.unknown(self.needs),
-            None => self.needs.to_vec(),
-        };
         let checked =
             verify::preflight::check(&mut container, self.image, &unknown, bootstraps).await;
         if let Err(e) = checked {
@@ -704,6 +729,12 @@ impl WorkspaceClaim {
     /// The dependency directory, if the run has one.
     fn deps_dir(&self) -> Option<PathBuf> {
         self.deps.as_ref().map(|(dir, _)| dir.clone())
+    }
+
+    /// [`Self::release`], passing `error` on.
+    fn released(self, error: RunError) -> RunError {
+        self.release();
+        error
     }
 
     pub(crate) fn release(self) {
