@@ -69,9 +69,9 @@ impl Need {
     /// mode, which leaves the working directory and `PYTHON*` out of its path.
     pub(crate) fn image_test(&self) -> Option<String> {
         match self {
-            Need::PythonModule { python, module } if self.is_image_module(python) => Some(format!(
-                "{python} -I -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' {module} >/dev/null 2>&1"
-            )),
+            Need::PythonModule { python, module } if self.is_image_module(python) => {
+                Some(module_test(&format!("{python} -I"), module))
+            }
             Need::PythonModule { .. } | Need::ScriptProgram { .. } => None,
             need => need.is_workspace_free().then(|| need.test()),
         }
@@ -101,9 +101,7 @@ impl Need {
         match self {
             Need::Program(p) => format!("command -v {p} >/dev/null 2>&1"),
             Need::Path(p) => format!("test -x {p}"),
-            Need::PythonModule { python, module } => format!(
-                "{python} -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' {module} >/dev/null 2>&1"
-            ),
+            Need::PythonModule { python, module } => module_test(python, module),
             Need::ScriptProgram { program, dir } => {
                 let bin = if dir.is_empty() {
                     "node_modules/.bin".to_string()
@@ -114,6 +112,13 @@ impl Need {
             }
         }
     }
+}
+
+/// The shell test that `python` (with its flags) finds `module`.
+fn module_test(python: &str, module: &str) -> String {
+    format!(
+        "{python} -c 'import importlib.util,sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)' {module} >/dev/null 2>&1"
+    )
 }
 
 /// One need and what has it.
