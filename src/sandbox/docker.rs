@@ -9,7 +9,9 @@ use super::SandboxError;
 /// How long to wait for the engine to answer a ping before calling it absent.
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Connects to the local engine (`DOCKER_HOST` or the default socket),
+/// Connects to the engine Docker's own client would (`DOCKER_HOST`, else
+/// the default socket; over TLS with `DOCKER_TLS_VERIFY` set, the client's
+/// `ca.pem`, `cert.pem` and `key.pem` read from `DOCKER_CERT_PATH`),
 /// negotiates the API version, and proves it answers.
 pub async fn connect() -> Result<Docker, SandboxError> {
     let unavailable = |detail: String| SandboxError::DockerUnavailable { detail };
@@ -26,8 +28,68 @@ pub async fn connect() -> Result<Docker, SandboxError> {
     Ok(docker)
 }
 
+/// The engine asked and why it did not answer: the error with its causes
+/// (a refused TLS handshake is three causes below "client error").
 fn describe(e: &bollard::errors::Error) -> String {
     let host =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-    format!("{host}: {e}")
+    let tls = if std::env::var_os("DOCKER_TLS_VERIFY").is_some() {
+        " over TLS"
+    } else {
+        ""
+    };
+    format!("{host}{tls}: {}", with_causes(e))
+}
+
+/// `e`, then each cause not already said by the one before, joined by `: `.
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut said = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !said.contains(&text) {
+            said.push_str(": ");
+            said.push_str(&text);
+        }
+        cause = c.source();
+    }
+    said
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn an_error_is_told_with_every_cause_once() {
+        let e = Layer(
+            "client error (SendRequest)",
+            Some(Box::new(Layer(
+                "SendRequest",
+                Some(Box::new(Layer(
+                    "received fatal alert: CertificateUnknown",
+                    None,
+                ))),
+            ))),
+        );
+        assert_eq!(
+            with_causes(&e),
+            "client error (SendRequest): received fatal alert: CertificateUnknown"
+        );
+    }
 }

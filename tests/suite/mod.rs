@@ -12,6 +12,7 @@ mod detect_ecosystems;
 mod dialects;
 mod dialects_run;
 mod ecosystems;
+mod engines;
 mod eval;
 mod evidence;
 mod first_hour;

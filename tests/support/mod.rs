@@ -10,6 +10,7 @@ pub mod repo_run;
 pub mod run_events;
 pub mod run_harness;
 pub mod source_tree;
+pub mod tls_engine;
 pub mod tmux;
 
 use std::path::{Path, PathBuf};

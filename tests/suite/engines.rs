@@ -1,0 +1,111 @@
+//! Docker engines other than the machine's own, reached the way Docker's
+//! own client reaches them: `DOCKER_HOST`, and TLS from `DOCKER_TLS_VERIFY`
+//! and `DOCKER_CERT_PATH`.
+
+use std::collections::HashMap;
+use std::process::{Command, Output};
+
+use bollard::models::VolumeCreateRequest;
+use minicoder::owner::ProcessIdentity;
+use minicoder::sandbox::labels;
+
+use crate::support::{self, tls_engine::TlsEngine};
+
+fn minicoder(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let state = support::state_dir();
+    let mut cmd = Command::new(support::bin());
+    cmd.args(args)
+        .env("MINICODER_STATE_DIR", state.path())
+        .env_remove("DOCKER_HOST")
+        .env_remove("DOCKER_TLS_VERIFY")
+        .env_remove("DOCKER_CERT_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("run minicoder")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_behind_tls_is_reached_only_with_its_certificates_and_cleaned_by_gc() {
+    let Some(engine) = TlsEngine::start_or_skip().await else {
+        return;
+    };
+    let client = engine.client();
+    // What a run whose process is gone left on that engine.
+    let mut dead = ProcessIdentity::current();
+    dead.start_ticks += 11;
+    let name = format!("minicoder-engine-test-{}", std::process::id());
+    client
+        .create_volume(VolumeCreateRequest {
+            name: Some(name.clone()),
+            labels: Some(HashMap::from([
+                (labels::MANAGED.to_string(), "true".to_string()),
+                (labels::RUN.to_string(), "engine-test".to_string()),
+                (labels::OWNER.to_string(), dead.to_label()),
+            ])),
+            ..Default::default()
+        })
+        .await
+        .expect("a volume on the second engine");
+    let host = std::ffi::OsStr::new(&engine.host);
+    let verify = std::ffi::OsStr::new("1");
+
+    // Plain HTTP to an engine that speaks TLS: refused, said clearly,
+    // nothing removed.
+    let plain = minicoder(&["gc"], &[("DOCKER_HOST", host)]);
+    let said = text(&plain);
+    assert_ne!(plain.status.code(), Some(0), "{said}");
+    assert!(said.contains(&engine.host), "names the engine: {said}");
+    assert!(said.contains("HTTPS"), "says why: {said}");
+    // A client certificate of another authority: refused by the engine.
+    let stranger = minicoder(
+        &["gc"],
+        &[
+            ("DOCKER_HOST", host),
+            ("DOCKER_TLS_VERIFY", verify),
+            ("DOCKER_CERT_PATH", engine.stranger_cert_dir.as_os_str()),
+        ],
+    );
+    let said = text(&stranger);
+    assert_ne!(stranger.status.code(), Some(0), "{said}");
+    assert!(said.contains(&engine.host), "names the engine: {said}");
+    assert!(
+        said.to_lowercase().contains("certificate"),
+        "says the engine refused the certificate: {said}"
+    );
+    assert!(
+        client.inspect_volume(&name).await.is_ok(),
+        "a refused connection removed something"
+    );
+
+    // With its certificates: reached, and what the dead run left is gone
+    // from that engine.
+    let with_tls = [
+        ("DOCKER_HOST", host),
+        ("DOCKER_TLS_VERIFY", verify),
+        ("DOCKER_CERT_PATH", engine.cert_dir.as_os_str()),
+    ];
+    let gc = minicoder(&["gc"], &with_tls);
+    let said = text(&gc);
+    assert_eq!(gc.status.code(), Some(0), "{said}");
+    assert!(said.contains(&format!("removed volume {name}")), "{said}");
+    assert!(
+        client.inspect_volume(&name).await.is_err(),
+        "the volume is still on the second engine"
+    );
+
+    // `doctor` speaks of that engine: it answers, and has no sandbox image.
+    let doctor = minicoder(&["doctor"], &with_tls);
+    let said = text(&doctor);
+    assert!(said.contains("[ OK ] docker: engine"), "{said}");
+    assert!(said.contains("sandbox image"), "{said}");
+    assert!(said.contains("is missing"), "{said}");
+}

@@ -1,0 +1,304 @@
+//! A second Docker engine for the tests, reached over TCP with TLS
+//! certificates the test makes, as a remote engine would be.
+//!
+//! It runs in a network namespace of its own (a veth pair joins it to the
+//! host), so nothing it does to networks — it would otherwise take down
+//! the machine's `docker0` bridge — touches the machine's engine; its data
+//! and state live in a temporary folder, and it is stopped and its
+//! namespace deleted when the value is dropped. It uses the `vfs` storage
+//! driver: it needs no FUSE, and the tests create no container on it.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use bollard::Docker;
+
+const PORT: u16 = 2376;
+const PROGRAMS: [&str; 4] = ["dockerd", "ip", "nsenter", "openssl"];
+
+pub struct TlsEngine {
+    /// `tcp://ADDRESS:2376`, for `DOCKER_HOST`.
+    pub host: String,
+    /// `ca.pem`, `cert.pem` and `key.pem` of a client the engine trusts,
+    /// for `DOCKER_CERT_PATH`.
+    pub cert_dir: PathBuf,
+    /// The same names, of a client signed by another authority.
+    pub stranger_cert_dir: PathBuf,
+    netns: String,
+    daemon: Child,
+    dir: tempfile::TempDir,
+}
+
+impl TlsEngine {
+    /// Starts one; where this machine cannot (not root, a program missing),
+    /// the test is skipped visibly, or fails under `MINICODER_REQUIRE_DOCKER`.
+    pub async fn start_or_skip() -> Option<Self> {
+        let missing: Vec<&str> = PROGRAMS.into_iter().filter(|p| !on_path(p)).collect();
+        let root = rustix::process::geteuid().is_root();
+        if !missing.is_empty() || !root {
+            let why = format!(
+                "a second Docker engine needs root and {} (missing: {missing:?}, root: {root})",
+                PROGRAMS.join(", ")
+            );
+            if std::env::var_os("MINICODER_REQUIRE_DOCKER").is_some() {
+                panic!("MINICODER_REQUIRE_DOCKER is set but {why}");
+            }
+            super::skipped(&why);
+            return None;
+        }
+        Some(Self::start().await)
+    }
+
+    async fn start() -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = std::process::id() % 4096 * 4 + NEXT.fetch_add(1, Ordering::Relaxed) % 4;
+        // A /30 of its own in 10.232.0.0/16: .1 the host's end, .2 the engine's.
+        let base = n * 4 % 65536;
+        let (host_ip, engine_ip) = (address(base + 1), address(base + 2));
+        let netns = format!("mc-engine-{n}");
+        let (outer, inner) = (format!("mce{n}h"), format!("mce{n}n"));
+        let dir = tempfile::Builder::new()
+            .prefix("mc-engine")
+            .tempdir()
+            .expect("tempdir");
+        let certs = make_certificates(dir.path(), &engine_ip);
+        // Whatever an earlier, killed test left under these names goes first.
+        for args in [["netns", "del", &netns], ["link", "del", &outer]] {
+            let _ = Command::new("ip").args(args).stderr(Stdio::null()).status();
+        }
+        for args in [
+            vec!["netns", "add", &netns],
+            vec![
+                "link", "add", &outer, "type", "veth", "peer", "name", &inner,
+            ],
+            vec!["link", "set", &inner, "netns", &netns],
+            vec!["addr", "add", &format!("{host_ip}/30"), "dev", &outer],
+            vec!["link", "set", &outer, "up"],
+        ] {
+            run("ip", &args);
+        }
+        for args in [
+            vec!["addr", "add", &format!("{engine_ip}/30"), "dev", &inner],
+            vec!["link", "set", &inner, "up"],
+            vec!["link", "set", "lo", "up"],
+        ] {
+            run(
+                "ip",
+                &[&["netns", "exec", &netns, "ip"][..], &args].concat(),
+            );
+        }
+        let config = dir.path().join("daemon.json");
+        std::fs::write(&config, "{}").expect("write daemon.json");
+        let server = dir.path().join("server");
+        let arg = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+        // `nsenter`, not `ip netns exec`: that one mounts a fresh /sys, which
+        // hides the cgroup hierarchy the engine needs.
+        let log = std::fs::File::create(dir.path().join("dockerd.log")).expect("log file");
+        let daemon = Command::new("nsenter")
+            .arg(format!("--net=/var/run/netns/{netns}"))
+            .arg("dockerd")
+            .args(["--config-file", &arg(&config)])
+            .args(["--data-root", &arg(&dir.path().join("data"))])
+            .args(["--exec-root", &arg(&dir.path().join("exec"))])
+            .args(["--pidfile", &arg(&dir.path().join("dockerd.pid"))])
+            .args(["-H", &format!("tcp://{engine_ip}:{PORT}")])
+            .arg("--tlsverify")
+            .args(["--tlscacert", &arg(&server.join("ca.pem"))])
+            .args(["--tlscert", &arg(&server.join("cert.pem"))])
+            .args(["--tlskey", &arg(&server.join("key.pem"))])
+            .args(["--storage-driver", "vfs", "--bridge", "none"])
+            .args(["--iptables=false", "--ip-masq=false", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("start dockerd");
+        let engine = Self {
+            host: format!("tcp://{engine_ip}:{PORT}"),
+            cert_dir: certs.clone(),
+            stranger_cert_dir: dir.path().join("stranger"),
+            netns,
+            daemon,
+            dir,
+        };
+        let started = Instant::now();
+        loop {
+            if let Ok(docker) = engine.try_client()
+                && docker.ping().await.is_ok()
+            {
+                return engine;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the second engine did not answer within 60 s: {}",
+                std::fs::read_to_string(engine.dir.path().join("dockerd.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The test's own client of the engine (it trusts the engine's authority).
+    pub fn client(&self) -> Docker {
+        self.try_client()
+            .expect("a TLS client of the second engine")
+    }
+
+    fn try_client(&self) -> Result<Docker, bollard::errors::Error> {
+        let address = self.host.trim_start_matches("tcp://");
+        Docker::connect_with_ssl(
+            &format!("https://{address}"),
+            &self.cert_dir.join("key.pem"),
+            &self.cert_dir.join("cert.pem"),
+            &self.cert_dir.join("ca.pem"),
+            10,
+            bollard::API_DEFAULT_VERSION,
+        )
+    }
+}
+
+impl Drop for TlsEngine {
+    fn drop(&mut self) {
+        let pid = self.daemon.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let until = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < until {
+            if let Ok(Some(_)) = self.daemon.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        // Deleting the namespace deletes the veth pair with it.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.netns])
+            .status();
+    }
+}
+
+fn address(n: u32) -> String {
+    format!("10.232.{}.{}", n / 256, n % 256)
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .chain(["/usr/sbin".into(), "/sbin".into()])
+            .any(|d| d.join(program).is_file())
+    })
+}
+
+fn run(program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// An authority, a server certificate for `engine_ip` and a client
+/// certificate it signs (in `<dir>/server` and `<dir>/client`, Docker's
+/// file names), and a client of another authority (`<dir>/stranger`).
+fn make_certificates(dir: &Path, engine_ip: &str) -> PathBuf {
+    let (server, client, stranger) = (dir.join("server"), dir.join("client"), dir.join("stranger"));
+    for d in [&server, &client, &stranger] {
+        std::fs::create_dir_all(d).expect("certificate folder");
+    }
+    let ssl = |args: &[&str], cwd: &Path| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let authority = |d: &Path, name: &str| {
+        ssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                "ca-key.pem",
+                "-out",
+                "ca.pem",
+            ],
+            d,
+        );
+    };
+    let signed = |d: &Path, ca: &Path, name: &str, ext: &str| {
+        std::fs::write(d.join("ext.cnf"), ext).expect("ext.cnf");
+        ssl(
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                &format!("/CN={name}"),
+                "-keyout",
+                "key.pem",
+                "-out",
+                "req.csr",
+            ],
+            d,
+        );
+        let (ca_cert, ca_key) = (ca.join("ca.pem"), ca.join("ca-key.pem"));
+        ssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "req.csr",
+                "-CA",
+                ca_cert.to_str().expect("utf-8"),
+                "-CAkey",
+                ca_key.to_str().expect("utf-8"),
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "ext.cnf",
+                "-out",
+                "cert.pem",
+            ],
+            d,
+        );
+    };
+    authority(&server, "minicoder test engine authority");
+    signed(
+        &server,
+        &server,
+        "engine",
+        &format!("subjectAltName=IP:{engine_ip}\nextendedKeyUsage=serverAuth\n"),
+    );
+    signed(&client, &server, "client", "extendedKeyUsage=clientAuth\n");
+    std::fs::copy(server.join("ca.pem"), client.join("ca.pem")).expect("copy ca.pem");
+    // Another authority's client: the engine must refuse it.
+    authority(&stranger, "another authority");
+    signed(
+        &stranger,
+        &stranger,
+        "stranger",
+        "extendedKeyUsage=clientAuth\n",
+    );
+    // The client must trust the engine's authority to get as far as being refused.
+    std::fs::copy(server.join("ca.pem"), stranger.join("ca.pem")).expect("copy ca.pem");
+    client
+}
