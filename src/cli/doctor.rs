@@ -100,10 +100,13 @@ async fn docker_and_image(
                 .and_then(|v| v.version.clone())
                 .unwrap_or_else(|| "unknown version".into());
             let api = version.and_then(|v| v.api_version).unwrap_or_default();
+            let which = crate::sandbox::engines::selected()
+                .map(|e| format!("{} at {}: ", e.name, e.host))
+                .unwrap_or_default();
             record(
                 Level::Ok,
                 "docker",
-                format!("engine {engine} (API {api}) answers"),
+                format!("{which}engine {engine} (API {api}) answers"),
             );
             let name = spec::image_from_env();
             match image::installed_definition(docker, &name).await {

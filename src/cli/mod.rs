@@ -93,6 +93,10 @@ pub(crate) const EXIT_CANCELLED: u8 = 130;
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// The Docker engine `[engines.NAME]` of config.toml, instead of the one
+    /// DOCKER_HOST names
+    #[arg(long, global = true, value_name = "NAME")]
+    pub engine: Option<String>,
     #[command(flatten)]
     pub session: SessionArgs,
 }
@@ -450,6 +454,15 @@ pub fn main() -> ExitCode {
     if let Err(e) = crate::tools::isolate_libgit2() {
         err!("minicoder: {e}");
         return ExitCode::from(EXIT_FAILURE);
+    }
+    if let Some(name) = &cli.engine {
+        match crate::sandbox::engines::named(name) {
+            Ok(engine) => crate::sandbox::engines::select(engine),
+            Err(e) => {
+                err!("minicoder: {e}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+        }
     }
     if let Some(code) = run_without_async(&cli.command) {
         return code;

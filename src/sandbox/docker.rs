@@ -12,11 +12,15 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connects to the engine Docker's own client would (`DOCKER_HOST`, else
 /// the default socket; over TLS with `DOCKER_TLS_VERIFY` set, the client's
 /// `ca.pem`, `cert.pem` and `key.pem` read from `DOCKER_CERT_PATH`),
-/// negotiates the API version, and proves it answers.
+/// negotiates the API version, and proves it answers. An engine chosen
+/// with `--engine` ([`super::engines`]) comes before all of that.
 pub async fn connect() -> Result<Docker, SandboxError> {
     let unavailable = |detail: String| SandboxError::DockerUnavailable { detail };
-    let docker = Docker::connect_with_defaults()
-        .map_err(|e| unavailable(format!("cannot set up a client: {e}")))?;
+    let docker = match super::engines::selected() {
+        Some(engine) => client_of(engine),
+        None => Docker::connect_with_defaults(),
+    }
+    .map_err(|e| unavailable(format!("{}cannot set up a client: {e}", named())))?;
     let docker = tokio::time::timeout(PING_TIMEOUT, docker.negotiate_version())
         .await
         .map_err(|_| unavailable(format!("no answer within {}s", PING_TIMEOUT.as_secs())))?
@@ -28,16 +32,51 @@ pub async fn connect() -> Result<Docker, SandboxError> {
     Ok(docker)
 }
 
+/// A client of an engine of the configuration.
+fn client_of(engine: &super::engines::Engine) -> Result<Docker, bollard::errors::Error> {
+    const TIMEOUT_SECONDS: u64 = 120;
+    let address = engine
+        .host
+        .trim_start_matches("tcp://")
+        .trim_start_matches("https://");
+    match (&engine.cert_path, engine.tls) {
+        (Some(certs), true) => Docker::connect_with_ssl(
+            &format!("https://{address}"),
+            &certs.join("key.pem"),
+            &certs.join("cert.pem"),
+            &certs.join("ca.pem"),
+            TIMEOUT_SECONDS,
+            bollard::API_DEFAULT_VERSION,
+        ),
+        _ if engine.host.starts_with("unix://") => {
+            Docker::connect_with_unix(&engine.host, TIMEOUT_SECONDS, bollard::API_DEFAULT_VERSION)
+        }
+        _ => Docker::connect_with_http(
+            &format!("http://{address}"),
+            TIMEOUT_SECONDS,
+            bollard::API_DEFAULT_VERSION,
+        ),
+    }
+}
+
+/// `engine NAME: ` when one of the configuration is in use.
+fn named() -> String {
+    super::engines::selected()
+        .map(|e| format!("engine {}: ", e.name))
+        .unwrap_or_default()
+}
+
 /// The engine asked and why it did not answer: the error with its causes
 /// (a refused TLS handshake is three causes below "client error").
 fn describe(e: &bollard::errors::Error) -> String {
-    let host =
-        std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-    let tls = if std::env::var_os("DOCKER_TLS_VERIFY").is_some() {
-        " over TLS"
-    } else {
-        ""
+    let (host, tls) = match super::engines::selected() {
+        Some(engine) => (format!("{}{}", named(), engine.host), engine.tls),
+        None => (
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into()),
+            std::env::var_os("DOCKER_TLS_VERIFY").is_some(),
+        ),
     };
+    let tls = if tls { " over TLS" } else { "" };
     format!("{host}{tls}: {}", with_causes(e))
 }
 

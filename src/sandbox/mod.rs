@@ -2,6 +2,7 @@
 //! verifier runs here, never on the host.
 //!
 //! - [`docker`]: connecting to the engine, with one clear error when it is not there.
+//! - [`engines`]: the engines named in `config.toml`, one chosen with `--engine`.
 //! - [`image`]: building the sandbox image (Dockerfile, or debootstrap offline).
 //! - [`spec`]: the isolation limits every command container gets.
 //! - [`container`]: [`CommandContainer`], one long-lived container per run whose
@@ -17,6 +18,7 @@ pub mod caches;
 pub mod container;
 pub mod derived;
 pub mod docker;
+pub mod engines;
 pub mod error;
 pub mod gc;
 pub mod image;

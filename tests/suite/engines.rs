@@ -33,28 +33,33 @@ fn text(out: &Output) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_engine_behind_tls_is_reached_only_with_its_certificates_and_cleaned_by_gc() {
-    let Some(engine) = TlsEngine::start_or_skip().await else {
-        return;
-    };
-    let client = engine.client();
-    // What a run whose process is gone left on that engine.
+/// A volume on `client`'s engine, as a run whose process is gone left it.
+async fn left_by_a_dead_run(client: &bollard::Docker, run: &str) -> String {
     let mut dead = ProcessIdentity::current();
     dead.start_ticks += 11;
-    let name = format!("minicoder-engine-test-{}", std::process::id());
+    let name = format!("minicoder-{run}-{}", std::process::id());
     client
         .create_volume(VolumeCreateRequest {
             name: Some(name.clone()),
             labels: Some(HashMap::from([
                 (labels::MANAGED.to_string(), "true".to_string()),
-                (labels::RUN.to_string(), "engine-test".to_string()),
+                (labels::RUN.to_string(), run.to_string()),
                 (labels::OWNER.to_string(), dead.to_label()),
             ])),
             ..Default::default()
         })
         .await
         .expect("a volume on the second engine");
+    name
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_behind_tls_is_reached_only_with_its_certificates_and_cleaned_by_gc() {
+    let Some(engine) = TlsEngine::start_or_skip().await else {
+        return;
+    };
+    let client = engine.client();
+    let name = left_by_a_dead_run(&client, "engine-test").await;
     let host = std::ffi::OsStr::new(&engine.host);
     let verify = std::ffi::OsStr::new("1");
 
@@ -108,4 +113,58 @@ async fn an_engine_behind_tls_is_reached_only_with_its_certificates_and_cleaned_
     assert!(said.contains("[ OK ] docker: engine"), "{said}");
     assert!(said.contains("sandbox image"), "{said}");
     assert!(said.contains("is missing"), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_engine_of_the_configuration_is_chosen_by_name() {
+    let Some(engine) = TlsEngine::start_or_skip().await else {
+        return;
+    };
+    let client = engine.client();
+    let name = left_by_a_dead_run(&client, "named-engine-test").await;
+    let config = tempfile::tempdir().expect("config dir");
+    std::fs::write(
+        config.path().join("config.toml"),
+        format!(
+            "[engines.farm]\nhost = {:?}\ncert_path = {:?}\n\n[engines.stranger]\nhost = {:?}\ncert_path = {:?}\n",
+            engine.host,
+            engine.cert_dir,
+            engine.host,
+            engine.stranger_cert_dir
+        ),
+    )
+    .expect("config.toml");
+    let dir = config.path().as_os_str();
+    // DOCKER_HOST names this machine's engine; --engine wins over it.
+    let local = std::ffi::OsStr::new("unix:///var/run/docker.sock");
+    let env = [("MINICODER_CONFIG_DIR", dir), ("DOCKER_HOST", local)];
+
+    let unknown = minicoder(&["--engine", "nowhere", "gc"], &env);
+    let said = text(&unknown);
+    assert_eq!(unknown.status.code(), Some(2), "{said}");
+    assert!(said.contains("no engine \"nowhere\""), "{said}");
+    assert!(
+        said.contains("farm, stranger"),
+        "names the engines it has: {said}"
+    );
+
+    let refused = minicoder(&["gc", "--engine", "stranger"], &env);
+    let said = text(&refused);
+    assert_ne!(refused.status.code(), Some(0), "{said}");
+    assert!(said.contains("engine stranger: "), "{said}");
+    assert!(said.to_lowercase().contains("certificate"), "{said}");
+    assert!(client.inspect_volume(&name).await.is_ok());
+
+    let gc = minicoder(&["gc", "--engine", "farm"], &env);
+    let said = text(&gc);
+    assert_eq!(gc.status.code(), Some(0), "{said}");
+    assert!(said.contains(&format!("removed volume {name}")), "{said}");
+    assert!(client.inspect_volume(&name).await.is_err());
+
+    let doctor = minicoder(&["doctor", "--engine", "farm"], &env);
+    let said = text(&doctor);
+    assert!(
+        said.contains(&format!("[ OK ] docker: farm at {}: engine", engine.host)),
+        "{said}"
+    );
 }

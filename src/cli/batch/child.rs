@@ -106,6 +106,10 @@ pub(crate) fn spawn(
     let exe = std::env::current_exe()?;
     let log_file = super::append_private(log)?;
     let mut cmd = tokio::process::Command::new(exe);
+    // The batch's engine is its runs' engine.
+    if let Some(engine) = crate::sandbox::engines::selected() {
+        cmd.arg("--engine").arg(&engine.name);
+    }
     cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
