@@ -463,6 +463,17 @@ impl CommandContainer {
                 Ok((exit, replaced))
             }
             Ok(Err(SandboxError::ContainerLost(why))) => {
+                // An engine that went away is not a command that was killed:
+                // nothing more can run on it. What it held is `gc`'s.
+                if !engine_answers(&self.docker).await {
+                    self.live = None;
+                    return Err(SandboxError::DockerUnavailable {
+                        detail: format!(
+                            "{} stopped answering while a command ran: {why}",
+                            super::docker::which()
+                        ),
+                    });
+                }
                 let why = match self.live.as_ref() {
                     Some(live) => {
                         let (id, diagnostics) = (live.id.clone(), live.diagnostics.clone());
@@ -557,6 +568,18 @@ pub(crate) async fn wait_exit(
     Ok(code)
 }
 
+/// Whether the engine still answers a ping (within [`ENGINE_PATIENCE`]).
+pub(crate) async fn engine_answers(docker: &Docker) -> bool {
+    matches!(
+        tokio::time::timeout(ENGINE_PATIENCE, docker.ping()).await,
+        Ok(Ok(_))
+    )
+}
+
+/// How long an engine that may be gone is given to answer a ping: one that
+/// was stopped refuses the connection at once; a busy one is slow, not gone.
+const ENGINE_PATIENCE: Duration = Duration::from_secs(10);
+
 /// How often a removal is asked for before it is left to `gc`.
 const REMOVE_ATTEMPTS: u32 = 6;
 
@@ -578,8 +601,9 @@ pub(crate) async fn remove(docker: &Docker, id: &str) {
             Err(bollard::errors::Error::DockerResponseServerError {
                 status_code: 404, ..
             }) => return,
-            Err(e) if attempt == REMOVE_ATTEMPTS => {
+            Err(e) if attempt == REMOVE_ATTEMPTS || super::error::is_connection_error(&e) => {
                 tracing::warn!("removing container {id}: {e}; `minicoder gc` removes it later");
+                return;
             }
             Err(e) => {
                 tracing::debug!("removing container {id} (attempt {attempt}): {e}");

@@ -59,6 +59,16 @@ fn client_of(engine: &super::engines::Engine) -> Result<Docker, bollard::errors:
     }
 }
 
+/// The engine this process uses, as a person would name it.
+pub(crate) fn which() -> String {
+    match super::engines::selected() {
+        Some(engine) => format!("engine {} ({})", engine.name, engine.host),
+        None => std::env::var("DOCKER_HOST")
+            .map(|host| format!("the engine at {host}"))
+            .unwrap_or_else(|_| "the local engine".into()),
+    }
+}
+
 /// `engine NAME: ` when one of the configuration is in use.
 fn named() -> String {
     super::engines::selected()

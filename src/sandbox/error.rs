@@ -62,7 +62,7 @@ impl SandboxError {
     }
 }
 
-fn is_connection_error(e: &bollard::errors::Error) -> bool {
+pub(crate) fn is_connection_error(e: &bollard::errors::Error) -> bool {
     use bollard::errors::Error as E;
     match e {
         E::IOError { .. } | E::HyperResponseError { .. } | E::SocketNotFoundError(_) => true,

@@ -168,3 +168,144 @@ async fn an_engine_of_the_configuration_is_chosen_by_name() {
         "{said}"
     );
 }
+
+/// The demo's fix, with a long command first: the engine dies during it.
+const SCRIPT_WITH_A_LONG_COMMAND: &str = r#"[
+  {"content": "First the plan, then a long command.", "tool_calls": [
+    {"name": "update_plan", "arguments": {"items": [{"id": "1", "content": "fix page_count", "status": "in_progress"}]}},
+    {"name": "run_shell", "arguments": {"command": "sleep 120"}}]},
+  {"content": "Round up.", "tool_calls": [
+    {"name": "edit_file", "arguments": {"path": "pagination.py", "patch": "--- a/pagination.py\n+++ b/pagination.py\n@@ -8 +8 @@\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n"}}]},
+  {"content": "Done.", "tool_calls": [
+    {"name": "update_plan", "arguments": {"items": [{"id": "1", "content": "fix page_count", "status": "done"}]}},
+    {"name": "request_completion", "arguments": {"summary": "page_count rounds up"}}]}
+]"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_whose_engine_dies_ends_saying_so_and_a_resume_here_finishes_it() {
+    let Some(local) = support::docker_or_skip().await else {
+        return;
+    };
+    let Some(mut engine) = TlsEngine::for_runs_or_skip(&local).await else {
+        return;
+    };
+    let image = minicoder::sandbox::spec::image_from_env();
+    tokio::task::block_in_place(|| engine.load_image(&image));
+    let (config, state, repo) = (
+        tempfile::tempdir().expect("config"),
+        support::state_dir(),
+        tempfile::tempdir().expect("repo"),
+    );
+    std::fs::write(
+        config.path().join("config.toml"),
+        format!(
+            "[engines.two]\nhost = {:?}\ncert_path = {:?}\n",
+            engine.host, engine.cert_dir
+        ),
+    )
+    .expect("config.toml");
+    minicoder::cli::demo::write_fixture(repo.path()).expect("fixture");
+    let script = config.path().join("script.json");
+    std::fs::write(&script, SCRIPT_WITH_A_LONG_COMMAND).expect("script");
+    let command = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = tokio::process::Command::new(support::bin());
+        cmd.args(args)
+            .env("MINICODER_STATE_DIR", state.path())
+            .env("MINICODER_CONFIG_DIR", config.path())
+            .env_remove("DOCKER_HOST")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    let run = command(&[
+        os("--engine"),
+        os("two"),
+        os("run"),
+        os("--non-interactive"),
+        os("--script"),
+        script.as_os_str(),
+        repo.path().as_os_str(),
+        os("fix the pagination bug"),
+    ])
+    .output();
+    let run = tokio::spawn(run);
+
+    // Once the long command runs on the second engine, the engine dies.
+    let client = engine.client();
+    let running = async {
+        loop {
+            let containers = client
+                .list_containers(None::<bollard::query_parameters::ListContainersOptions>)
+                .await
+                .unwrap_or_default();
+            for c in containers {
+                let Some(id) = c.id else { continue };
+                let top = client
+                    .top_processes(&id, None::<bollard::query_parameters::TopOptions>)
+                    .await;
+                let rows = top.ok().and_then(|t| t.processes).unwrap_or_default();
+                if rows.iter().flatten().any(|cell| cell.contains("sleep 120")) {
+                    return;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(120), running)
+        .await
+        .expect("the long command never ran on the second engine");
+    engine.kill();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+        .await
+        .expect("the run did not end after its engine died")
+        .expect("join")
+        .expect("run");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let report: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .expect("a report line"),
+    )
+    .expect("the report");
+    let reason = report["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("Docker is not reachable")
+            && reason.contains("engine two (tcp://")
+            && reason.contains("stopped answering while a command ran"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("killed by signal"),
+        "an engine gone is not a command killed: {said}"
+    );
+    let id = report["run_id"].as_str().expect("run id").to_string();
+
+    // Resumed on this machine's engine, the run finishes, and its patch applies.
+    let id_arg = std::ffi::OsString::from(&id);
+    let resumed = command(&[
+        os("resume"),
+        &id_arg,
+        os("--non-interactive"),
+        os("--script"),
+        script.as_os_str(),
+    ])
+    .output()
+    .await
+    .expect("resume");
+    let said = text(&resumed);
+    assert_eq!(resumed.status.code(), Some(0), "{said}");
+    let applied = command(&[os("apply"), &id_arg])
+        .output()
+        .await
+        .expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let fixed = std::fs::read_to_string(repo.path().join("pagination.py")).expect("read");
+    assert!(fixed.contains("-(-total_items // page_size)"), "{fixed}");
+    assert!(
+        support::containers_of_run(&local, &id).await.is_empty(),
+        "the resumed run left containers on this machine's engine"
+    );
+}

@@ -26,15 +26,36 @@ pub struct TlsEngine {
     pub cert_dir: PathBuf,
     /// The same names, of a client signed by another authority.
     pub stranger_cert_dir: PathBuf,
+    storage: String,
     netns: String,
-    daemon: Child,
+    daemon: Option<Child>,
+    /// Killed by the test: started again on the way out, so that it ends
+    /// its containers and its mounts itself.
+    killed: bool,
     dir: tempfile::TempDir,
 }
 
 impl TlsEngine {
-    /// Starts one; where this machine cannot (not root, a program missing),
-    /// the test is skipped visibly, or fails under `MINICODER_REQUIRE_DOCKER`.
+    /// Starts one for connections only (no container will run on it).
     pub async fn start_or_skip() -> Option<Self> {
+        Self::start_or_skip_with("vfs").await
+    }
+
+    /// Starts one that runs containers, with the storage driver of this
+    /// machine's engine (`vfs` would copy the whole image per container).
+    pub async fn for_runs_or_skip(local: &Docker) -> Option<Self> {
+        let driver = local
+            .info()
+            .await
+            .ok()
+            .and_then(|i| i.driver)
+            .unwrap_or_else(|| "overlay2".into());
+        Self::start_or_skip_with(&driver).await
+    }
+
+    /// Where this machine cannot start one (not root, a program missing),
+    /// the test is skipped visibly, or fails under `MINICODER_REQUIRE_DOCKER`.
+    async fn start_or_skip_with(storage: &str) -> Option<Self> {
         let missing: Vec<&str> = PROGRAMS.into_iter().filter(|p| !on_path(p)).collect();
         let root = rustix::process::geteuid().is_root();
         if !missing.is_empty() || !root {
@@ -48,10 +69,10 @@ impl TlsEngine {
             super::skipped(&why);
             return None;
         }
-        Some(Self::start().await)
+        Some(Self::start(storage).await)
     }
 
-    async fn start() -> Self {
+    async fn start(storage: &str) -> Self {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let n = std::process::id() % 4096 * 4 + NEXT.fetch_add(1, Ordering::Relaxed) % 4;
         // A /30 of its own in 10.232.0.0/16: .1 the host's end, .2 the engine's.
@@ -89,51 +110,68 @@ impl TlsEngine {
                 &[&["netns", "exec", &netns, "ip"][..], &args].concat(),
             );
         }
-        let config = dir.path().join("daemon.json");
-        std::fs::write(&config, "{}").expect("write daemon.json");
-        let server = dir.path().join("server");
+        std::fs::write(dir.path().join("daemon.json"), "{}").expect("write daemon.json");
+        let mut engine = Self {
+            host: format!("tcp://{engine_ip}:{PORT}"),
+            cert_dir: certs,
+            stranger_cert_dir: dir.path().join("stranger"),
+            storage: storage.to_string(),
+            netns,
+            daemon: None,
+            killed: false,
+            dir,
+        };
+        engine.spawn_daemon();
+        engine.wait_until_it_answers().await;
+        engine
+    }
+
+    fn spawn_daemon(&mut self) {
+        let dir = self.dir.path();
         let arg = |p: &Path| p.to_str().expect("utf-8 path").to_string();
+        let server = dir.join("server");
+        let address = self.host.trim_start_matches("tcp://").to_string();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("dockerd.log"))
+            .expect("log file");
         // `nsenter`, not `ip netns exec`: that one mounts a fresh /sys, which
         // hides the cgroup hierarchy the engine needs.
-        let log = std::fs::File::create(dir.path().join("dockerd.log")).expect("log file");
         let daemon = Command::new("nsenter")
-            .arg(format!("--net=/var/run/netns/{netns}"))
+            .arg(format!("--net=/var/run/netns/{}", self.netns))
             .arg("dockerd")
-            .args(["--config-file", &arg(&config)])
-            .args(["--data-root", &arg(&dir.path().join("data"))])
-            .args(["--exec-root", &arg(&dir.path().join("exec"))])
-            .args(["--pidfile", &arg(&dir.path().join("dockerd.pid"))])
-            .args(["-H", &format!("tcp://{engine_ip}:{PORT}")])
+            .args(["--config-file", &arg(&dir.join("daemon.json"))])
+            .args(["--data-root", &arg(&dir.join("data"))])
+            .args(["--exec-root", &arg(&dir.join("exec"))])
+            .args(["--pidfile", &arg(&dir.join("dockerd.pid"))])
+            .args(["-H", &format!("tcp://{address}")])
             .arg("--tlsverify")
             .args(["--tlscacert", &arg(&server.join("ca.pem"))])
             .args(["--tlscert", &arg(&server.join("cert.pem"))])
             .args(["--tlskey", &arg(&server.join("key.pem"))])
-            .args(["--storage-driver", "vfs", "--bridge", "none"])
+            .args(["--storage-driver", &self.storage, "--bridge", "none"])
             .args(["--iptables=false", "--ip-masq=false", "--log-level", "warn"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("start dockerd");
-        let engine = Self {
-            host: format!("tcp://{engine_ip}:{PORT}"),
-            cert_dir: certs.clone(),
-            stranger_cert_dir: dir.path().join("stranger"),
-            netns,
-            daemon,
-            dir,
-        };
+        self.daemon = Some(daemon);
+    }
+
+    async fn wait_until_it_answers(&self) {
         let started = Instant::now();
         loop {
-            if let Ok(docker) = engine.try_client()
+            if let Ok(docker) = self.try_client()
                 && docker.ping().await.is_ok()
             {
-                return engine;
+                return;
             }
             assert!(
                 started.elapsed() < Duration::from_secs(60),
                 "the second engine did not answer within 60 s: {}",
-                std::fs::read_to_string(engine.dir.path().join("dockerd.log")).unwrap_or_default()
+                std::fs::read_to_string(self.dir.path().join("dockerd.log")).unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -156,21 +194,110 @@ impl TlsEngine {
             bollard::API_DEFAULT_VERSION,
         )
     }
+
+    /// The variables that point Docker's own client at this engine.
+    pub fn docker_env(&self) -> [(&'static str, std::ffi::OsString); 3] {
+        [
+            ("DOCKER_HOST", self.host.clone().into()),
+            ("DOCKER_TLS_VERIFY", "1".into()),
+            ("DOCKER_CERT_PATH", self.cert_dir.clone().into()),
+        ]
+    }
+
+    /// Copies `image` from this machine's engine into this one.
+    pub fn load_image(&self, image: &str) {
+        let mut save = Command::new("docker")
+            .args(["save", image])
+            .env_remove("DOCKER_HOST")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("docker save");
+        let load = Command::new("docker")
+            .arg("load")
+            .envs(self.docker_env())
+            .stdin(save.stdout.take().expect("piped"))
+            .output()
+            .expect("docker load");
+        assert!(
+            save.wait().expect("docker save").success(),
+            "docker save {image}"
+        );
+        assert!(
+            load.status.success(),
+            "docker load: {}",
+            String::from_utf8_lossy(&load.stderr)
+        );
+    }
+
+    async fn remove_every_container(&self) {
+        self.wait_until_it_answers().await;
+        let docker = self.client();
+        let all = bollard::query_parameters::ListContainersOptions {
+            all: true,
+            ..Default::default()
+        };
+        for c in docker.list_containers(Some(all)).await.unwrap_or_default() {
+            if let Some(id) = c.id {
+                let force = bollard::query_parameters::RemoveContainerOptions {
+                    force: true,
+                    ..Default::default()
+                };
+                let _ = docker.remove_container(&id, Some(force)).await;
+            }
+        }
+    }
+
+    /// Kills the engine's daemon with SIGKILL, as a crash or a lost host
+    /// would end it (its containers are left to its next start).
+    pub fn kill(&mut self) {
+        if let Some(mut daemon) = self.daemon.take() {
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+            self.killed = true;
+        }
+    }
 }
 
 impl Drop for TlsEngine {
     fn drop(&mut self) {
-        let pid = self.daemon.id().to_string();
-        let _ = Command::new("kill").args(["-TERM", &pid]).status();
-        let until = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < until {
-            if let Ok(Some(_)) = self.daemon.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if self.killed {
+            // A killed engine's containers and mounts are still there: a
+            // start ends them (no live restore), then it stops as usual.
+            self.spawn_daemon();
+            // On a thread of its own: the test's runtime may be this one's caller.
+            let this = &*self;
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    else {
+                        return;
+                    };
+                    runtime.block_on(this.remove_every_container());
+                });
+            });
         }
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
+        if let Some(mut daemon) = self.daemon.take() {
+            let pid = daemon.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let until = Instant::now() + Duration::from_secs(15);
+            while Instant::now() < until {
+                if let Ok(Some(_)) = daemon.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = daemon.kill();
+            let _ = daemon.wait();
+        }
+        // The engine leaves its data root mounted over itself after a crash.
+        let _ = Command::new("umount")
+            .arg("-R")
+            .arg("-l")
+            .arg(self.dir.path().join("data"))
+            .stderr(Stdio::null())
+            .status();
         // Deleting the namespace deletes the veth pair with it.
         let _ = Command::new("ip")
             .args(["netns", "del", &self.netns])
