@@ -463,16 +463,11 @@ impl CommandContainer {
                 Ok((exit, replaced))
             }
             Ok(Err(SandboxError::ContainerLost(why))) => {
-                // An engine that went away is not a command that was killed:
-                // nothing more can run on it. What it held is `gc`'s.
-                if !engine_answers(&self.docker).await {
-                    self.live = None;
-                    return Err(SandboxError::DockerUnavailable {
-                        detail: format!(
-                            "{} stopped answering while a command ran: {why}",
-                            super::docker::which()
-                        ),
-                    });
+                if let Some(gone) = self
+                    .engine_gone(&format!("stopped answering while a command ran: {why}"))
+                    .await
+                {
+                    return Err(gone);
                 }
                 let why = match self.live.as_ref() {
                     Some(live) => {
@@ -489,6 +484,11 @@ impl CommandContainer {
                 Err(e)
             }
             Err(_) => {
+                // A host lost without a word (no refused connection) shows
+                // here, as a supervisor that never answered.
+                if let Some(gone) = self.engine_gone("did not answer while a command ran").await {
+                    return Err(gone);
+                }
                 self.discard().await;
                 Ok((
                     killed_exit(true),
@@ -496,6 +496,19 @@ impl CommandContainer {
                 ))
             }
         }
+    }
+
+    /// When the engine no longer answers, the error that says so (`what`
+    /// it did): an engine that went away is not a command that was killed,
+    /// and nothing more can run on it. What it held is `gc`'s.
+    async fn engine_gone(&mut self, what: &str) -> Option<SandboxError> {
+        if engine_answers(&self.docker).await {
+            return None;
+        }
+        self.live = None;
+        Some(SandboxError::DockerUnavailable {
+            detail: format!("{} {what}", super::docker::which()),
+        })
     }
 
     /// Removes the current container; the next command starts a fresh one.

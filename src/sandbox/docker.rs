@@ -1,5 +1,6 @@
 //! Connecting to the Docker engine.
 
+use std::path::Path;
 use std::time::Duration;
 
 use bollard::Docker;
@@ -18,7 +19,7 @@ pub async fn connect() -> Result<Docker, SandboxError> {
     let unavailable = |detail: String| SandboxError::DockerUnavailable { detail };
     let docker = match super::engines::selected() {
         Some(engine) => client_of(engine),
-        None => Docker::connect_with_defaults(),
+        None => client_from_env(),
     }
     .map_err(|e| unavailable(format!("{}cannot set up a client: {e}", named())))?;
     let docker = tokio::time::timeout(PING_TIMEOUT, docker.negotiate_version())
@@ -33,29 +34,53 @@ pub async fn connect() -> Result<Docker, SandboxError> {
 }
 
 /// A client of an engine of the configuration.
-fn client_of(engine: &super::engines::Engine) -> Result<Docker, bollard::errors::Error> {
+fn client_of(engine: &super::engines::Engine) -> Result<Docker, String> {
     const TIMEOUT_SECONDS: u64 = 120;
     let address = engine
         .host
         .trim_start_matches("tcp://")
         .trim_start_matches("https://");
     match (&engine.cert_path, engine.tls) {
-        (Some(certs), true) => Docker::connect_with_ssl(
-            &format!("https://{address}"),
-            &certs.join("key.pem"),
-            &certs.join("cert.pem"),
-            &certs.join("ca.pem"),
-            TIMEOUT_SECONDS,
-            bollard::API_DEFAULT_VERSION,
-        ),
+        (Some(certs), true) => super::engine_tls::client(address, certs),
         _ if engine.host.starts_with("unix://") => {
             Docker::connect_with_unix(&engine.host, TIMEOUT_SECONDS, bollard::API_DEFAULT_VERSION)
+                .map_err(|e| e.to_string())
         }
         _ => Docker::connect_with_http(
             &format!("http://{address}"),
             TIMEOUT_SECONDS,
             bollard::API_DEFAULT_VERSION,
-        ),
+        )
+        .map_err(|e| e.to_string()),
+    }
+}
+
+/// A client of the engine Docker's own client would use. Over TLS
+/// (`DOCKER_TLS_VERIFY` set and not empty, an engine over the network),
+/// `DOCKER_CERT_PATH`'s (else `~/.docker`'s) `ca.pem` is the only authority
+/// trusted, as Docker's client does.
+fn client_from_env() -> Result<Docker, String> {
+    let host = std::env::var("DOCKER_HOST").unwrap_or_default();
+    let tls = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty());
+    let address = host
+        .strip_prefix("tcp://")
+        .or_else(|| host.strip_prefix("https://"));
+    match address {
+        Some(address) if tls || host.starts_with("https://") => {
+            let certs = std::env::var_os("DOCKER_CERT_PATH")
+                .filter(|p| !p.is_empty())
+                .map(std::path::PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))
+                .ok_or("DOCKER_CERT_PATH is not set and there is no HOME")?;
+            super::engine_tls::client(address.trim_end_matches('/'), &certs)
+        }
+        Some(address) => Docker::connect_with_http(
+            &format!("http://{}", address.trim_end_matches('/')),
+            120,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .map_err(|e| e.to_string()),
+        None => Docker::connect_with_defaults().map_err(|e| e.to_string()),
     }
 }
 
@@ -81,10 +106,15 @@ fn named() -> String {
 fn describe(e: &bollard::errors::Error) -> String {
     let (host, tls) = match super::engines::selected() {
         Some(engine) => (format!("{}{}", named(), engine.host), engine.tls),
-        None => (
-            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into()),
-            std::env::var_os("DOCKER_TLS_VERIFY").is_some(),
-        ),
+        None => {
+            let host = std::env::var("DOCKER_HOST")
+                .unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
+            // As the client reads it: TLS only for an engine over the network.
+            let tls = (std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty())
+                && host.starts_with("tcp://"))
+                || host.starts_with("https://");
+            (host, tls)
+        }
     };
     let tls = if tls { " over TLS" } else { "" };
     format!("{host}{tls}: {}", with_causes(e))

@@ -112,7 +112,17 @@ pub(crate) fn parse(table: &toml::Table, path: &Path) -> Result<Vec<Engine>, Str
                 "engines.{name}: tls is for tcp:// and https:// engines, not {host:?}"
             )));
         }
+        if !tls && host.starts_with("https://") {
+            return Err(at(format!(
+                "engines.{name}: an https:// engine speaks TLS; drop tls = false or write tcp://"
+            )));
+        }
         let cert_path = string("cert_path")?.map(PathBuf::from);
+        if cert_path.is_some() && !tls {
+            return Err(at(format!(
+                "engines.{name}: cert_path is for TLS, which tls = false turns off"
+            )));
+        }
         if let Some(dir) = &cert_path
             && !dir.is_absolute()
         {
@@ -206,6 +216,14 @@ mod tests {
                 "engines.a.capacity is not a setting",
             ),
             ("engines = 3\n", "`engines` must be a table"),
+            (
+                "[engines.a]\nhost = \"https://h:2376\"\ntls = false\n",
+                "an https:// engine speaks TLS",
+            ),
+            (
+                "[engines.a]\nhost = \"tcp://h:2375\"\ntls = false\ncert_path = \"/c\"\n",
+                "cert_path is for TLS",
+            ),
         ] {
             let error = engines(text).expect_err(text);
             assert!(error.starts_with("/c/config.toml: "), "{error}");

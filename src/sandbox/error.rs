@@ -5,7 +5,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
     #[error(
-        "Docker is not reachable ({detail}). Start the Docker daemon (or point DOCKER_HOST at it) and try again."
+        "Docker is not reachable ({detail}). Start the Docker daemon (or point DOCKER_HOST, or --engine, at one that runs) and try again."
     )]
     DockerUnavailable { detail: String },
 

@@ -18,6 +18,7 @@ pub mod caches;
 pub mod container;
 pub mod derived;
 pub mod docker;
+mod engine_tls;
 pub mod engines;
 pub mod error;
 pub mod gc;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bollard::Docker;
 
 const PORT: u16 = 2376;
-const PROGRAMS: [&str; 4] = ["dockerd", "ip", "nsenter", "openssl"];
+const PROGRAMS: [&str; 6] = ["docker", "dockerd", "ip", "nsenter", "openssl", "pkill"];
 
 pub struct TlsEngine {
     /// `tcp://ADDRESS:2376`, for `DOCKER_HOST`.
@@ -138,7 +138,8 @@ impl TlsEngine {
             .expect("log file");
         // `nsenter`, not `ip netns exec`: that one mounts a fresh /sys, which
         // hides the cgroup hierarchy the engine needs.
-        let daemon = Command::new("nsenter")
+        let mut daemon = Command::new("nsenter");
+        daemon
             .arg(format!("--net=/var/run/netns/{}", self.netns))
             .arg("dockerd")
             .args(["--config-file", &arg(&dir.join("daemon.json"))])
@@ -154,27 +155,39 @@ impl TlsEngine {
             .args(["--iptables=false", "--ip-masq=false", "--log-level", "warn"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start dockerd");
+            .stderr(log);
+        // SAFETY: between fork and exec only prctl, which is async-signal-safe.
+        // The engine ends with the test process, even one killed outright.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            daemon.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let daemon = daemon.spawn().expect("start dockerd");
         self.daemon = Some(daemon);
     }
 
     async fn wait_until_it_answers(&self) {
+        assert!(
+            self.answers_within(Duration::from_secs(60)).await,
+            "the second engine did not answer within 60 s: {}",
+            std::fs::read_to_string(self.dir.path().join("dockerd.log")).unwrap_or_default()
+        );
+    }
+
+    async fn answers_within(&self, patience: Duration) -> bool {
         let started = Instant::now();
-        loop {
+        while started.elapsed() < patience {
             if let Ok(docker) = self.try_client()
                 && docker.ping().await.is_ok()
             {
-                return;
+                return true;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "the second engine did not answer within 60 s: {}",
-                std::fs::read_to_string(self.dir.path().join("dockerd.log")).unwrap_or_default()
-            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        false
     }
 
     /// The test's own client of the engine (it trusts the engine's authority).
@@ -229,9 +242,14 @@ impl TlsEngine {
         );
     }
 
+    /// Never panics (it runs in `drop`): what fails is left to the kill below.
     async fn remove_every_container(&self) {
-        self.wait_until_it_answers().await;
-        let docker = self.client();
+        if !self.answers_within(Duration::from_secs(60)).await {
+            return;
+        }
+        let Ok(docker) = self.try_client() else {
+            return;
+        };
         let all = bollard::query_parameters::ListContainersOptions {
             all: true,
             ..Default::default()
@@ -267,7 +285,7 @@ impl Drop for TlsEngine {
             // On a thread of its own: the test's runtime may be this one's caller.
             let this = &*self;
             std::thread::scope(|scope| {
-                scope.spawn(|| {
+                let _ = scope.spawn(|| {
                     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
                         .build()
@@ -291,6 +309,12 @@ impl Drop for TlsEngine {
             let _ = daemon.kill();
             let _ = daemon.wait();
         }
+        // What outlived a killed engine (a container's shim whose containerd
+        // died with it) names the engine's folder on its command line.
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-f"])
+            .arg(self.dir.path())
+            .status();
         // The engine leaves its data root mounted over itself after a crash.
         let _ = Command::new("umount")
             .arg("-R")

@@ -403,8 +403,13 @@ fn minicoder(args: &[String], log: &Path) -> Result<(i32, String, String), Strin
         .map(|work| work.join("state"))
         .ok_or("no state directory for the cases")?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut command = Command::new(exe);
+    // The suite's engine is its cases' engine.
+    if let Some(engine) = crate::sandbox::engines::selected() {
+        command.arg("--engine").arg(&engine.name);
+    }
     let child = stop::spawn(
-        Command::new(exe)
+        command
             .args(args)
             .env("MINICODER_STATE_DIR", state)
             .stdin(Stdio::null())
