@@ -6,6 +6,7 @@ use std::time::Duration;
 use bollard::Docker;
 
 use super::SandboxError;
+use super::engines::Engine;
 
 /// How long to wait for the engine to answer a ping before calling it absent.
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,9 +18,9 @@ const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// with `--engine` ([`super::engines`]) comes before all of that.
 pub async fn connect() -> Result<Docker, SandboxError> {
     let unavailable = |detail: String| SandboxError::DockerUnavailable { detail };
-    let docker = match super::engines::selected() {
-        Some(engine) => client_of(engine),
-        None => client_from_env(),
+    let docker = match engine_in_use() {
+        Some(engine) => client_of(&engine),
+        None => Docker::connect_with_defaults().map_err(|e| e.to_string()),
     }
     .map_err(|e| unavailable(format!("{}cannot set up a client: {e}", named())))?;
     let docker = tokio::time::timeout(PING_TIMEOUT, docker.negotiate_version())
@@ -33,54 +34,67 @@ pub async fn connect() -> Result<Docker, SandboxError> {
     Ok(docker)
 }
 
-/// A client of an engine of the configuration.
-fn client_of(engine: &super::engines::Engine) -> Result<Docker, String> {
-    const TIMEOUT_SECONDS: u64 = 120;
+/// How long a request may take before the client gives up on it.
+const REQUEST_TIMEOUT_SECONDS: u64 = 120;
+
+/// The engine over the network this process uses: the one `--engine`
+/// chose, else the one `DOCKER_HOST` names when it is `tcp://` or
+/// `https://` (`None`: the local socket, left to bollard's defaults).
+fn engine_in_use() -> Option<Engine> {
+    if let Some(engine) = super::engines::selected() {
+        return Some(engine.clone());
+    }
+    engine_from_env()
+}
+
+/// `DOCKER_HOST` over the network as Docker's own client reads it: TLS when
+/// `DOCKER_TLS_VERIFY` is set and not empty (or for `https://`), with
+/// `DOCKER_CERT_PATH`'s (else `~/.docker`'s) certificates.
+fn engine_from_env() -> Option<Engine> {
+    let host = std::env::var("DOCKER_HOST").ok()?;
+    if !(host.starts_with("tcp://") || host.starts_with("https://")) {
+        return None;
+    }
+    let tls = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty())
+        || host.starts_with("https://");
+    let cert_path = std::env::var_os("DOCKER_CERT_PATH")
+        .filter(|p| !p.is_empty())
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))
+        .filter(|_| tls);
+    Some(Engine {
+        name: String::new(),
+        host,
+        tls,
+        cert_path,
+    })
+}
+
+/// A client of `engine`: over TLS trusting its `ca.pem` alone, else plain.
+fn client_of(engine: &Engine) -> Result<Docker, String> {
     let address = engine
         .host
         .trim_start_matches("tcp://")
-        .trim_start_matches("https://");
+        .trim_start_matches("https://")
+        .trim_end_matches('/');
     match (&engine.cert_path, engine.tls) {
-        (Some(certs), true) => super::engine_tls::client(address, certs),
-        _ if engine.host.starts_with("unix://") => {
-            Docker::connect_with_unix(&engine.host, TIMEOUT_SECONDS, bollard::API_DEFAULT_VERSION)
-                .map_err(|e| e.to_string())
-        }
+        (Some(certs), true) => super::engine_tls::client(address, certs, REQUEST_TIMEOUT_SECONDS),
+        (None, true) => Err(
+            "TLS needs the client's certificates: DOCKER_CERT_PATH is not set and there is no HOME"
+                .into(),
+        ),
+        _ if engine.host.starts_with("unix://") => Docker::connect_with_unix(
+            &engine.host,
+            REQUEST_TIMEOUT_SECONDS,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .map_err(|e| e.to_string()),
         _ => Docker::connect_with_http(
             &format!("http://{address}"),
-            TIMEOUT_SECONDS,
+            REQUEST_TIMEOUT_SECONDS,
             bollard::API_DEFAULT_VERSION,
         )
         .map_err(|e| e.to_string()),
-    }
-}
-
-/// A client of the engine Docker's own client would use. Over TLS
-/// (`DOCKER_TLS_VERIFY` set and not empty, an engine over the network),
-/// `DOCKER_CERT_PATH`'s (else `~/.docker`'s) `ca.pem` is the only authority
-/// trusted, as Docker's client does.
-fn client_from_env() -> Result<Docker, String> {
-    let host = std::env::var("DOCKER_HOST").unwrap_or_default();
-    let tls = std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty());
-    let address = host
-        .strip_prefix("tcp://")
-        .or_else(|| host.strip_prefix("https://"));
-    match address {
-        Some(address) if tls || host.starts_with("https://") => {
-            let certs = std::env::var_os("DOCKER_CERT_PATH")
-                .filter(|p| !p.is_empty())
-                .map(std::path::PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))
-                .ok_or("DOCKER_CERT_PATH is not set and there is no HOME")?;
-            super::engine_tls::client(address.trim_end_matches('/'), &certs)
-        }
-        Some(address) => Docker::connect_with_http(
-            &format!("http://{}", address.trim_end_matches('/')),
-            120,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .map_err(|e| e.to_string()),
-        None => Docker::connect_with_defaults().map_err(|e| e.to_string()),
     }
 }
 
@@ -104,17 +118,12 @@ fn named() -> String {
 /// The engine asked and why it did not answer: the error with its causes
 /// (a refused TLS handshake is three causes below "client error").
 fn describe(e: &bollard::errors::Error) -> String {
-    let (host, tls) = match super::engines::selected() {
+    let (host, tls) = match engine_in_use() {
         Some(engine) => (format!("{}{}", named(), engine.host), engine.tls),
-        None => {
-            let host = std::env::var("DOCKER_HOST")
-                .unwrap_or_else(|_| "unix:///var/run/docker.sock".into());
-            // As the client reads it: TLS only for an engine over the network.
-            let tls = (std::env::var_os("DOCKER_TLS_VERIFY").is_some_and(|v| !v.is_empty())
-                && host.starts_with("tcp://"))
-                || host.starts_with("https://");
-            (host, tls)
-        }
+        None => (
+            std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into()),
+            false,
+        ),
     };
     let tls = if tls { " over TLS" } else { "" };
     format!("{host}{tls}: {}", with_causes(e))

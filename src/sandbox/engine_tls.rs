@@ -10,12 +10,10 @@ use bollard::{BollardRequest, Docker};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// How long a request may take before bollard gives up on it.
-const TIMEOUT_SECONDS: u64 = 120;
-
 /// A client of the engine at `address` (`HOST:PORT`) that trusts `certs`'s
-/// `ca.pem` alone and shows its `cert.pem` and `key.pem`.
-pub(crate) fn client(address: &str, certs: &Path) -> Result<Docker, String> {
+/// `ca.pem` alone and shows its `cert.pem` and `key.pem`; a request gives up
+/// after `timeout_seconds`.
+pub(crate) fn client(address: &str, certs: &Path, timeout_seconds: u64) -> Result<Docker, String> {
     let config = client_config(certs)?;
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config)
@@ -37,7 +35,7 @@ pub(crate) fn client(address: &str, certs: &Path) -> Result<Docker, String> {
     Docker::connect_with_custom_transport(
         transport,
         Some(format!("https://{address}")),
-        TIMEOUT_SECONDS,
+        timeout_seconds,
         bollard::API_DEFAULT_VERSION,
     )
     .map_err(|e| e.to_string())
