@@ -67,6 +67,7 @@ fn engine_from_env() -> Option<Engine> {
         host,
         tls,
         cert_path,
+        capacity: super::engines::DEFAULT_CAPACITY,
     })
 }
 
@@ -95,6 +96,18 @@ fn client_of(engine: &Engine) -> Result<Docker, String> {
             bollard::API_DEFAULT_VERSION,
         )
         .map_err(|e| e.to_string()),
+    }
+}
+
+/// A client of the engine `engine` of the configuration, once it has
+/// answered a ping (within the ping's timeout): for a process that uses
+/// several engines (a batch placing its runs), beside the one it selected.
+pub(crate) async fn connect_to(engine: &Engine) -> Result<Docker, String> {
+    let docker = client_of(engine)?;
+    match tokio::time::timeout(PING_TIMEOUT, docker.ping()).await {
+        Ok(Ok(_)) => Ok(docker),
+        Ok(Err(e)) => Err(with_causes(&e)),
+        Err(_) => Err(format!("no answer within {}s", PING_TIMEOUT.as_secs())),
     }
 }
 

@@ -24,7 +24,12 @@ pub struct Engine {
     pub tls: bool,
     /// Where `ca.pem`, `cert.pem` and `key.pem` are (with `tls`).
     pub cert_path: Option<PathBuf>,
+    /// Runs at once a batch places on it (`batch --engines`).
+    pub capacity: usize,
 }
+
+/// Runs at once on an engine whose entry gives no `capacity`.
+pub const DEFAULT_CAPACITY: usize = 4;
 
 static SELECTED: OnceLock<Engine> = OnceLock::new();
 
@@ -89,9 +94,9 @@ pub(crate) fn parse(table: &toml::Table, path: &Path) -> Result<Vec<Engine>, Str
             }
         };
         for key in fields.keys() {
-            if !["host", "tls", "cert_path"].contains(&key.as_str()) {
+            if !["host", "tls", "cert_path", "capacity"].contains(&key.as_str()) {
                 return Err(at(format!(
-                    "engines.{name}.{key} is not a setting of an engine (host, tls, cert_path)"
+                    "engines.{name}.{key} is not a setting of an engine (host, tls, cert_path, capacity)"
                 )));
             }
         }
@@ -135,11 +140,21 @@ pub(crate) fn parse(table: &toml::Table, path: &Path) -> Result<Vec<Engine>, Str
                 "engines.{name} speaks TLS and needs cert_path (a folder with ca.pem, cert.pem and key.pem), or tls = false"
             )));
         }
+        let capacity = match fields.get("capacity") {
+            None => DEFAULT_CAPACITY,
+            Some(toml::Value::Integer(n)) if (1..=1000).contains(n) => *n as usize,
+            Some(_) => {
+                return Err(at(format!(
+                    "engines.{name}.capacity must be a whole number from 1 to 1000"
+                )));
+            }
+        };
         engines.push(Engine {
             name: name.clone(),
             host,
             tls,
             cert_path,
+            capacity,
         });
     }
     Ok(engines)
@@ -156,7 +171,7 @@ mod tests {
     #[test]
     fn an_engine_over_tcp_speaks_tls_unless_told_not_to() {
         let found = engines(
-            "[engines.farm]\nhost = \"tcp://10.0.0.5:2376\"\ncert_path = \"/certs/farm\"\n\
+            "[engines.farm]\nhost = \"tcp://10.0.0.5:2376\"\ncert_path = \"/certs/farm\"\ncapacity = 16\n\
              [engines.here]\nhost = \"unix:///run/other.sock\"\n\
              [engines.lab]\nhost = \"tcp://127.0.0.1:2375\"\ntls = false\n",
         )
@@ -169,18 +184,21 @@ mod tests {
                     host: "tcp://10.0.0.5:2376".into(),
                     tls: true,
                     cert_path: Some("/certs/farm".into()),
+                    capacity: 16,
                 },
                 Engine {
                     name: "here".into(),
                     host: "unix:///run/other.sock".into(),
                     tls: false,
                     cert_path: None,
+                    capacity: DEFAULT_CAPACITY,
                 },
                 Engine {
                     name: "lab".into(),
                     host: "tcp://127.0.0.1:2375".into(),
                     tls: false,
                     cert_path: None,
+                    capacity: DEFAULT_CAPACITY,
                 },
             ]
         );
@@ -212,8 +230,12 @@ mod tests {
                 "tls must be true or false",
             ),
             (
-                "[engines.a]\nhost = \"unix:///s\"\ncapacity = 4\n",
-                "engines.a.capacity is not a setting",
+                "[engines.a]\nhost = \"unix:///s\"\ncapacity = 0\n",
+                "engines.a.capacity must be a whole number from 1 to 1000",
+            ),
+            (
+                "[engines.a]\nhost = \"unix:///s\"\nslots = 4\n",
+                "engines.a.slots is not a setting",
             ),
             ("engines = 3\n", "`engines` must be a table"),
             (

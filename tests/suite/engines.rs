@@ -181,58 +181,51 @@ const SCRIPT_WITH_A_LONG_COMMAND: &str = r#"[
     {"name": "request_completion", "arguments": {"summary": "page_count rounds up"}}]}
 ]"#;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_run_whose_engine_dies_ends_saying_so_and_a_resume_here_finishes_it() {
-    let Some(local) = support::docker_or_skip().await else {
-        return;
-    };
-    let Some(mut engine) = TlsEngine::for_runs_or_skip(&local).await else {
-        return;
-    };
-    let image = minicoder::sandbox::spec::image_from_env();
-    tokio::task::block_in_place(|| engine.load_image(&image));
-    let (config, state, repo) = (
-        tempfile::tempdir().expect("config"),
-        support::state_dir(),
-        tempfile::tempdir().expect("repo"),
-    );
-    std::fs::write(
-        config.path().join("config.toml"),
-        format!(
-            "[engines.two]\nhost = {:?}\ncert_path = {:?}\n",
-            engine.host, engine.cert_dir
-        ),
-    )
-    .expect("config.toml");
-    minicoder::cli::demo::write_fixture(repo.path()).expect("fixture");
-    let script = config.path().join("script.json");
-    std::fs::write(&script, SCRIPT_WITH_A_LONG_COMMAND).expect("script");
-    let command = |args: &[&std::ffi::OsStr]| {
-        let mut cmd = tokio::process::Command::new(support::bin());
-        cmd.args(args)
-            .env("MINICODER_STATE_DIR", state.path())
-            .env("MINICODER_CONFIG_DIR", config.path())
-            .env_remove("DOCKER_HOST")
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        cmd
-    };
-    let os = |s: &'static str| std::ffi::OsStr::new(s);
-    let run = command(&[
-        os("--engine"),
-        os("two"),
-        os("run"),
-        os("--non-interactive"),
-        os("--script"),
-        script.as_os_str(),
-        repo.path().as_os_str(),
-        os("fix the pagination bug"),
-    ])
-    .output();
-    let run = tokio::spawn(run);
+/// The demo's script with `sleep SECONDS && ` before its first command.
+fn slow_demo_script(dir: &std::path::Path, seconds: u32) -> std::path::PathBuf {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/script.json");
+    let mut turns: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("script")).expect("json");
+    let call = &mut turns[0]["tool_calls"][1];
+    assert_eq!(call["name"], "run_shell");
+    let command = call["arguments"]["command"].as_str().expect("command");
+    call["arguments"]["command"] = format!("sleep {seconds} && {command}").into();
+    let out = dir.join(format!("sleep-{seconds}.json"));
+    std::fs::write(&out, turns.to_string()).expect("write");
+    out
+}
 
-    // Once the long command runs on the second engine, the engine dies.
-    let client = engine.client();
+/// A batch's end: its exit, its JSON lines, and `batch.json`'s results by id.
+struct BatchEnd {
+    out: Output,
+    lines: Vec<serde_json::Value>,
+    results: HashMap<String, serde_json::Value>,
+}
+
+fn batch_end(out: Output, dir: &std::path::Path) -> BatchEnd {
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("batch.json")).expect("batch.json"))
+            .expect("json");
+    let results = summary["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| (r["id"].as_str().expect("id").to_string(), r.clone()))
+        .collect();
+    BatchEnd {
+        out,
+        lines,
+        results,
+    }
+}
+
+/// Waits until a process whose command line holds `what` runs in a
+/// container of `client`'s engine.
+async fn running_on(client: &bollard::Docker, what: &str) {
     let running = async {
         loop {
             let containers = client
@@ -245,7 +238,7 @@ async fn a_run_whose_engine_dies_ends_saying_so_and_a_resume_here_finishes_it() 
                     .top_processes(&id, None::<bollard::query_parameters::TopOptions>)
                     .await;
                 let rows = top.ok().and_then(|t| t.processes).unwrap_or_default();
-                if rows.iter().flatten().any(|cell| cell.contains("sleep 120")) {
+                if rows.iter().flatten().any(|cell| cell.contains(what)) {
                     return;
                 }
             }
@@ -254,23 +247,127 @@ async fn a_run_whose_engine_dies_ends_saying_so_and_a_resume_here_finishes_it() 
     };
     tokio::time::timeout(std::time::Duration::from_secs(120), running)
         .await
-        .expect("the long command never ran on the second engine");
-    engine.kill();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(120), run)
-        .await
-        .expect("the run did not end after its engine died")
-        .expect("join")
-        .expect("run");
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    let report: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|b| *b == b'\n')
-            .rfind(|l| !l.is_empty())
-            .expect("a report line"),
+        .unwrap_or_else(|_| panic!("{what} never ran on the second engine"));
+}
+
+/// A batch spread over this machine's engine and a second one behind TLS:
+/// each engine gets runs, in the order named and within its capacity, and
+/// nothing is left on either. Then the second engine dies mid-batch: its
+/// run ends saying so (not as a command killed), the batch goes on with
+/// this machine's engine only, and a `resume` here finishes that run, whose
+/// patch applies.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_resumes_here() {
+    let Some(local) = support::docker_or_skip().await else {
+        return;
+    };
+    let Some(mut engine) = TlsEngine::for_runs_or_skip(&local).await else {
+        return;
+    };
+    let image = minicoder::sandbox::spec::image_from_env();
+    tokio::task::block_in_place(|| engine.load_image(&image));
+    let (config, state, work) = (
+        tempfile::tempdir().expect("config"),
+        support::state_dir(),
+        tempfile::tempdir().expect("work"),
+    );
+    std::fs::write(
+        config.path().join("config.toml"),
+        format!(
+            "[engines.two]\nhost = {:?}\ncert_path = {:?}\ncapacity = 1\n\
+             [engines.here]\nhost = \"unix:///var/run/docker.sock\"\ncapacity = 1\n",
+            engine.host, engine.cert_dir
+        ),
     )
-    .expect("the report");
-    let reason = report["reason"].as_str().unwrap_or_default();
+    .expect("config.toml");
+    let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/script.json");
+    let long = work.path().join("long.json");
+    std::fs::write(&long, SCRIPT_WITH_A_LONG_COMMAND).expect("script");
+    let slow = slow_demo_script(work.path(), 20);
+    let tasks = |name: &str, scripts: &[(&str, &std::path::Path)]| {
+        let mut lines = String::new();
+        for (id, script) in scripts {
+            let repo = work.path().join(format!("{name}-{id}"));
+            std::fs::create_dir_all(&repo).expect("mkdir");
+            minicoder::cli::demo::write_fixture(&repo).expect("fixture");
+            let task = serde_json::json!({"id": id, "repo": repo, "task": "fix the pagination bug", "script": script});
+            lines.push_str(&format!("{task}\n"));
+        }
+        let file = work.path().join(format!("{name}.jsonl"));
+        std::fs::write(&file, lines).expect("tasks");
+        file
+    };
+    let command = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = tokio::process::Command::new(support::bin());
+        cmd.args(args)
+            .env("MINICODER_STATE_DIR", state.path())
+            .env("MINICODER_CONFIG_DIR", config.path())
+            .env_remove("DOCKER_HOST")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    };
+    let batch = |file: &std::path::Path, out: &std::path::Path| {
+        command(&[
+            "batch".as_ref(),
+            file.as_os_str(),
+            "--engines".as_ref(),
+            "two,here".as_ref(),
+            "--json".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
+        .output()
+    };
+    let client = engine.client();
+
+    // Both engines work: one run each, verified, nothing left on either.
+    let (file, out) = (
+        tasks("a", &[("first", &demo), ("second", &demo)]),
+        work.path().join("out-a"),
+    );
+    let a = batch_end(batch(&file, &out).await.expect("batch"), &out);
+    let said = text(&a.out);
+    assert_eq!(a.out.status.code(), Some(0), "{said}");
+    assert_eq!(a.results["first"]["engine"], "two", "{said}");
+    assert_eq!(a.results["second"]["engine"], "here", "{said}");
+    for r in a.results.values() {
+        assert_eq!(r["verified"], true, "{r}");
+        let run = r["run_id"].as_str().expect("run id");
+        assert!(support::containers_of_run(&local, run).await.is_empty());
+        assert!(support::containers_of_run(&client, run).await.is_empty());
+    }
+    let end = a.lines.last().expect("batch.finished");
+    assert_eq!(end["left_behind"]["containers"], 0, "{end}");
+
+    // The second engine dies during its run; the batch goes on here.
+    let (file, out) = (
+        tasks(
+            "b",
+            &[
+                ("long", &long),
+                ("slow", &slow),
+                ("after-1", &demo),
+                ("after-2", &demo),
+            ],
+        ),
+        work.path().join("out-b"),
+    );
+    let going = tokio::spawn(batch(&file, &out));
+    running_on(&client, "sleep 120").await;
+    engine.kill();
+    let b = tokio::time::timeout(std::time::Duration::from_secs(240), going)
+        .await
+        .expect("the batch did not end after an engine died")
+        .expect("join")
+        .expect("batch");
+    let b = batch_end(b, &out);
+    let said = text(&b.out);
+    assert_eq!(b.out.status.code(), Some(1), "one run failed: {said}");
+    let long_run = &b.results["long"];
+    assert_eq!(long_run["engine"], "two", "{said}");
+    assert_eq!(long_run["outcome"], "failure", "{said}");
+    let reason = long_run["reason"].as_str().unwrap_or_default();
     assert!(
         reason.contains("Docker is not reachable")
             && reason.contains("engine two (tcp://")
@@ -278,31 +375,45 @@ async fn a_run_whose_engine_dies_ends_saying_so_and_a_resume_here_finishes_it() 
         "{said}"
     );
     assert!(
-        !said.contains("killed by signal"),
+        !reason.contains("killed by signal"),
         "an engine gone is not a command killed: {said}"
     );
-    let id = report["run_id"].as_str().expect("run id").to_string();
+    assert!(
+        b.lines
+            .iter()
+            .any(|l| l["event"] == "engine.gone" && l["engine"] == "two"),
+        "{said}"
+    );
+    for id in ["slow", "after-1", "after-2"] {
+        let r = &b.results[id];
+        assert_eq!(r["engine"], "here", "only the engine that answers: {r}");
+        assert_eq!(r["verified"], true, "{r}");
+        let run = r["run_id"].as_str().expect("run id");
+        assert!(support::containers_of_run(&local, run).await.is_empty());
+    }
 
     // Resumed on this machine's engine, the run finishes, and its patch applies.
+    let id = long_run["run_id"].as_str().expect("run id").to_string();
     let id_arg = std::ffi::OsString::from(&id);
     let resumed = command(&[
-        os("resume"),
+        "resume".as_ref(),
         &id_arg,
-        os("--non-interactive"),
-        os("--script"),
-        script.as_os_str(),
+        "--non-interactive".as_ref(),
+        "--script".as_ref(),
+        long.as_os_str(),
     ])
     .output()
     .await
     .expect("resume");
     let said = text(&resumed);
     assert_eq!(resumed.status.code(), Some(0), "{said}");
-    let applied = command(&[os("apply"), &id_arg])
+    let applied = command(&["apply".as_ref(), &id_arg])
         .output()
         .await
         .expect("apply");
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
-    let fixed = std::fs::read_to_string(repo.path().join("pagination.py")).expect("read");
+    let repo = work.path().join("b-long");
+    let fixed = std::fs::read_to_string(repo.join("pagination.py")).expect("read");
     assert!(fixed.contains("-(-total_items // page_size)"), "{fixed}");
     assert!(
         support::containers_of_run(&local, &id).await.is_empty(),

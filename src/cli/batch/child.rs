@@ -95,20 +95,21 @@ async fn each_line(
     }
 }
 
-/// Starts the child and reports what it says and when it ends to `tx`,
-/// tagged with `index`. Returns its process id.
+/// Starts the child, on the engine the batch placed it on (else the
+/// batch's own), and reports what it says and when it ends to `tx`, tagged
+/// with `index`. Returns its process id.
 pub(crate) fn spawn(
     index: usize,
-    args: Vec<std::ffi::OsString>,
+    (args, engine): (Vec<std::ffi::OsString>, Option<&str>),
     log: &Path,
     tx: UnboundedSender<(usize, Heard)>,
 ) -> std::io::Result<u32> {
     let exe = std::env::current_exe()?;
     let log_file = super::append_private(log)?;
     let mut cmd = tokio::process::Command::new(exe);
-    // The batch's engine is its runs' engine.
-    if let Some(engine) = crate::sandbox::engines::selected() {
-        cmd.arg("--engine").arg(&engine.name);
+    let engine = engine.or(crate::sandbox::engines::selected().map(|e| e.name.as_str()));
+    if let Some(engine) = engine {
+        cmd.arg("--engine").arg(engine);
     }
     cmd.args(args)
         .stdin(Stdio::null())
@@ -195,6 +196,7 @@ pub(crate) fn result_of(id: &str, report: &RunReport) -> TaskResult {
         exit_code: report.exit_code,
         resumed: false,
         model: Some(format!("{}:{}", report.model.provider, report.model.model)),
+        engine: None,
     }
 }
 

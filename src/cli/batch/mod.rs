@@ -18,6 +18,7 @@
 //! the rest start. Nothing runs twice.
 
 mod child;
+mod placement;
 mod plan;
 mod scheduler;
 mod swebench;
@@ -34,8 +35,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use child::Heard;
+use placement::Placement;
 use plan::TaskSpec;
 use scheduler::{Entry, Scheduler, Slot, Start};
+
+use crate::sandbox::engines::Engine;
 
 use crate::state::StateDir;
 
@@ -47,9 +51,15 @@ pub struct BatchArgs {
     /// timeout, max_tokens, max_cost, network, allow_zero_tests
     #[arg(required_unless_present_any = ["resume", "swebench"], conflicts_with = "swebench")]
     pub tasks: Option<PathBuf>,
-    /// Runs at once (at most two per core, and 3 GiB of available memory each)
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub parallel: usize,
+    /// Runs at once (default 4; at most two per core, and 3 GiB of available
+    /// memory each, for runs on this machine's engine)
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
+    /// Spread the runs over these engines of config.toml (`[engines.NAME]`),
+    /// each taking as many at once as its `capacity`; one that stops
+    /// answering takes no more, and the batch goes on with the others
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub engines: Vec<String>,
     /// The batch folder (default: a new one under the state directory's batches/)
     #[arg(long, value_name = "DIR", conflicts_with = "resume")]
     pub out: Option<PathBuf>,
@@ -88,21 +98,29 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(super::EXIT_USAGE));
         }
     };
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let parallel = scheduler::capped_parallel(args.parallel, cores, mem_available());
-    if parallel < args.parallel {
-        err!(
-            "minicoder batch: {parallel} at once, not {}: this machine has {cores} cores and {} available",
-            args.parallel,
-            mem_available().map_or("unknown memory".into(), |b| format!("{} GiB", b >> 30))
-        );
-    }
+    let (parallel, engines) = match capacity(&args) {
+        Ok(found) => found,
+        Err(e) => {
+            err!("minicoder batch: {e}");
+            return Ok(ExitCode::from(super::EXIT_USAGE));
+        }
+    };
     let ids = tasks.iter().map(|t| t.id.clone()).collect();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (answers_tx, answers_rx) = tokio::sync::mpsc::unbounded_channel();
+    let placement = Placement::new(
+        engines
+            .iter()
+            .map(|e| (e.name.clone(), e.capacity))
+            .collect(),
+    );
     let mut driver = Driver {
         tx,
         rx: Some(rx),
-        sched: Scheduler::new(ids, parallel, &ledger),
+        answers_tx,
+        answers_rx: Some(answers_rx),
+        engines,
+        sched: Scheduler::new(ids, parallel, &ledger).spread_over_if_any(placement),
         tasks,
         dir: dir.clone(),
         started: Instant::now(),
@@ -115,6 +133,45 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
     };
     let stopped = driver.drive().await;
     driver.finish(&state, stopped).await
+}
+
+/// How many runs at once, and the engines they are spread over (`--engines`,
+/// each with its capacity; none: the process's own engine). Runs on this
+/// machine's engine are held to what the machine can take.
+fn capacity(args: &BatchArgs) -> Result<(usize, Vec<Engine>), String> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let here = |asked: usize| {
+        let parallel = scheduler::capped_parallel(asked, cores, mem_available());
+        if parallel < asked {
+            err!(
+                "minicoder batch: {parallel} at once on this machine's engine, not {asked}: it has {cores} cores and {} available",
+                mem_available().map_or("unknown memory".into(), |b| format!("{} GiB", b >> 30))
+            );
+        }
+        parallel
+    };
+    if args.engines.is_empty() {
+        return Ok((here(args.parallel.unwrap_or(4)), Vec::new()));
+    }
+    if crate::sandbox::engines::selected().is_some() {
+        return Err(
+            "--engine picks one engine for every run; --engines spreads them: give one of the two"
+                .into(),
+        );
+    }
+    let mut engines: Vec<Engine> = Vec::new();
+    for name in &args.engines {
+        if engines.iter().any(|e| &e.name == name) {
+            return Err(format!("--engines names {name} twice"));
+        }
+        let mut engine = crate::sandbox::engines::named(name)?;
+        if engine.host.starts_with("unix://") {
+            engine.capacity = here(engine.capacity);
+        }
+        engines.push(engine);
+    }
+    let total: usize = engines.iter().map(|e| e.capacity).sum();
+    Ok((args.parallel.unwrap_or(total).clamp(1, total), engines))
 }
 
 /// The batch folder, its tasks and what an earlier go recorded.
@@ -280,6 +337,11 @@ struct Driver {
     /// What the children say, tagged with their task's index.
     tx: UnboundedSender<(usize, Heard)>,
     rx: Option<UnboundedReceiver<(usize, Heard)>>,
+    /// Whether each engine answered, as the pings come back.
+    answers_tx: UnboundedSender<(String, Result<(), String>)>,
+    answers_rx: Option<UnboundedReceiver<(String, Result<(), String>)>>,
+    /// The engines of `--engines`, by the order given.
+    engines: Vec<Engine>,
 }
 
 impl Driver {
@@ -376,7 +438,17 @@ impl Driver {
         };
         let args = self.tasks[index].child_args(resume, task_file.as_deref());
         self.launched.insert(index, std::time::SystemTime::now());
-        match child::spawn(index, args, &self.log_path(index), self.tx.clone()) {
+        let engine = match &self.sched.slots[index] {
+            Slot::Running(live) => live.engine.clone(),
+            _ => None,
+        };
+        let spawned = child::spawn(
+            index,
+            (args, engine.as_deref()),
+            &self.log_path(index),
+            self.tx.clone(),
+        );
+        match spawned {
             Ok(pid) => {
                 self.pids.insert(index, pid);
                 let mut event = serde_json::json!({
@@ -385,6 +457,9 @@ impl Driver {
                 });
                 if let Some(run_id) = resume {
                     event["resuming"] = run_id.into();
+                }
+                if let Some(engine) = engine {
+                    event["engine"] = engine.into();
                 }
                 self.json(event);
             }
@@ -464,6 +539,42 @@ impl Driver {
         }
     }
 
+    /// Pings the engines the placement wants to hear from, each on a task
+    /// of its own; the answers come back to the loop.
+    fn ask_engines(&mut self) {
+        for name in self.sched.placement.start_asking() {
+            let Some(engine) = self.engines.iter().find(|e| e.name == name).cloned() else {
+                continue;
+            };
+            let tx = self.answers_tx.clone();
+            tokio::spawn(async move {
+                let answer = crate::sandbox::docker::connect_to(&engine).await.map(drop);
+                let _ = tx.send((engine.name, answer));
+            });
+        }
+    }
+
+    fn engine_answered(&mut self, name: &str, answer: Result<(), String>) {
+        let Some(why) = self.sched.placement.answered(name, answer) else {
+            return;
+        };
+        // On a terminal the table's counts line says it (and the end, why).
+        if self.live {
+            return;
+        }
+        self.json(serde_json::json!({
+            "event": "engine.gone",
+            "engine": name,
+            "reason": why,
+        }));
+        if self.sched.placement.all_gone() {
+            err!(
+                "minicoder batch: no engine of the batch answers; what is left goes on with `minicoder batch --resume {}`",
+                self.dir.display()
+            );
+        }
+    }
+
     fn redraw(&mut self) {
         if !self.live {
             return;
@@ -485,7 +596,7 @@ impl Driver {
     /// it (then the running children are told to stop and awaited). Returns
     /// whether it was stopped.
     async fn drive(&mut self) -> bool {
-        let Some(mut rx) = self.rx.take() else {
+        let (Some(mut rx), Some(mut answers)) = (self.rx.take(), self.answers_rx.take()) else {
             return self.sched.stopping();
         };
         let mut interrupt = signal(SignalKind::interrupt()).ok();
@@ -494,6 +605,7 @@ impl Driver {
         let mut signals = 0u32;
         loop {
             self.settle_earlier_runs();
+            self.ask_engines();
             for start in self.sched.next_starts(self.now_ms()) {
                 self.launch(start);
             }
@@ -502,6 +614,7 @@ impl Driver {
             }
             tokio::select! {
                 Some((index, heard)) = rx.recv() => self.heard(index, heard),
+                Some((name, answer)) = answers.recv() => self.engine_answered(&name, answer),
                 Some(()) = recv(&mut interrupt) => signals += 1,
                 Some(()) = recv(&mut terminate) => signals += 1,
                 _ = tick.tick() => self.redraw(),
@@ -566,6 +679,7 @@ impl Driver {
                 "output": results.iter().map(|r| r.tokens.output).fold(0u64, u64::saturating_add),
             },
             "left_behind": { "containers": left },
+            "engines": self.sched.placement.to_json(),
             "results": results,
         });
         let text = serde_json::to_string_pretty(&summary)? + "\n";
@@ -573,8 +687,11 @@ impl Driver {
         if self.live {
             crate::terminal_text::redraw(self.drawn, &table::summary(&self.sched, self.now_ms()));
             out!("{}", table::status(&self.sched, self.now_ms()));
+            for (name, why) in self.sched.placement.gone() {
+                out!("engine {name} stopped answering: {why}");
+            }
             out!("batch: {}", self.dir.join("batch.json").display());
-            if stopped {
+            if stopped || self.sched.placement.all_gone() {
                 out!("next: minicoder batch --resume {}", self.dir.display());
             }
         } else {
@@ -601,14 +718,21 @@ impl Driver {
     async fn clean_up(&mut self, state: &StateDir) -> usize {
         let mut gone = crate::sandbox::gc::GcReport::default();
         crate::sandbox::gc::collect_workspaces(state, &mut gone);
-        let Ok(docker) = crate::sandbox::connect().await else {
-            return 0;
-        };
+        let mut clients = Vec::new();
+        if self.engines.is_empty() {
+            clients.extend(crate::sandbox::connect().await.ok());
+        }
+        for engine in &self.engines {
+            // An engine gone is asked once more: it may be back.
+            clients.extend(crate::sandbox::docker::connect_to(engine).await.ok());
+        }
         let mut left = 0;
-        for run_id in &self.run_ids {
-            left += crate::sandbox::gc::remove_run(&docker, run_id)
-                .await
-                .unwrap_or(0);
+        for docker in &clients {
+            for run_id in &self.run_ids {
+                left += crate::sandbox::gc::remove_run(docker, run_id)
+                    .await
+                    .unwrap_or(0);
+            }
         }
         left
     }
@@ -628,7 +752,8 @@ mod tests {
     fn args(tasks: &Path, out: &Path) -> BatchArgs {
         BatchArgs {
             tasks: Some(tasks.to_path_buf()),
-            parallel: 1,
+            parallel: Some(1),
+            engines: Vec::new(),
             out: Some(out.to_path_buf()),
             resume: None,
             swebench: None,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
+use super::placement::Placement;
 use crate::protocol::TokenTotals;
 
 /// What one task came to.
@@ -36,6 +37,9 @@ pub(crate) struct TaskResult {
     /// The model that answered last, PROVIDER:MODEL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// The engine it ran on, when the batch spread its runs over several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
 impl TaskResult {
@@ -56,6 +60,7 @@ impl TaskResult {
             exit_code,
             resumed: false,
             model: None,
+            engine: None,
         }
     }
 }
@@ -63,6 +68,8 @@ impl TaskResult {
 /// One line of the batch's ledger (`ledger.jsonl`), appended as it happens.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+// A few entries a task: their size is of no matter.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Entry {
     /// A task's run began: from here on the task is resumed, never redone.
     Started {
@@ -84,6 +91,8 @@ pub(crate) struct Live {
     pub started_ms: u64,
     /// It goes on from an earlier go of the batch.
     pub resuming: bool,
+    /// The engine it runs on (placed by the batch).
+    pub engine: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -129,6 +138,8 @@ pub(crate) struct Scheduler {
     /// batch's child still cancelling): not resumed until it has ended,
     /// since the resume would be refused, or race it.
     held: BTreeSet<String>,
+    /// The engines runs are spread over (none: the process's own).
+    pub placement: Placement,
 }
 
 impl Scheduler {
@@ -163,6 +174,24 @@ impl Scheduler {
             parallel: parallel.max(1),
             stopping: false,
             held: BTreeSet::new(),
+            placement: Placement::default(),
+        }
+    }
+
+    /// Runs go to these engines, as many at once as they take together
+    /// (within the parallelism).
+    pub(crate) fn spread_over(mut self, placement: Placement) -> Self {
+        self.parallel = self.parallel.min(placement.capacity()).max(1);
+        self.placement = placement;
+        self
+    }
+
+    /// [`Scheduler::spread_over`] the engines, if there are any.
+    pub(crate) fn spread_over_if_any(self, placement: Placement) -> Self {
+        if placement.is_empty() {
+            self
+        } else {
+            self.spread_over(placement)
         }
     }
 
@@ -203,37 +232,39 @@ impl Scheduler {
                 if free == 0 {
                     return starts;
                 }
-                let start = match (&self.slots[i], pass) {
+                let resume = match (&self.slots[i], pass) {
+                    (Slot::Interrupted { run_id, .. }, true) if !self.held.contains(run_id) => true,
+                    (Slot::Queued, false) => false,
+                    _ => continue,
+                };
+                // An engine with room, or nothing starts now.
+                let Some(engine) = self.placement.take() else {
+                    return starts;
+                };
+                let mut live = Live {
+                    started_ms: now_ms,
+                    engine,
+                    ..Live::default()
+                };
+                let start = match (resume, &self.slots[i]) {
                     (
+                        true,
                         Slot::Interrupted {
                             run_id,
                             artifact_dir,
                         },
-                        true,
-                    ) if !self.held.contains(run_id) => {
-                        let live = Live {
-                            run_id: Some(run_id.clone()),
-                            artifact_dir: Some(artifact_dir.clone()),
-                            started_ms: now_ms,
-                            resuming: true,
-                            ..Live::default()
-                        };
-                        let start = Start::Resume {
+                    ) => {
+                        live.run_id = Some(run_id.clone());
+                        live.artifact_dir = Some(artifact_dir.clone());
+                        live.resuming = true;
+                        Start::Resume {
                             index: i,
                             run_id: run_id.clone(),
-                        };
-                        self.slots[i] = Slot::Running(live);
-                        start
+                        }
                     }
-                    (Slot::Queued, false) => {
-                        self.slots[i] = Slot::Running(Live {
-                            started_ms: now_ms,
-                            ..Live::default()
-                        });
-                        Start::Fresh(i)
-                    }
-                    _ => continue,
+                    _ => Start::Fresh(i),
                 };
+                self.slots[i] = Slot::Running(live);
                 starts.push(start);
                 free -= 1;
             }
@@ -287,9 +318,14 @@ impl Scheduler {
         let Slot::Running(live) = std::mem::replace(&mut self.slots[index], Slot::Queued) else {
             return None;
         };
+        let succeeded = matches!(&exit, Exit::Report(r) if r.outcome == "success");
+        if let Some(engine) = &live.engine {
+            self.placement.release(engine, succeeded);
+        }
         match exit {
             Exit::Report(result) => {
                 let mut result = *result;
+                result.engine = live.engine.clone();
                 if self.stopping && result.outcome == "cancelled" {
                     self.slots[index] = Slot::Stopped {
                         run_id: live.run_id,
@@ -323,7 +359,8 @@ impl Scheduler {
                     };
                     return None;
                 }
-                let result = TaskResult::error(&self.ids[index], reason, exit_code);
+                let mut result = TaskResult::error(&self.ids[index], reason, exit_code);
+                result.engine = live.engine;
                 self.slots[index] = Slot::Done(result.clone());
                 Some(Entry::Finished(result))
             }
@@ -345,7 +382,7 @@ impl Scheduler {
             .slots
             .iter()
             .any(|s| matches!(s, Slot::Queued | Slot::Interrupted { .. }));
-        !running && (self.stopping || !waiting)
+        !running && (self.stopping || !waiting || self.placement.all_gone())
     }
 
     /// Every task has a result.
@@ -560,6 +597,68 @@ mod tests {
         );
         assert!(s.is_over());
         assert!(!s.all_done());
+    }
+
+    #[test]
+    fn runs_go_to_engines_that_answer_and_a_gone_engine_takes_no_more() {
+        let engines = Placement::new(vec![("farm".into(), 1), ("here".into(), 1)]);
+        let mut s = Scheduler::new(ids(3), 4, &[]).spread_over(engines);
+        assert_eq!(s.parallel, 2, "as many as the engines take");
+        assert_eq!(s.next_starts(0), [], "no engine has answered");
+        assert!(!s.is_over());
+        assert_eq!(s.placement.start_asking(), ["farm", "here"]);
+        s.placement.answered("farm", Ok(()));
+        s.placement.answered("here", Ok(()));
+        assert_eq!(s.next_starts(1), [Start::Fresh(0), Start::Fresh(1)]);
+        let on = |s: &Scheduler, i: usize| match &s.slots[i] {
+            Slot::Running(l) => l.engine.clone(),
+            Slot::Done(r) => r.engine.clone(),
+            _ => None,
+        };
+        assert_eq!(on(&s, 0).as_deref(), Some("farm"));
+        assert_eq!(on(&s, 1).as_deref(), Some("here"));
+        // farm's run fails: farm takes nothing until it answers again.
+        let entry = s.exited(0, Exit::Report(Box::new(result("t0", "failure"))));
+        assert!(matches!(entry, Some(Entry::Finished(r)) if r.engine.as_deref() == Some("farm")));
+        assert_eq!(s.next_starts(2), []);
+        assert_eq!(s.placement.start_asking(), ["farm"]);
+        s.placement
+            .answered("farm", Err("connection refused".into()));
+        assert_eq!(s.next_starts(3), [], "farm is gone and here is busy");
+        s.exited(1, Exit::Report(Box::new(result("t1", "success"))));
+        assert_eq!(s.next_starts(4), [Start::Fresh(2)]);
+        assert_eq!(
+            on(&s, 2).as_deref(),
+            Some("here"),
+            "the batch goes on elsewhere"
+        );
+        s.exited(2, Exit::Report(Box::new(result("t2", "success"))));
+        assert!(s.is_over() && s.all_done());
+    }
+
+    #[test]
+    fn with_every_engine_gone_the_batch_is_over_and_what_is_left_waits_for_a_resume() {
+        let engines = Placement::new(vec![("farm".into(), 2)]);
+        let mut s = Scheduler::new(ids(3), 4, &[]).spread_over(engines);
+        s.placement.start_asking();
+        s.placement.answered("farm", Ok(()));
+        assert_eq!(s.next_starts(0), [Start::Fresh(0), Start::Fresh(1)]);
+        s.started(0, "r0", "/a");
+        let died = Exit::NoReport {
+            reason: "killed".into(),
+            exit_code: -9,
+        };
+        assert_eq!(s.exited(0, died), None, "resumed later");
+        s.placement.start_asking();
+        s.placement.answered("farm", Err("no route to host".into()));
+        assert_eq!(s.next_starts(1), []);
+        assert!(!s.is_over(), "one still running");
+        let failed = s.exited(1, Exit::Report(Box::new(result("t1", "failure"))));
+        assert!(failed.is_some());
+        assert!(s.is_over());
+        assert!(!s.all_done());
+        assert_eq!(s.interrupted(), ["r0"], "kept for `--resume`");
+        assert_eq!(s.slots[2], Slot::Queued);
     }
 
     #[test]

@@ -112,8 +112,13 @@ pub(crate) fn status(s: &Scheduler, elapsed_ms: u64) -> String {
         (true, false) => " · stopping (Ctrl-C again kills)",
         (true, true) => " · stopped",
     };
+    let engines = if s.placement.is_empty() {
+        String::new()
+    } else {
+        format!(" · engines {}", s.placement.describe())
+    };
     format!(
-        "batch: {done}/{} done ({verified} verified) · {running} running · {waiting} waiting · parallel {} · {}{stopping}",
+        "batch: {done}/{} done ({verified} verified) · {running} running · {waiting} waiting · parallel {} · {}{engines}{stopping}",
         s.slots.len(),
         s.parallel,
         clock(elapsed_ms)
@@ -211,6 +216,28 @@ mod tests {
             running_rows, 2,
             "the rows there is room for go to running tasks first"
         );
+    }
+
+    #[test]
+    fn runs_spread_over_engines_show_where_each_engine_stands() {
+        use super::super::placement::Placement;
+        let engines = Placement::new(vec![("farm".into(), 2), ("here".into(), 1)]);
+        let ids = (1..=5).map(|i| format!("fix-{i}")).collect();
+        let mut s = Scheduler::new(ids, 4, &[]).spread_over(engines);
+        s.placement.start_asking();
+        s.placement.answered("farm", Ok(()));
+        s.placement.answered("here", Ok(()));
+        s.next_starts(0);
+        s.started(0, "r0", "/a");
+        let mut failed = TaskResult::error("fix-1", String::new(), 1);
+        failed.outcome = "failure".into();
+        s.exited(0, Exit::Report(Box::new(failed)));
+        s.placement.start_asking();
+        s.placement
+            .answered("farm", Err("connection refused".into()));
+        let text = live(&s, 12_000, 8).join("\n");
+        snapshot("batch_live_table_engines", &text);
+        assert!(text.contains("engines farm gone, here 1/1"), "{text}");
     }
 
     #[test]
