@@ -831,13 +831,12 @@ async fn copy_workspace(
             .with_max_file_bytes(limits.max_file_bytes)
             .with_checkpoint_budget(limits.max_checkpoint_bytes)
             .watch();
-        if refreshed.is_none() {
-            // The baseline's blobs, packed once by the copy, and the hashes
-            // the copy took on the way (nothing ran in the workspace since):
-            // the checkpoint reads no file again. (A prepared copy's store
-            // holds them already, with a stat cache.)
-            checkpoints.adopt_baseline(&mut workspace)?;
-        }
+        // The baseline's blobs, packed once by the copy, and the hashes
+        // the copy took on the way (nothing ran in the workspace since):
+        // the checkpoint reads no file again. (A prepared copy's store
+        // holds the blobs already, with a stat cache, or the hashes when
+        // it was handed over before it settled.)
+        checkpoints.adopt_baseline(&mut workspace)?;
         let baseline = checkpoints.create("baseline")?;
         let baseline_raw =
             crate::workspace::baseline_commit_raw(workspace.path(), workspace.baseline())?;

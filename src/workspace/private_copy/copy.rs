@@ -270,6 +270,12 @@ impl PrivateWorkspace {
         }
     }
 
+    /// The same, with what a copy made elsewhere recorded of the files it
+    /// wrote (see [`Self::take_baseline_facts`]).
+    pub(super) fn with_baseline_facts(self, facts: BaselineFacts) -> Self {
+        Self { facts, ..self }
+    }
+
     /// When the copy began reading the source (`None` when rebuilt): see
     /// the recycle module.
     pub(crate) fn as_of_ns(&self) -> Option<i64> {

@@ -54,6 +54,9 @@ const READY: &str = "ready";
 /// process hands it over without settling first.
 const WANTED: &str = "wanted";
 pub(super) const META: &str = "meta";
+/// What the copy recorded of the files it wrote, for a copy handed over
+/// before it settled (a stat cache file, racy entries included).
+pub(super) const PRIMED: &str = "primed";
 /// Prepared copies kept at once (the most recently made).
 pub(crate) const KEEP: usize = 3;
 
@@ -337,7 +340,7 @@ fn build(
         }
     }
     let ws = building.join("ws");
-    let workspace = PrivateWorkspace::create_limited(
+    let mut workspace = PrivateWorkspace::create_limited(
         source_repo,
         &ws,
         settings.owner,
@@ -392,11 +395,25 @@ fn build(
     // cache then trusting fewer entries (the run hashes those again).
     let wanted = building.parent().map(|d| d.join(WANTED));
     let until = copied_ns + RACY_WINDOW_NS + 50_000_000;
-    while now_ns() < until && !wanted.as_ref().is_some_and(|w| w.exists()) {
+    let mut handed_over = false;
+    while now_ns() < until && !handed_over {
+        handed_over = wanted.as_ref().is_some_and(|w| w.exists());
         let left = u64::try_from(until - now_ns()).unwrap_or(0);
-        std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+        if !handed_over {
+            std::thread::sleep(Duration::from_nanos(left.min(20_000_000)));
+        }
     }
-    store.scan()?;
+    if handed_over {
+        // No scan would trust these files yet: the run's baseline
+        // checkpoint takes what the copy recorded of them instead (the
+        // facts of each file as written, with its hashes), as it does
+        // after a copy of its own; nothing runs in the copy meanwhile.
+        let facts = workspace.take_baseline_facts();
+        crate::workspace::scan::stat_cache::StatCache::from_entries(facts.0)
+            .save(&building.join(PRIMED))?;
+    } else {
+        store.scan()?;
+    }
     drop(store);
     write_meta(
         &building.join(META),
@@ -559,6 +576,23 @@ fn refresh_and_move(
         refreshed.recopy_ms = ms(recopying.elapsed());
     }
     move_into_place(&ws, dest, settings.owner, &taking.join("store"), store_dir).map_err(failed)?;
+    // A copy handed over before it settled: what it recorded of its files
+    // (a file copied again or changed since has other facts, and is read
+    // again). The move gave the files at the top a new ctime, and only that.
+    let mut primed =
+        crate::workspace::scan::stat_cache::StatCache::load(&taking.join(PRIMED)).into_entries();
+    for (rel, fact) in primed.iter_mut().filter(|(rel, _)| !rel.contains(&b'/')) {
+        if let Ok(now) = std::fs::symlink_metadata(dest.join(OsStr::from_bytes(rel))) {
+            let now = key_of(&now);
+            let moved = StatKey {
+                ctime_ns: fact.key.ctime_ns,
+                ..now
+            };
+            if moved == fact.key {
+                fact.key.ctime_ns = now.ctime_ns;
+            }
+        }
+    }
     let workspace = PrivateWorkspace::from_prepared(
         dest.to_path_buf(),
         baseline,
@@ -568,7 +602,8 @@ fn refresh_and_move(
         files,
         source_state,
     )
-    .with_as_of(meta.started_ns);
+    .with_as_of(meta.started_ns)
+    .with_baseline_facts(super::copy::BaselineFacts(primed));
     Ok(Taken {
         workspace,
         refreshed,

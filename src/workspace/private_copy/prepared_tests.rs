@@ -278,41 +278,102 @@ fn a_copy_being_made_is_not_made_twice_nor_taken_half_made() {
     assert!(prepare(&src, &dir, &settings()).expect("free again"));
 }
 
+/// The baseline checkpoint of a taken copy, with what the copy recorded of
+/// its files: the checkpoint's tree and how many files it read.
+fn primed_baseline(store: &Path, dest: &Path, taken: &mut Taken) -> (git2::Oid, usize) {
+    let mut seeded = CheckpointStore::open(store, dest, ExcludeSet::default()).expect("store");
+    seeded
+        .adopt_baseline(&mut taken.workspace)
+        .expect("the copy's facts");
+    let cp = seeded.create("baseline").expect("baseline");
+    let (_, _, reads) = seeded.scan_counts();
+    (seeded.tree_of(cp.id).expect("tree"), reads)
+}
+
+/// Takes the copy of `src` while it is being prepared in `dir` (the
+/// preparation settles for the racy window after its copy, so it is under
+/// way when the run asks): into `tmp/ws-LABEL` and `tmp/store-LABEL.git`.
+fn take_while_preparing(
+    tmp: &Path,
+    src: &Path,
+    dir: &Path,
+    label: &str,
+) -> (Taken, std::path::PathBuf, std::path::PathBuf) {
+    let preparing = {
+        let (src, dir) = (src.to_path_buf(), dir.to_path_buf());
+        std::thread::spawn(move || prepare(&src, &dir, &settings()).expect("prepare"))
+    };
+    while !preparing.is_finished() && !is_preparing_dir(dir) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let dest = tmp.join(format!("ws-{label}"));
+    std::fs::create_dir(&dest).expect("mkdir");
+    let store = tmp.join(format!("store-{label}.git"));
+    let taken = take(
+        src,
+        dir,
+        &settings(),
+        &dest,
+        &store,
+        Duration::from_secs(120),
+    )
+    .unwrap_or_else(|e| panic!("not taken: {e:?}"));
+    assert!(preparing.join().expect("preparer"), "it made the copy");
+    (taken, dest, store)
+}
+
 #[test]
 fn a_run_waiting_for_a_copy_being_prepared_is_handed_it_whole() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let src = source(tmp.path());
     let dir = tmp.path().join("prepared/x");
-    let preparing = {
-        let (src, dir) = (src.clone(), dir.clone());
-        std::thread::spawn(move || prepare(&src, &dir, &settings()).expect("prepare"))
-    };
-    // The preparation settles for the racy window after its copy: it is
-    // under way when the run asks.
-    while !preparing.is_finished() && !is_preparing_dir(&dir) {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let dest = tmp.path().join("ws-waited");
-    std::fs::create_dir(&dest).expect("mkdir");
-    let taken = take(
-        &src,
-        &dir,
-        &settings(),
-        &dest,
-        &tmp.path().join("store-waited.git"),
-        Duration::from_secs(120),
-    )
-    .unwrap_or_else(|e| panic!("not taken: {e:?}"));
-    assert!(preparing.join().expect("preparer"), "it made the copy");
+    let (mut taken, dest, store) = take_while_preparing(tmp.path(), &src, &dir, "waited");
     assert!(!dir.join(WANTED).exists(), "the wish is gone with the copy");
     assert_eq!(taken.refreshed.copied, 0);
     let fresh_dir = tmp.path().join("fresh-waited");
-    PrivateWorkspace::create(&src, &fresh_dir, None).expect("fresh copy");
+    let fresh = PrivateWorkspace::create(&src, &fresh_dir, None).expect("fresh copy");
     assert_eq!(
         listing(&dest),
         listing(&fresh_dir),
         "files of the taken copy"
     );
+    // Handed over before its files were old enough for a stat cache to
+    // trust: the baseline checkpoint takes what the copy recorded of them
+    // instead of reading them again, and comes out as a fresh copy's does.
+    let (tree, reads) = primed_baseline(&store, &dest, &mut taken);
+    assert_eq!(reads, 0, "no file read again");
+    assert_eq!(tree, baseline_tree(&fresh_dir, fresh.baseline()));
+}
+
+#[test]
+fn a_file_changed_after_the_copy_was_handed_over_is_read_again() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    let (mut taken, dest, store) = take_while_preparing(tmp.path(), &src, &dir, "changed");
+    // Something writes the copy after it was taken, keeping the size (a
+    // clock tick later: within the same tick a write keeps the facts, which
+    // is why the facts serve only a scan before anything runs).
+    std::thread::sleep(Duration::from_millis(20));
+    let victim = listing(&dest)
+        .into_iter()
+        .find(|(k, (_, bytes))| !k.ends_with('/') && !k.starts_with(".git") && !bytes.is_empty())
+        .map(|(k, _)| k)
+        .expect("a file");
+    let path = dest.join(&victim);
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[0] ^= 1;
+    std::fs::write(&path, &bytes).expect("write");
+    let (tree, reads) = primed_baseline(&store, &dest, &mut taken);
+    assert_eq!(reads, 1, "only the changed file is read");
+    let repo = git2::Repository::open(&store).expect("store repo");
+    let entry = repo
+        .find_tree(tree)
+        .expect("tree")
+        .get_path(Path::new(&victim))
+        .expect("entry");
+    let blob = repo.find_blob(entry.id()).expect("blob");
+    assert_eq!(blob.content(), bytes.as_slice(), "its content as it is now");
 }
 
 fn is_preparing_dir(dir: &Path) -> bool {
@@ -538,6 +599,54 @@ fn an_ended_runs_workspace_becomes_the_copy_a_fresh_one_would_be() {
         Path::new("pkg/a.py")
     );
     assert!(!dir.join("recycle-test").exists(), "the hand-off is gone");
+}
+
+#[test]
+fn an_ended_runs_workspace_handed_over_at_once_is_not_read_again_by_the_next_baseline() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let src = source(tmp.path());
+    let dir = tmp.path().join("prepared/x");
+    let recycled = ended_run(tmp.path(), &src, &dir, &settings());
+    let preparing = {
+        let (src, dir, recycled) = (src.clone(), dir.clone(), recycled.clone());
+        std::thread::spawn(move || {
+            let with = settings();
+            let make = super::super::recycle::maker(&src, &recycled, &with);
+            prepare_from(&src, &dir, &with, Some((&recycled, &make))).expect("prepare")
+        })
+    };
+    while !preparing.is_finished() && !is_preparing_dir(&dir) {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // A run waits for it: handed over without the racy window's wait.
+    std::fs::write(dir.join(WANTED), b"").expect("wish");
+    assert!(preparing.join().expect("preparer"));
+    assert!(dir.join("ready").join(PRIMED).is_file());
+    let kept: std::collections::BTreeSet<String> = read_meta(&dir.join("ready/meta"))
+        .expect("meta")
+        .files
+        .iter()
+        .filter(|r| r.mode != 0o120000)
+        .map(|r| String::from_utf8_lossy(&r.path).into_owned())
+        .collect();
+    let dest = tmp.path().join("ws-at-once");
+    std::fs::create_dir(&dest).expect("mkdir");
+    let store = tmp.path().join("store-at-once.git");
+    let mut taken = take(&src, &dir, &settings(), &dest, &store, Duration::ZERO)
+        .unwrap_or_else(|e| panic!("not taken: {e:?}"));
+    let copied_again = listing(&dest)
+        .iter()
+        .filter(|(path, (mode, _))| *mode != 0o120000 && *mode != 0 && !kept.contains(*path))
+        .count();
+    assert!(
+        copied_again > 0 && copied_again < kept.len(),
+        "{copied_again}"
+    );
+    let (tree, reads) = primed_baseline(&store, &dest, &mut taken);
+    assert_eq!(reads, copied_again, "only what was copied again is read");
+    let fresh_dir = tmp.path().join("fresh-at-once");
+    let fresh = PrivateWorkspace::create(&src, &fresh_dir, None).expect("fresh copy");
+    assert_eq!(tree, baseline_tree(&fresh_dir, fresh.baseline()));
 }
 
 #[test]

@@ -32,7 +32,7 @@
 //! (Tested with the prepared module's tests, which hold a taken copy
 //! against a fresh one.)
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -41,11 +41,14 @@ use std::path::{Path, PathBuf};
 use git2::{ObjectType, Oid, Repository};
 use serde::{Deserialize, Serialize};
 
-use super::copy::{open_source, workdir_of};
+use super::copy::{BaselineFacts, open_source, workdir_of};
 use super::pack::Pack;
 use super::prepared::{Meta, PrepareSettings, Recorded};
+use sha2::{Digest, Sha256};
+
 use crate::workspace::scan::fingerprint::{hash_blob, now_ns};
-use crate::workspace::scan::stat_cache::RACY_WINDOW_NS;
+use crate::workspace::scan::stat_cache::{CachedHash, RACY_WINDOW_NS, StatCache};
+use crate::workspace::scan::walk::stat_key;
 use crate::workspace::{CheckpointStore, ExcludeSet, WorkspaceError};
 
 /// The file an ended run leaves beside its workspace for the process that
@@ -173,8 +176,13 @@ fn recycle(
     cleaned?;
     let kept = verify(&ws, &store, &baseline, candidates, owner);
 
-    let (mut files, allocated) = record_kept(source_repo, &ws, hand_off, kept)?;
-    seed_git(&ws, building, hand_off, settings, started_ns, wanted_file)?;
+    let (mut files, allocated, facts) = record_kept(source_repo, &ws, hand_off, kept)?;
+    let seeded = seed_git(&ws, building, hand_off, settings, started_ns, wanted_file)?;
+    if !seeded {
+        // Handed over before a stat cache could trust the files: the taking
+        // run's baseline checkpoint takes what was read of them here.
+        StatCache::from_entries(facts.0).save(&building.join(super::prepared::PRIMED))?;
+    }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     super::prepared::write_meta(
         &building.join(super::prepared::META),
@@ -192,18 +200,20 @@ fn recycle(
 
 /// The kept paths recorded with the source's facts, trusted only where the
 /// source did not change since the run's copy read it (any other kept path
-/// is removed, to be copied again); with the bytes the kept files take.
+/// is removed, to be copied again); with the bytes the kept files take, and
+/// what was read of each kept file.
 fn record_kept(
     source_repo: &Path,
     ws: &Path,
     hand_off: &HandOff,
     kept: Vec<Kept<'_>>,
-) -> Result<(Vec<Recorded>, u64), WorkspaceError> {
+) -> Result<(Vec<Recorded>, u64, BaselineFacts), WorkspaceError> {
     let source = open_source(source_repo)?;
     let workdir = workdir_of(&source, source_repo)?;
     drop(source);
     let trusted_before = hand_off.as_of_ns.saturating_sub(RACY_WINDOW_NS);
     let mut files = Vec::with_capacity(kept.len());
+    let mut facts = HashMap::with_capacity(kept.len());
     let mut allocated = 0u64;
     for k in kept {
         let path = Path::new(OsStr::from_bytes(k.rel));
@@ -219,6 +229,9 @@ fn record_kept(
         if let Ok(m) = std::fs::symlink_metadata(ws.join(path)) {
             allocated = allocated.saturating_add(m.blocks().saturating_mul(512));
         }
+        if let Some(read) = k.facts {
+            facts.insert(k.rel.to_vec(), read);
+        }
         files.push(Recorded {
             path: k.rel.to_vec(),
             mode: k.want.mode,
@@ -228,12 +241,12 @@ fn record_kept(
             blob: Some(k.want.id),
         });
     }
-    Ok((files, allocated))
+    Ok((files, allocated, BaselineFacts(facts)))
 }
 
 /// The baseline's objects for the taking run's `.git`, and the seed of its
-/// checkpoint store, scanned so that a later scan trusts its stat cache
-/// (unless a run is waiting: it then hashes the files again itself).
+/// checkpoint store, scanned so that a later scan trusts its stat cache;
+/// `false` when a run is waiting and the scan was left out.
 fn seed_git(
     ws: &Path,
     building: &Path,
@@ -241,7 +254,7 @@ fn seed_git(
     settings: &PrepareSettings,
     started_ns: i64,
     wanted_file: Option<&Path>,
-) -> Result<(), WorkspaceError> {
+) -> Result<bool, WorkspaceError> {
     let objects = ws.join(".git").join("objects");
     let mut packs = Vec::new();
     let store_packs = hand_off.store.join("objects").join("pack");
@@ -257,17 +270,17 @@ fn seed_git(
         .with_secret_paths(settings.secrets.clone())
         .with_max_file_bytes(settings.max_file_bytes);
     seed.adopt_pack(&packs)?;
-    // The stat cache a later scan trusts, unless a run is waiting: it then
-    // hashes the files again itself.
+    // The stat cache a later scan trusts, unless a run is waiting.
     let until = started_ns + RACY_WINDOW_NS + 50_000_000;
     let waiting = || wanted_file.is_some_and(|w| w.exists());
     while now_ns() < until && !waiting() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    if !waiting() {
-        seed.scan()?;
+    if waiting() {
+        return Ok(false);
     }
-    Ok(())
+    seed.scan()?;
+    Ok(true)
 }
 
 /// Every file and link of `tree` (read from `store`), by path.
@@ -397,6 +410,8 @@ struct Kept<'b> {
     want: Wanted,
     size: u64,
     target: Option<Vec<u8>>,
+    /// For a file: its facts and hashes as read here.
+    facts: Option<CachedHash>,
 }
 
 /// The candidates that hold their baseline content; the others are
@@ -428,10 +443,10 @@ fn verify<'b>(
             })
         })
         .collect();
-    let check = |part: &[Candidate]| -> Vec<bool> {
+    let check = |part: &[Candidate]| -> Vec<Option<Held>> {
         part.iter()
             .map(|c| {
-                c.facts.as_ref().is_some_and(|(size, target)| {
+                c.facts.as_ref().and_then(|(size, target)| {
                     let at = ws.join(OsStr::from_bytes(&c.rel));
                     holds(&at, c.want, *size, target.as_deref(), owner)
                 })
@@ -442,13 +457,17 @@ fn verify<'b>(
     let verdicts = std::thread::scope(|s| {
         let other = s.spawn(|| check(b));
         let mut first = check(a);
-        first.extend(other.join().unwrap_or_else(|_| vec![false; b.len()]));
+        first.extend(
+            other
+                .join()
+                .unwrap_or_else(|_| (0..b.len()).map(|_| None).collect()),
+        );
         first
     });
     let mut kept = Vec::with_capacity(candidates.len());
-    for (c, ok) in candidates.into_iter().zip(verdicts) {
-        let (Some((rel, _)), true, Some((size, target))) =
-            (baseline.get_key_value(&c.rel), ok, c.facts)
+    for (c, held) in candidates.into_iter().zip(verdicts) {
+        let (Some((rel, _)), Some(held), Some((size, target))) =
+            (baseline.get_key_value(&c.rel), held, c.facts)
         else {
             let _ = remove_file(ws, Path::new(OsStr::from_bytes(&c.rel)));
             continue;
@@ -458,36 +477,49 @@ fn verify<'b>(
             want: c.want,
             size,
             target,
+            facts: match held {
+                Held::File(hash) => Some(hash),
+                Held::Link => None,
+            },
         });
     }
     kept
 }
 
+/// What [`holds`] found of a path that holds its baseline version.
+enum Held {
+    Link,
+    /// A file: its facts and hashes as read (unchanged while it was read).
+    File(CachedHash),
+}
+
 /// Whether the file or link at `path` is exactly its baseline version as a
-/// copy writes it.
-fn holds(path: &Path, want: Wanted, size: u64, target: Option<&[u8]>, owner: (u32, u32)) -> bool {
+/// copy writes it (`None`: it is not).
+fn holds(
+    path: &Path,
+    want: Wanted,
+    size: u64,
+    target: Option<&[u8]>,
+    owner: (u32, u32),
+) -> Option<Held> {
     use rustix::fs::{Mode, OFlags};
     if want.mode == 0o120000 {
-        let Ok(meta) = std::fs::symlink_metadata(path) else {
-            return false;
-        };
-        return meta.file_type().is_symlink()
+        let meta = std::fs::symlink_metadata(path).ok()?;
+        let same = meta.file_type().is_symlink()
             && (meta.uid(), meta.gid()) == owner
             && std::fs::read_link(path).is_ok_and(|t| Some(t.as_os_str().as_bytes()) == target);
+        return same.then_some(Held::Link);
     }
     if size > MAX_HASHED {
-        return false;
+        return None;
     }
-    let Ok(fd) = rustix::fs::open(
+    let fd = rustix::fs::open(
         path,
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
         Mode::empty(),
-    ) else {
-        return false;
-    };
-    let Ok(st) = rustix::fs::fstat(&fd) else {
-        return false;
-    };
+    )
+    .ok()?;
+    let st = rustix::fs::fstat(&fd).ok()?;
     let perm = if want.mode == 0o100755 { 0o755 } else { 0o644 };
     let regular =
         rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
@@ -497,10 +529,42 @@ fn holds(path: &Path, want: Wanted, size: u64, target: Option<&[u8]>, owner: (u3
         || st.st_mode & 0o7777 != perm
         || u64::try_from(st.st_size).ok() != Some(size)
     {
-        return false;
+        return None;
     }
-    let mut file = std::fs::File::from(fd);
-    hash_blob(&mut file, size).is_ok_and(|id| id == want.id)
+    let recorded_ns = now_ns();
+    let mut file = Sha256Reader {
+        inner: std::fs::File::from(fd),
+        sha: Sha256::new(),
+    };
+    let blob = hash_blob(&mut file, size)
+        .ok()
+        .filter(|id| *id == want.id)?;
+    let key = stat_key(&st);
+    // Read whole and unchanged meanwhile: these facts stand for these bytes.
+    let after = rustix::fs::fstat(&file.inner).ok()?;
+    if stat_key(&after) != key {
+        return None;
+    }
+    Some(Held::File(CachedHash {
+        key,
+        sha256: file.sha.finalize().into(),
+        blob: crate::workspace::scan::fingerprint::oid_bytes(blob),
+        recorded_ns,
+    }))
+}
+
+/// A reader that hashes what passes through it with SHA-256.
+struct Sha256Reader {
+    inner: std::fs::File,
+    sha: Sha256,
+}
+
+impl std::io::Read for Sha256Reader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        Ok(n)
+    }
 }
 
 fn remove_file(ws: &Path, rel: &Path) -> Result<(), WorkspaceError> {

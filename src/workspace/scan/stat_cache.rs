@@ -79,6 +79,20 @@ impl StatCache {
         Self::default()
     }
 
+    /// A cache holding `entries` as they are, racy ones included (for
+    /// facts handed to one scan, see `Fingerprinter::prime_next_scan`).
+    pub(crate) fn from_entries(entries: HashMap<Vec<u8>, CachedHash>) -> Self {
+        Self {
+            entries,
+            ..Self::default()
+        }
+    }
+
+    /// Its entries, racy ones included.
+    pub(crate) fn into_entries(self) -> HashMap<Vec<u8>, CachedHash> {
+        self.entries
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
