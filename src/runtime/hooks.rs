@@ -5,7 +5,7 @@
 //! each hook as a `hook.ran` event (inside the event log's hash chain), and
 //! hands the verdict back for the agent to decide on.
 
-use crate::agent::effects::Input;
+use crate::agent::effects::{FailureKind, Input};
 use crate::hooks::{HookEvent, HookInput, HookRun, Permission};
 use crate::model::types::ToolCall;
 use crate::protocol::{ApprovalDecision, RunEvent};
@@ -20,7 +20,11 @@ pub(crate) async fn pre_tool_use(run: &mut Run, call: &ToolCall) -> Input {
         Ok(ran) => ran,
         Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(run, HookEvent::PreToolUse, &input, &mut ran, Some(&call.id)).await;
+    if let Some(gone) =
+        add_repo_hooks(run, HookEvent::PreToolUse, &input, &mut ran, Some(&call.id)).await
+    {
+        return gone;
+    }
     if let Some(why) = &ran.verdict.stop {
         // `continue: false` ends the run, as it stops Claude Code's agent.
         return Input::Cancelled {
@@ -77,14 +81,17 @@ pub(crate) async fn post_tool_use(run: &mut Run, call: &ToolCall, finished: Inpu
         Ok(ran) => ran,
         Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(
+    if let Some(gone) = add_repo_hooks(
         run,
         HookEvent::PostToolUse,
         &input,
         &mut ran,
         Some(&call.id),
     )
-    .await;
+    .await
+    {
+        return gone;
+    }
     let content = post_tool_content(content, &ran);
     Input::ToolFinished {
         call_id,
@@ -151,7 +158,9 @@ pub(crate) async fn stop(run: &mut Run, stop_hook_active: bool) -> Input {
         Ok(ran) => ran,
         Err(interrupted) => return interrupted,
     };
-    add_repo_hooks(run, HookEvent::Stop, &input, &mut ran, None).await;
+    if let Some(gone) = add_repo_hooks(run, HookEvent::Stop, &input, &mut ran, None).await {
+        return gone;
+    }
     // `continue: false` lets the run stop, whatever else a hook said.
     let refused = match ran.verdict.stop {
         Some(_) => None,
@@ -411,14 +420,16 @@ const MAX_REPO_INPUT: usize = 64 * 1024;
 /// container — bounded and held to the workspace limits like any command,
 /// with no access to the host — and adds their verdict to `ran`. A
 /// repository hook may block, deny and add context; it cannot allow or
-/// rewrite a call (that is the person's to do).
+/// rewrite a call (that is the person's to do). The engine gone while a
+/// hook ran ends the run at once, as it does during a command: the input
+/// that says so.
 async fn add_repo_hooks(
     run: &mut Run,
     event: HookEvent,
     input: &HookInput,
     ran: &mut HookRun,
     call_id: Option<&str>,
-) {
+) -> Option<Input> {
     let specs: Vec<crate::hooks::HookSpec> = run
         .id
         .repo_hooks
@@ -427,7 +438,7 @@ async fn add_repo_hooks(
         .cloned()
         .collect();
     if specs.is_empty() {
-        return;
+        return None;
     }
     let json = repo_input(input);
     let command_timeout = run.id.options.limits.command_timeout();
@@ -451,6 +462,12 @@ async fn add_repo_hooks(
                 truncated: outcome.stdout.omitted > 0,
                 failed: outcome.limit_crossed().map(str::to_string),
             },
+            Err(e @ crate::sandbox::SandboxError::DockerUnavailable { .. }) => {
+                return Some(Input::Failed {
+                    kind: FailureKind::Sandbox,
+                    reason: e.to_string(),
+                });
+            }
             Err(e) => crate::hooks::Ran {
                 failed: Some(format!("the sandbox: {e}")),
                 ..crate::hooks::Ran::default()
@@ -475,6 +492,7 @@ async fn add_repo_hooks(
         ran.records.extend(one.records);
         ran.verdict.add(verdict);
     }
+    None
 }
 
 /// A hook's input as one line of JSON of at most [`MAX_REPO_INPUT`] bytes.

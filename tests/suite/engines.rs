@@ -419,4 +419,56 @@ async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_re
         support::containers_of_run(&local, &id).await.is_empty(),
         "the resumed run left containers on this machine's engine"
     );
+
+    // The engine dies while a repository hook runs in the sandbox: the run
+    // ends at once, saying so, as during a command, not as a hook that failed.
+    engine.restart().await;
+    let repo = work.path().join("hooked");
+    std::fs::create_dir_all(repo.join(".minicoder")).expect("mkdir");
+    let hooks = serde_json::json!({"hooks": {"PostToolUse": [{"matcher": "run_shell",
+        "hooks": [{"type": "command", "command": "sleep 150"}]}]}});
+    std::fs::write(repo.join(".minicoder/hooks.json"), hooks.to_string()).expect("hooks");
+    minicoder::cli::demo::write_fixture(&repo).expect("fixture");
+    let going = tokio::spawn(
+        command(&[
+            "--engine".as_ref(),
+            "two".as_ref(),
+            "run".as_ref(),
+            "--non-interactive".as_ref(),
+            "--trust-project".as_ref(),
+            "--script".as_ref(),
+            demo.as_os_str(),
+            repo.as_os_str(),
+            "fix the pagination bug".as_ref(),
+        ])
+        .output(),
+    );
+    running_on(&client, "sleep 150").await;
+    engine.kill();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), going)
+        .await
+        .expect("the run did not end after its engine died during a hook")
+        .expect("join")
+        .expect("run");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("Docker is not reachable") && said.contains("engine two (tcp://"),
+        "{said}"
+    );
+    // Ended at the hook: the model was never asked again.
+    let report: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .expect("a report line"),
+    )
+    .expect("the report");
+    let dir = std::path::PathBuf::from(report["artifact_dir"].as_str().expect("artifacts"));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).expect("events");
+    let asked = events
+        .lines()
+        .filter(|l| l.contains("\"type\":\"model.request\""))
+        .count();
+    assert_eq!(asked, 1, "{events}");
 }

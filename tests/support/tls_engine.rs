@@ -169,6 +169,14 @@ impl TlsEngine {
         self.daemon = Some(daemon);
     }
 
+    /// Starts a killed engine again, on the same data (its images kept).
+    pub async fn restart(&mut self) {
+        assert!(self.daemon.is_none(), "the engine is running");
+        self.spawn_daemon();
+        self.killed = false;
+        self.wait_until_it_answers().await;
+    }
+
     async fn wait_until_it_answers(&self) {
         assert!(
             self.answers_within(Duration::from_secs(60)).await,
