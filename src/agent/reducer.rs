@@ -37,6 +37,10 @@ pub(crate) const MAX_CONSECUTIVE_NO_TOOL: u32 = 3;
 /// before the validated checkpoint is restored (two repair cycles, then this).
 pub(crate) const ROLLBACK_AFTER_FAILURES: u32 = 3;
 
+/// How a run's reason begins when its sandbox failed (a batch tells an
+/// engine that cannot run anything by it).
+pub(crate) const SANDBOX_FAILED: &str = "the sandbox failed";
+
 /// Where the background verification of the baseline stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -516,7 +520,7 @@ impl Agent {
     fn on_failure(&mut self, kind: FailureKind, reason: String, fx: &mut Vec<Effect>) {
         let reason = match kind {
             FailureKind::Model | FailureKind::Checkpoint => reason,
-            FailureKind::Sandbox => format!("the sandbox failed: {reason}"),
+            FailureKind::Sandbox => format!("{SANDBOX_FAILED}: {reason}"),
             FailureKind::Verification => format!("verification could not run: {reason}"),
             FailureKind::Baseline => {
                 format!("the baseline after bootstrap could not be recorded: {reason}")

@@ -177,9 +177,16 @@ pub(crate) async fn finish(
             }
         }
     );
-    if let Err(e) = crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
-        tracing::warn!("checking for containers left by the run: {e}");
-    }
+    // Only a workspace no container can still write becomes the next run's
+    // copy (its files are trusted as read then).
+    let all_gone = match crate::sandbox::gc::remove_run(&sandbox.docker, &id.run_id).await {
+        Ok(0) => true,
+        Ok(_) => crate::sandbox::gc::none_left(&sandbox.docker, &id.run_id).await,
+        Err(e) => {
+            tracing::warn!("checking for containers left by the run: {e}");
+            false
+        }
+    };
     counters.durations.teardown_ms = teardown.elapsed().as_millis() as u64;
 
     let report = build_report(
@@ -205,7 +212,7 @@ pub(crate) async fn finish(
         &conclusion,
         last_verification.as_ref(),
     );
-    retire(&id, ws, deps.as_deref());
+    retire(&id, ws, deps.as_deref(), all_gone);
     report
 }
 
@@ -315,13 +322,18 @@ fn write_receipt(
 /// Removes the dependency folder, compacts the checkpoint store to what a
 /// resume or `apply --merge` can use, and hands the workspace on to become
 /// the repository's next prepared copy.
-fn retire(id: &RunIdentity, ws: RunWorkspace, deps: Option<&std::path::Path>) {
+fn retire(
+    id: &RunIdentity,
+    ws: RunWorkspace,
+    deps: Option<&std::path::Path>,
+    containers_gone: bool,
+) {
     if let Some(deps) = deps {
         crate::sandbox::gc::remove_detached(&[deps]);
         let _ = std::fs::remove_file(deps.with_extension("owner"));
     }
     // Retention: the store keeps only what a resume or `apply --merge` can use.
-    let hand_off = super::prepare_next::hand_off(&ws);
+    let hand_off = super::prepare_next::hand_off(&ws).filter(|_| containers_gone);
     let mut checkpoints = ws.checkpoints;
     if let Err(e) = checkpoints.compact() {
         tracing::warn!("compacting the checkpoint store: {e}");

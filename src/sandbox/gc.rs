@@ -109,6 +109,23 @@ pub(crate) async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, S
     remove_labelled(docker, labels::RUN, run_id).await
 }
 
+/// Whether the engine holds no container of `run_id` any more (`false`
+/// when it cannot be asked).
+pub(crate) async fn none_left(docker: &Docker, run_id: &str) -> bool {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={run_id}", labels::RUN)],
+    )]);
+    docker
+        .list_containers(Some(ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        }))
+        .await
+        .is_ok_and(|c| c.is_empty())
+}
+
 /// Force-removes, concurrently, every container labelled `key=value`.
 async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usize, SandboxError> {
     let filters = HashMap::from([("label".to_string(), vec![format!("{key}={value}")])]);

@@ -87,19 +87,14 @@ pub struct BatchArgs {
 
 pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
     let state = StateDir::from_env()?;
-    let opened = open(&args, &state).and_then(|(dir, tasks, ledger)| {
+    // The engines first: a wrong one leaves no batch folder behind.
+    let opened = capacity(&args).and_then(|found| {
+        let (dir, tasks, ledger) = open(&args, &state)?;
         let held = lock(&dir)?;
-        Ok((dir, tasks, ledger, held))
+        Ok((found, dir, tasks, ledger, held))
     });
-    let (dir, tasks, ledger, _held) = match opened {
+    let ((parallel, engines), dir, tasks, ledger, _held) = match opened {
         Ok(opened) => opened,
-        Err(e) => {
-            err!("minicoder batch: {e}");
-            return Ok(ExitCode::from(super::EXIT_USAGE));
-        }
-    };
-    let (parallel, engines) = match capacity(&args) {
-        Ok(found) => found,
         Err(e) => {
             err!("minicoder batch: {e}");
             return Ok(ExitCode::from(super::EXIT_USAGE));
@@ -171,7 +166,18 @@ fn capacity(args: &BatchArgs) -> Result<(usize, Vec<Engine>), String> {
         engines.push(engine);
     }
     let total: usize = engines.iter().map(|e| e.capacity).sum();
-    Ok((args.parallel.unwrap_or(total).clamp(1, total), engines))
+    // Wherever its containers run, each run is a process here, with its
+    // copy of the repository and its checkpoints.
+    let processes = scheduler::capped_processes(total, cores, mem_available());
+    if processes < total {
+        err!(
+            "minicoder batch: {processes} at once, not the engines' {total}: each run is a process on this machine, which has {cores} cores"
+        );
+    }
+    Ok((
+        args.parallel.unwrap_or(processes).clamp(1, processes),
+        engines,
+    ))
 }
 
 /// The batch folder, its tasks and what an earlier go recorded.
@@ -494,7 +500,11 @@ impl Driver {
     }
 
     fn ended(&mut self, index: usize, exit: scheduler::Exit) {
-        if let Some(entry) = self.sched.exited(index, exit) {
+        let entry = self.sched.exited(index, exit);
+        for (name, why) in std::mem::take(&mut self.sched.given_up) {
+            self.say_gone(&name, &why);
+        }
+        if let Some(entry) = entry {
             self.record(&entry);
             if let Entry::Finished(r) = &entry {
                 let mut v = serde_json::to_value(r).unwrap_or_default();
@@ -555,10 +565,14 @@ impl Driver {
     }
 
     fn engine_answered(&mut self, name: &str, answer: Result<(), String>) {
-        let Some(why) = self.sched.placement.answered(name, answer) else {
-            return;
-        };
-        // On a terminal the table's counts line says it (and the end, why).
+        if let Some(why) = self.sched.placement.answered(name, answer) {
+            self.say_gone(name, &why);
+        }
+    }
+
+    /// An engine takes no more runs: said once (on a terminal the table's
+    /// counts line says it, and the end why).
+    fn say_gone(&self, name: &str, why: &str) {
         if self.live {
             return;
         }

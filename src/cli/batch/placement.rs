@@ -10,9 +10,24 @@
 //!   new run until it has answered again. One that does not answer is gone
 //!   for the rest of the batch: the runs it held end on their own (a run
 //!   whose engine stops answering ends saying so), and the batch goes on
-//!   with the others.
+//!   with the others. So is one whose sandbox failed [`FAILURES_IN_A_ROW`]
+//!   runs in a row (an engine that answers but cannot run anything: its
+//!   image missing, its disk full) — it would otherwise take every task.
 //! - With every engine gone, nothing more starts: what is left waits for
 //!   `minicoder batch --resume`.
+
+/// Runs in a row whose sandbox failed on an engine before it takes no more.
+pub(crate) const FAILURES_IN_A_ROW: u32 = 3;
+
+/// How a run placed on an engine ended, as far as the engine is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RunEnd {
+    Succeeded,
+    /// It failed or ended otherwise, not for its sandbox.
+    Failed,
+    /// Its sandbox failed: why.
+    SandboxFailed(String),
+}
 
 /// Whether an engine answers, as far as the batch knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +53,8 @@ pub(crate) struct Lane {
     pub placed: usize,
     /// It has answered, or failed to, at least once.
     pub heard: bool,
+    /// Runs in a row whose sandbox failed on it.
+    pub sandbox_failures: u32,
 }
 
 /// The engines a batch spreads its runs over (none: every run goes to the
@@ -60,6 +77,7 @@ impl Placement {
                     running: 0,
                     placed: 0,
                     heard: false,
+                    sandbox_failures: 0,
                 })
                 .collect(),
         }
@@ -127,12 +145,38 @@ impl Placement {
     }
 
     /// A run on `name` ended; one that did not succeed has its engine asked
-    /// again before it takes another.
-    pub(crate) fn release(&mut self, name: &str, succeeded: bool) {
-        if let Some(lane) = self.lanes.iter_mut().find(|l| l.name == name) {
-            lane.running = lane.running.saturating_sub(1);
-            if !succeeded && lane.health == Health::Up {
-                lane.health = Health::Unasked;
+    /// again before it takes another. Returns the reason when the engine is
+    /// given up on now (its sandbox failed too often in a row).
+    pub(crate) fn release(&mut self, name: &str, end: RunEnd) -> Option<String> {
+        let lane = self.lanes.iter_mut().find(|l| l.name == name)?;
+        lane.running = lane.running.saturating_sub(1);
+        if matches!(lane.health, Health::Gone(_)) {
+            return None;
+        }
+        match end {
+            RunEnd::Succeeded => {
+                lane.sandbox_failures = 0;
+                None
+            }
+            RunEnd::Failed => {
+                if lane.health == Health::Up {
+                    lane.health = Health::Unasked;
+                }
+                None
+            }
+            RunEnd::SandboxFailed(why) => {
+                lane.sandbox_failures += 1;
+                if lane.sandbox_failures < FAILURES_IN_A_ROW {
+                    if lane.health == Health::Up {
+                        lane.health = Health::Unasked;
+                    }
+                    return None;
+                }
+                let why = format!(
+                    "{FAILURES_IN_A_ROW} runs in a row failed in its sandbox, the last: {why}"
+                );
+                lane.health = Health::Gone(why.clone());
+                Some(why)
             }
         }
     }
@@ -223,7 +267,7 @@ mod tests {
         assert_eq!(p.take(), Some(Some("farm".into())));
         assert_eq!(p.take(), Some(Some("here".into())));
         assert_eq!(p.take(), None, "all full");
-        p.release("here", true);
+        p.release("here", RunEnd::Succeeded);
         assert_eq!(p.take(), Some(Some("here".into())));
         assert_eq!(p.describe(), "farm 2/2, here 1/1");
     }
@@ -236,7 +280,7 @@ mod tests {
         p.answered("here", Ok(()));
         assert_eq!(p.take(), Some(Some("farm".into())));
         assert_eq!(p.take(), Some(Some("farm".into())));
-        p.release("farm", false);
+        p.release("farm", RunEnd::Failed);
         assert_eq!(p.take(), Some(Some("here".into())), "farm is suspect");
         assert_eq!(p.take(), None);
         assert_eq!(p.start_asking(), ["farm"]);
@@ -245,21 +289,54 @@ mod tests {
             Some("connection refused".into())
         );
         assert_eq!(p.answered("farm", Err("again".into())), None, "said once");
-        p.release("farm", false);
+        p.release("farm", RunEnd::Failed);
         assert_eq!(p.take(), None, "farm is gone, here is full");
         assert!(!p.all_gone());
-        p.release("here", true);
+        p.release("here", RunEnd::Succeeded);
         assert_eq!(p.take(), Some(Some("here".into())));
         assert_eq!(p.describe(), "farm gone, here 1/1");
         let json = p.to_json();
         assert_eq!(json[0]["gone"], "connection refused");
         assert_eq!(json[0]["runs"], 2);
         assert_eq!(json[1]["runs"], 2);
-        p.release("here", false);
+        p.release("here", RunEnd::Failed);
         p.start_asking();
         p.answered("here", Err("no route to host".into()));
         assert!(p.all_gone());
         assert_eq!(p.take(), None);
+    }
+
+    #[test]
+    fn an_engine_whose_sandbox_fails_run_after_run_takes_no_more() {
+        let mut p = two();
+        p.start_asking();
+        p.answered("farm", Ok(()));
+        p.answered("here", Ok(()));
+        let broken = || RunEnd::SandboxFailed("no such image".into());
+        for _ in 1..FAILURES_IN_A_ROW {
+            assert_eq!(p.take(), Some(Some("farm".into())));
+            assert_eq!(p.release("farm", broken()), None);
+            assert_eq!(p.start_asking(), ["farm"], "asked again");
+            p.answered("farm", Ok(()));
+        }
+        // A success in between starts the count again.
+        assert_eq!(p.take(), Some(Some("farm".into())));
+        p.release("farm", RunEnd::Succeeded);
+        for _ in 1..FAILURES_IN_A_ROW {
+            p.take();
+            p.release("farm", broken());
+            p.start_asking();
+            p.answered("farm", Ok(()));
+        }
+        assert_eq!(p.take(), Some(Some("farm".into())));
+        let gone = p.release("farm", broken()).expect("given up");
+        assert!(
+            gone.contains("3 runs in a row") && gone.contains("no such image"),
+            "{gone}"
+        );
+        assert_eq!(p.take(), Some(Some("here".into())), "the others go on");
+        assert_eq!(p.take(), None);
+        assert_eq!(p.answered("farm", Ok(())), None, "gone stays gone");
     }
 
     #[test]
@@ -268,10 +345,10 @@ mod tests {
         p.start_asking();
         p.answered("a", Ok(()));
         assert_eq!(p.take(), Some(Some("a".into())));
-        p.release("a", true);
+        p.release("a", RunEnd::Succeeded);
         assert!(p.start_asking().is_empty());
         assert_eq!(p.take(), Some(Some("a".into())));
-        p.release("unknown", false);
+        p.release("unknown", RunEnd::Failed);
         assert_eq!(p.answered("unknown", Ok(())), None);
     }
 }

@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::placement::Placement;
+use super::placement::{Placement, RunEnd};
+use crate::agent::reducer::SANDBOX_FAILED;
 use crate::protocol::TokenTotals;
 
 /// What one task came to.
@@ -140,6 +141,8 @@ pub(crate) struct Scheduler {
     held: BTreeSet<String>,
     /// The engines runs are spread over (none: the process's own).
     pub placement: Placement,
+    /// Engines given up on since the driver last looked, with why.
+    pub given_up: Vec<(String, String)>,
 }
 
 impl Scheduler {
@@ -175,6 +178,7 @@ impl Scheduler {
             stopping: false,
             held: BTreeSet::new(),
             placement: Placement::default(),
+            given_up: Vec::new(),
         }
     }
 
@@ -318,9 +322,17 @@ impl Scheduler {
         let Slot::Running(live) = std::mem::replace(&mut self.slots[index], Slot::Queued) else {
             return None;
         };
-        let succeeded = matches!(&exit, Exit::Report(r) if r.outcome == "success");
         if let Some(engine) = &live.engine {
-            self.placement.release(engine, succeeded);
+            let end = match &exit {
+                Exit::Report(r) if r.outcome == "success" => RunEnd::Succeeded,
+                Exit::Report(r) if r.reason.starts_with(SANDBOX_FAILED) => {
+                    RunEnd::SandboxFailed(r.reason.clone())
+                }
+                _ => RunEnd::Failed,
+            };
+            if let Some(why) = self.placement.release(engine, end) {
+                self.given_up.push((engine.clone(), why));
+            }
         }
         match exit {
             Exit::Report(result) => {
@@ -399,6 +411,17 @@ impl Scheduler {
             })
             .collect()
     }
+}
+
+/// How many runs at once whose containers run elsewhere: each is still a
+/// process here (its model calls, file tools and checkpoints, a few hundred
+/// MB with its copy): eight per core, and 512 MiB of available memory each.
+pub(crate) fn capped_processes(asked: usize, cores: usize, available_bytes: Option<u64>) -> usize {
+    const PER_RUN: u64 = 512 << 20;
+    let by_memory = available_bytes
+        .map(|b| usize::try_from(b / PER_RUN).unwrap_or(usize::MAX).max(1))
+        .unwrap_or(usize::MAX);
+    asked.max(1).min(cores.max(1) * 8).min(by_memory)
 }
 
 /// How many runs at once: what was asked, within the machine: two per core
@@ -637,6 +660,46 @@ mod tests {
     }
 
     #[test]
+    fn an_engine_whose_sandbox_keeps_failing_is_given_up_and_said_once() {
+        let engines = Placement::new(vec![("farm".into(), 1), ("here".into(), 1)]);
+        let mut s = Scheduler::new(ids(6), 4, &[]).spread_over(engines);
+        s.placement.start_asking();
+        s.placement.answered("farm", Ok(()));
+        s.placement.answered("here", Ok(()));
+        let broken = |id: &str| {
+            let mut r = result(id, "failure");
+            r.reason = format!("{SANDBOX_FAILED}: no such image");
+            Exit::Report(Box::new(r))
+        };
+        let ask_all = |s: &mut Scheduler| {
+            for name in s.placement.start_asking() {
+                s.placement.answered(&name, Ok(()));
+            }
+        };
+        assert_eq!(s.next_starts(0), [Start::Fresh(0), Start::Fresh(1)]);
+        s.exited(1, Exit::Report(Box::new(result("t1", "failure"))));
+        assert!(
+            s.given_up.is_empty(),
+            "a model's failure is not the engine's"
+        );
+        s.exited(0, broken("t0"));
+        ask_all(&mut s);
+        assert_eq!(s.next_starts(1), [Start::Fresh(2), Start::Fresh(3)]);
+        s.exited(2, broken("t2"));
+        assert!(s.given_up.is_empty(), "twice");
+        ask_all(&mut s);
+        assert_eq!(s.next_starts(2), [Start::Fresh(4)]);
+        s.exited(4, broken("t4"));
+        assert_eq!(s.given_up.len(), 1);
+        assert_eq!(s.given_up[0].0, "farm");
+        ask_all(&mut s);
+        assert_eq!(s.next_starts(3), [], "farm is given up, here is busy");
+        s.exited(3, Exit::Report(Box::new(result("t3", "success"))));
+        assert_eq!(s.next_starts(4), [Start::Fresh(5)]);
+        assert!(matches!(&s.slots[5], Slot::Running(l) if l.engine.as_deref() == Some("here")));
+    }
+
+    #[test]
     fn with_every_engine_gone_the_batch_is_over_and_what_is_left_waits_for_a_resume() {
         let engines = Placement::new(vec![("farm".into(), 2)]);
         let mut s = Scheduler::new(ids(3), 4, &[]).spread_over(engines);
@@ -668,5 +731,12 @@ mod tests {
         assert_eq!(capped_parallel(16, 8, Some(12 << 30)), 4, "3 GiB a run");
         assert_eq!(capped_parallel(4, 2, Some(1 << 30)), 1, "never below one");
         assert_eq!(capped_parallel(0, 2, None), 1);
+        assert_eq!(
+            capped_processes(1000, 2, Some(24 << 30)),
+            16,
+            "eight per core"
+        );
+        assert_eq!(capped_processes(40, 8, Some(4 << 30)), 8, "512 MiB a run");
+        assert_eq!(capped_processes(3, 2, None), 3);
     }
 }

@@ -45,7 +45,7 @@ use super::copy::{
 };
 use crate::workspace::confinement::secrets::{LeftOut, SecretPaths};
 use crate::workspace::scan::fingerprint::now_ns;
-use crate::workspace::scan::stat_cache::{RACY_WINDOW_NS, StatKey};
+use crate::workspace::scan::stat_cache::{CachedHash, RACY_WINDOW_NS, StatKey};
 use crate::workspace::{CheckpointStore, ExcludeSet, PrivateWorkspace, WorkspaceError};
 
 const MAGIC: &[u8; 8] = b"MCPREP4\n";
@@ -575,24 +575,9 @@ fn refresh_and_move(
         }
         refreshed.recopy_ms = ms(recopying.elapsed());
     }
+    let (mut primed, unmoved) = primed_before_move(taking, &ws, &keep);
     move_into_place(&ws, dest, settings.owner, &taking.join("store"), store_dir).map_err(failed)?;
-    // A copy handed over before it settled: what it recorded of its files
-    // (a file copied again or changed since has other facts, and is read
-    // again). The move gave the files at the top a new ctime, and only that.
-    let mut primed =
-        crate::workspace::scan::stat_cache::StatCache::load(&taking.join(PRIMED)).into_entries();
-    for (rel, fact) in primed.iter_mut().filter(|(rel, _)| !rel.contains(&b'/')) {
-        if let Ok(now) = std::fs::symlink_metadata(dest.join(OsStr::from_bytes(rel))) {
-            let now = key_of(&now);
-            let moved = StatKey {
-                ctime_ns: fact.key.ctime_ns,
-                ..now
-            };
-            if moved == fact.key {
-                fact.key.ctime_ns = now.ctime_ns;
-            }
-        }
-    }
+    carry_ctimes(dest, &mut primed, unmoved);
     let workspace = PrivateWorkspace::from_prepared(
         dest.to_path_buf(),
         baseline,
@@ -608,6 +593,54 @@ fn refresh_and_move(
         workspace,
         refreshed,
     })
+}
+
+/// Path → what a copy recorded of the file it wrote there.
+type Primed = std::collections::HashMap<Vec<u8>, CachedHash>;
+
+/// What a copy handed over before it settled recorded of the files kept
+/// (a file copied again, or changed since, has other facts and is read
+/// again), and of those at the top, the facts just before the move.
+fn primed_before_move(
+    taking: &Path,
+    ws: &Path,
+    keep: &[&Recorded],
+) -> (Primed, Vec<(Vec<u8>, StatKey)>) {
+    let kept: std::collections::HashSet<&[u8]> = keep.iter().map(|r| r.path.as_slice()).collect();
+    let mut primed =
+        crate::workspace::scan::stat_cache::StatCache::load(&taking.join(PRIMED)).into_entries();
+    primed.retain(|rel, _| kept.contains(rel.as_slice()));
+    let unmoved = primed
+        .iter()
+        .filter(|(rel, fact)| {
+            !rel.contains(&b'/')
+                && std::fs::symlink_metadata(ws.join(OsStr::from_bytes(rel)))
+                    .is_ok_and(|m| key_of(&m) == fact.key)
+        })
+        .map(|(rel, fact)| (rel.clone(), fact.key))
+        .collect();
+    (primed, unmoved)
+}
+
+/// Moving the files at the top gave them a new ctime: carried over only for
+/// those whose facts were exactly the recorded ones just before, and are
+/// now but for the ctime.
+fn carry_ctimes(dest: &Path, primed: &mut Primed, unmoved: Vec<(Vec<u8>, StatKey)>) {
+    for (rel, before) in unmoved {
+        let Ok(now) = std::fs::symlink_metadata(dest.join(OsStr::from_bytes(&rel))) else {
+            continue;
+        };
+        let now = key_of(&now);
+        let moved_only = StatKey {
+            ctime_ns: before.ctime_ns,
+            ..now
+        } == before;
+        if let Some(fact) = primed.get_mut(&rel)
+            && moved_only
+        {
+            fact.key.ctime_ns = now.ctime_ns;
+        }
+    }
 }
 
 /// The source's paths held against what the prepared copy recorded.
