@@ -225,7 +225,7 @@ impl Placement {
                     "name": l.name,
                     "capacity": l.capacity,
                     "runs": l.placed,
-                    "answers": l.health != Health::Unasked && !matches!(l.health, Health::Gone(_)),
+                    "answers": l.heard && !matches!(l.health, Health::Gone(_)),
                 });
                 if let Health::Gone(why) = &l.health {
                     v["gone"] = why.clone().into();
