@@ -420,9 +420,9 @@ const MAX_REPO_INPUT: usize = 64 * 1024;
 /// container — bounded and held to the workspace limits like any command,
 /// with no access to the host — and adds their verdict to `ran`. A
 /// repository hook may block, deny and add context; it cannot allow or
-/// rewrite a call (that is the person's to do). The engine gone while a
-/// hook ran ends the run at once, as it does during a command: the input
-/// that says so.
+/// rewrite a call (that is the person's to do). Like a command, a hook is
+/// raced against a cancel and the run's deadline, and the engine gone while
+/// it ran ends the run at once: the input that says so.
 async fn add_repo_hooks(
     run: &mut Run,
     event: HookEvent,
@@ -451,7 +451,12 @@ async fn add_repo_hooks(
         );
         let request =
             crate::sandbox::CommandRequest::new(command).timeout(spec.timeout.min(command_timeout));
-        let ran_one = match run.sandbox.container.run(request).await {
+        // Raced like a command: a cancel or the deadline does not wait for it.
+        let raced = match run.steering.race(run.sandbox.container.run(request)).await {
+            Ok(raced) => raced,
+            Err(why) => return Some(run.steering.interrupted(why)),
+        };
+        let ran_one = match raced {
             Ok(outcome) => crate::hooks::Ran {
                 exit: outcome
                     .exit_code

@@ -556,3 +556,61 @@ async fn a_trusted_repositorys_hooks_run_in_the_sandbox_and_an_untrusted_ones_no
         "{later:?}"
     );
 }
+
+/// Ctrl-C while a trusted repository's hook runs in the sandbox ends the run
+/// at once, as during a command, instead of after the hook's timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_while_a_repository_hook_runs_does_not_wait_for_it() {
+    let Some(_docker) = support::docker_or_skip().await else {
+        return;
+    };
+    let hooks = json!({"hooks": {"PostToolUse": [{"matcher": "run_shell",
+        "hooks": [{"type": "command", "command": "sleep 100", "timeout": 90}]}]}});
+    let repo = Repo::new(&[(".minicoder/hooks.json", &hooks.to_string())]).await;
+    repo.script("true");
+    let none = tempfile::tempdir().expect("config");
+    let mut cmd = repo.command(&["run"]);
+    cmd.arg(repo.path())
+        .arg("Fix the pagination bug")
+        .args(["--non-interactive", "--model", "openai", "--trust-project"])
+        .env("MINICODER_CONFIG_DIR", none.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("spawn");
+    // The hook runs once the command (`true`) has finished, a moment after
+    // it started (its `tool.finished` comes after the hook).
+    let runs = repo.state.path().join(".agent/runs");
+    let shell_started = || {
+        std::fs::read_dir(&runs).ok().is_some_and(|d| {
+            d.flatten().any(|e| {
+                std::fs::read_to_string(e.path().join("events.jsonl")).is_ok_and(|t| {
+                    t.lines()
+                        .any(|l| l.contains("\"tool.started\"") && l.contains("\"run_shell\""))
+                })
+            })
+        })
+    };
+    let started = std::time::Instant::now();
+    while !shell_started() && started.elapsed() < std::time::Duration::from_secs(60) {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let cancelled_at = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(child.id() as i32).expect("pid"),
+        rustix::process::Signal::INT,
+    )
+    .expect("Ctrl-C");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("output"))
+        .await
+        .expect("join");
+    let waited = cancelled_at.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(result["outcome"], "cancelled", "{result}");
+    assert!(
+        waited < std::time::Duration::from_secs(30),
+        "the cancel waited {waited:?} for the hook"
+    );
+}
