@@ -44,9 +44,9 @@ use serde::{Deserialize, Serialize};
 use super::copy::{BaselineFacts, open_source, workdir_of};
 use super::pack::Pack;
 use super::prepared::{Meta, PrepareSettings, Recorded};
-use sha2::{Digest, Sha256};
+use sha2::Digest;
 
-use crate::workspace::scan::fingerprint::{hash_blob, now_ns};
+use crate::workspace::scan::fingerprint::{Hashing, hash_blob, now_ns};
 use crate::workspace::scan::stat_cache::{CachedHash, RACY_WINDOW_NS, StatCache};
 use crate::workspace::scan::walk::stat_key;
 use crate::workspace::{CheckpointStore, ExcludeSet, WorkspaceError};
@@ -532,13 +532,10 @@ fn holds(
         return None;
     }
     let recorded_ns = now_ns();
-    let mut file = Sha256Reader {
-        inner: std::fs::File::from(fd),
-        sha: Sha256::new(),
-    };
+    let mut file = Hashing::new(std::fs::File::from(fd), size);
     let blob = hash_blob(&mut file, size)
         .ok()
-        .filter(|id| *id == want.id)?;
+        .filter(|id| *id == want.id && file.left == 0)?;
     let key = stat_key(&st);
     // Read whole and unchanged meanwhile: these facts stand for these bytes.
     let after = rustix::fs::fstat(&file.inner).ok()?;
@@ -551,20 +548,6 @@ fn holds(
         blob: crate::workspace::scan::fingerprint::oid_bytes(blob),
         recorded_ns,
     }))
-}
-
-/// A reader that hashes what passes through it with SHA-256.
-struct Sha256Reader {
-    inner: std::fs::File,
-    sha: Sha256,
-}
-
-impl std::io::Read for Sha256Reader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.sha.update(&buf[..n]);
-        Ok(n)
-    }
 }
 
 fn remove_file(ws: &Path, rel: &Path) -> Result<(), WorkspaceError> {

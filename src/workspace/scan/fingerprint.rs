@@ -213,10 +213,23 @@ pub(crate) fn store_new_blob(
 
 /// Passes on exactly `size` bytes of `inner`, hashing them with SHA-256 on
 /// the way; a file that ends early is an error.
-struct Hashing<R> {
-    inner: R,
-    left: u64,
-    sha: Sha256,
+/// A reader of exactly `left` bytes of `inner` that hashes them with
+/// SHA-256 as they pass (a file that shrinks meanwhile is an error; one
+/// that grows is read no further).
+pub(in crate::workspace) struct Hashing<R> {
+    pub(in crate::workspace) inner: R,
+    pub(in crate::workspace) left: u64,
+    pub(in crate::workspace) sha: Sha256,
+}
+
+impl<R> Hashing<R> {
+    pub(in crate::workspace) fn new(inner: R, size: u64) -> Self {
+        Self {
+            inner,
+            left: size,
+            sha: Sha256::new(),
+        }
+    }
 }
 
 impl<R: Read> Read for Hashing<R> {
@@ -692,11 +705,10 @@ impl Fingerprinter {
                             }
                             rehashed += 1;
                             self.counts.read();
-                            let mut hashing = Hashing {
-                                inner: std::io::BufReader::with_capacity(CHUNK, file),
-                                left: key.size,
-                                sha: Sha256::new(),
-                            };
+                            let mut hashing = Hashing::new(
+                                std::io::BufReader::with_capacity(CHUNK, file),
+                                key.size,
+                            );
                             let blob = sink(&mut hashing, key.size)
                                 .map_err(|e| e.at(self.workspace.join(OsStr::from_bytes(&rel))))?;
                             if hashing.left != 0 {
