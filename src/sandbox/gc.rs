@@ -112,22 +112,13 @@ pub(crate) async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, S
 /// Whether the engine holds no container of `run_id` any more (`false`
 /// when it cannot be asked).
 pub(crate) async fn none_left(docker: &Docker, run_id: &str) -> bool {
-    let filters = HashMap::from([(
-        "label".to_string(),
-        vec![format!("{}={run_id}", labels::RUN)],
-    )]);
-    docker
-        .list_containers(Some(ListContainersOptions {
-            all: true,
-            filters: Some(filters),
-            ..Default::default()
-        }))
+    labelled(docker, labels::RUN, run_id)
         .await
-        .is_ok_and(|c| c.is_empty())
+        .is_ok_and(|ids| ids.is_empty())
 }
 
-/// Force-removes, concurrently, every container labelled `key=value`.
-async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usize, SandboxError> {
+/// Every container labelled `key=value`, running or not.
+async fn labelled(docker: &Docker, key: &str, value: &str) -> Result<Vec<String>, SandboxError> {
     let filters = HashMap::from([("label".to_string(), vec![format!("{key}={value}")])]);
     let containers = docker
         .list_containers(Some(ListContainersOptions {
@@ -137,7 +128,12 @@ async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usiz
         }))
         .await
         .map_err(|e| SandboxError::docker("list containers", e))?;
-    let ids: Vec<String> = containers.into_iter().filter_map(|c| c.id).collect();
+    Ok(containers.into_iter().filter_map(|c| c.id).collect())
+}
+
+/// Force-removes, concurrently, every container labelled `key=value`.
+async fn remove_labelled(docker: &Docker, key: &str, value: &str) -> Result<usize, SandboxError> {
+    let ids = labelled(docker, key, value).await?;
     futures_util::future::join_all(ids.iter().map(|id| super::container::remove(docker, id))).await;
     Ok(ids.len())
 }

@@ -115,7 +115,7 @@ pub async fn run(args: BatchArgs) -> anyhow::Result<ExitCode> {
         answers_tx,
         answers_rx: Some(answers_rx),
         engines,
-        sched: Scheduler::new(ids, parallel, &ledger).spread_over_if_any(placement),
+        sched: Scheduler::new(ids, parallel, &ledger).spread_over(placement),
         tasks,
         dir: dir.clone(),
         started: Instant::now(),

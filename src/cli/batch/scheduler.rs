@@ -183,20 +183,13 @@ impl Scheduler {
     }
 
     /// Runs go to these engines, as many at once as they take together
-    /// (within the parallelism).
+    /// (within the parallelism); none: the process's own engine.
     pub(crate) fn spread_over(mut self, placement: Placement) -> Self {
-        self.parallel = self.parallel.min(placement.capacity()).max(1);
+        if !placement.is_empty() {
+            self.parallel = self.parallel.min(placement.capacity()).max(1);
+        }
         self.placement = placement;
         self
-    }
-
-    /// [`Scheduler::spread_over`] the engines, if there are any.
-    pub(crate) fn spread_over_if_any(self, placement: Placement) -> Self {
-        if placement.is_empty() {
-            self
-        } else {
-            self.spread_over(placement)
-        }
     }
 
     /// The interrupted runs whose earlier process still goes on (see
