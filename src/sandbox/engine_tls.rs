@@ -41,11 +41,34 @@ pub(crate) fn client(address: &str, certs: &Path, timeout_seconds: u64) -> Resul
     .map_err(|e| e.to_string())
 }
 
+/// Certificate files are small: more than this is not one.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// A PEM file's bytes: a regular file (never a fifo that would block) of at
+/// most [`MAX_PEM_BYTES`].
+fn read_pem(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_PEM_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_PEM_BYTES {
+        return Err(std::io::Error::other("larger than 1 MiB"));
+    }
+    Ok(bytes)
+}
+
 /// The TLS settings: `ca.pem`'s certificates the only roots.
 pub(crate) fn client_config(certs: &Path) -> Result<rustls::ClientConfig, String> {
     let read = |name: &str| {
         let path = certs.join(name);
-        std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+        read_pem(&path).map_err(|e| format!("{}: {e}", path.display()))
     };
     let bad =
         |name: &str, e: &dyn std::fmt::Display| format!("{}: {e}", certs.join(name).display());
@@ -114,5 +137,18 @@ fgMeUZdTExbGDUiN2p2wFwVbU8OGdrE=
         let folder = tempfile::tempdir().expect("tempdir");
         let error = client_config(folder.path()).expect_err("no files");
         assert!(error.contains("ca.pem"), "{error}");
+    }
+
+    #[test]
+    fn a_fifo_or_an_oversized_file_is_refused_without_waiting() {
+        let folder = tempfile::tempdir().expect("tempdir");
+        let fifo = folder.path().join("ca.pem");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::RUSR).expect("mkfifo");
+        let error = client_config(folder.path()).expect_err("a fifo");
+        assert!(error.contains("ca.pem: not a regular file"), "{error}");
+        std::fs::remove_file(&fifo).expect("rm");
+        std::fs::write(&fifo, vec![b'-'; (MAX_PEM_BYTES + 1) as usize]).expect("write");
+        let error = client_config(folder.path()).expect_err("too large");
+        assert!(error.contains("larger than 1 MiB"), "{error}");
     }
 }
