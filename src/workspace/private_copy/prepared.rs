@@ -258,6 +258,7 @@ pub(crate) fn prepare_from(
     // A probe (`is_preparing`, gc) holds the lock for an instant: that is
     // no other preparation, so it is waited out; a preparation under way
     // holds it for seconds.
+    let asking = std::time::SystemTime::now();
     let Some(_lock) = Lock::wait(dir, PROBE_GRACE)? else {
         if let Some((r, _)) = recycled {
             crate::sandbox::gc::remove_detached(&[r]);
@@ -265,7 +266,15 @@ pub(crate) fn prepare_from(
         return Ok(false);
     };
     clear_leftovers(dir);
-    let _ = std::fs::remove_file(dir.join(WANTED));
+    // A wish from before this preparation asked for the lock is stale; one
+    // made since (a run that found the lock taken) is for this copy.
+    let wanted = dir.join(WANTED);
+    if std::fs::metadata(&wanted)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t < asking)
+    {
+        let _ = std::fs::remove_file(&wanted);
+    }
     let building = dir.join(format!("building-{}", crate::ids::random_hex(4)));
     let mut made = Err(WorkspaceError::io(
         dir,
