@@ -51,6 +51,13 @@ pub struct CommandRequest {
     /// When this holds a reason, the command is stopped at once (a
     /// workspace limit was crossed).
     pub stop: Option<tokio::sync::watch::Receiver<Option<String>>>,
+    /// The program itself, instead of `/bin/sh -c command` (the sandbox's
+    /// own helpers).
+    argv: Option<Vec<String>>,
+    /// Asks only the image, never the workspace: on an engine that keeps
+    /// the workspace, nothing is synced around it (it may run while the
+    /// copy here is still being made).
+    image_only: bool,
 }
 
 impl CommandRequest {
@@ -62,7 +69,16 @@ impl CommandRequest {
             spool_stdout: None,
             spool_stderr: None,
             stop: None,
+            argv: None,
+            image_only: false,
         }
+    }
+
+    /// The command asks only the image (which programs it has), never the
+    /// workspace.
+    pub(crate) fn image_only(mut self) -> Self {
+        self.image_only = true;
+        self
     }
 
     /// Stops the command as soon as `stop` holds a reason.
@@ -159,6 +175,9 @@ struct Live {
     diagnostics: Vec<u8>,
     /// A command was sent and its exit frame not read (its future was dropped).
     busy: bool,
+    /// The workspace's volumes on an engine that does not see this
+    /// machine's files, and what was last synced with them.
+    remote: Option<remote::Remote>,
 }
 
 enum Frame {
@@ -214,13 +233,17 @@ impl CommandContainer {
         let cmd = ["python3", "-I", "-S", "-c", SUPERVISOR]
             .map(String::from)
             .to_vec();
+        let volumes = match spec.remote_files {
+            true => Some(remote::create_volumes(docker, spec, &name).await?),
+            false => None,
+        };
         let created = docker
             .create_container(
                 Some(CreateContainerOptions {
                     name: Some(name),
                     ..Default::default()
                 }),
-                spec.create_body(cmd),
+                spec.create_body_with(cmd, volumes.as_ref()),
             )
             .await
             .map_err(|e| match e {
@@ -230,12 +253,23 @@ impl CommandContainer {
                     image: spec.image.clone(),
                 },
                 e => SandboxError::docker("create the command container", e),
-            })?;
+            });
+        let created = match created {
+            Ok(created) => created,
+            Err(e) => {
+                remote::remove_volumes(docker, volumes.as_ref()).await;
+                return Err(e);
+            }
+        };
         let id = created.id;
         match Self::attach_and_start(docker, &id).await {
-            Ok(live) => Ok(live),
+            Ok(mut live) => {
+                live.remote = volumes.map(|v| remote::Remote::new(v, spec));
+                Ok(live)
+            }
             Err(e) => {
                 remove(docker, &id).await;
+                remote::remove_volumes(docker, volumes.as_ref()).await;
                 Err(e)
             }
         }
@@ -267,6 +301,7 @@ impl CommandContainer {
             buf: BytesMut::with_capacity(64 << 10),
             diagnostics: Vec::new(),
             busy: false,
+            remote: None,
         };
         let ready = tokio::time::timeout(START_TIMEOUT, next_frame(&mut live)).await;
         match ready {
@@ -290,6 +325,9 @@ impl CommandContainer {
     /// count and the disk's free-space floor), or to none.
     pub fn set_limits(&mut self, limits: Option<crate::workspace::WorkspaceLimits>) {
         self.spec.workspace_limits = limits;
+        if let Some(limits) = &limits {
+            self.sync_limits(limits);
+        }
         if limits.is_some() {
             // The first measurement is made now, off the first command's path.
             self.meter.prime(self.watched_roots());
@@ -319,7 +357,10 @@ impl CommandContainer {
     /// crossed (see [`crate::workspace::limits`]). A request that brings its
     /// own stop signal is watched by whoever gave it.
     pub async fn run(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
-        let Some(limits) = self.spec.workspace_limits.filter(|_| req.stop.is_none()) else {
+        // On a remote engine the limits are its volumes' own (tmpfs size and
+        // entries), and what comes back is counted against them.
+        let watched = !self.spec.remote_files && req.stop.is_none();
+        let Some(limits) = self.spec.workspace_limits.filter(|_| watched) else {
             return self.run_unwatched(req).await;
         };
         let watchdog =
@@ -336,7 +377,7 @@ impl CommandContainer {
     }
 
     async fn run_unwatched(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
-        let cwd = container_cwd(&req.cwd)?;
+        container_cwd(&req.cwd)?;
         let mut replaced_before = None;
         if self.live.as_ref().is_some_and(|l| l.busy) {
             // An earlier command was abandoned mid-flight (its future was
@@ -347,11 +388,31 @@ impl CommandContainer {
         if self.live.is_none() {
             self.live = Some(Self::launch(&self.docker, &self.spec).await?);
         }
+        let sync = !req.image_only;
+        if sync {
+            self.push().await?;
+        }
+        let mut outcome = self.exchange(req).await?;
+        if sync && outcome.container_replaced.is_none() {
+            self.pull(&mut outcome).await?;
+        }
+        outcome.container_replaced = replaced_before.or(outcome.container_replaced.take());
+        Ok(outcome)
+    }
+
+    /// Sends one request to the supervisor of the live container and reads
+    /// its output and exit.
+    async fn exchange(&mut self, req: CommandRequest) -> Result<CommandOutcome, SandboxError> {
+        let cwd = container_cwd(&req.cwd)?;
         let id = self.next_id;
         self.next_id += 1;
+        let argv = req
+            .argv
+            .clone()
+            .unwrap_or_else(|| vec!["/bin/sh".into(), "-c".into(), req.command.clone()]);
         let request = serde_json::json!({
             "id": id,
-            "argv": ["/bin/sh", "-c", req.command],
+            "argv": argv,
             "cwd": cwd,
             "env": self.spec.env(),
             "timeout_ms": req.timeout.as_millis() as u64,
@@ -423,7 +484,7 @@ impl CommandContainer {
             duration,
             stdout: stdout.finish(exit.stdout_bytes)?,
             stderr: stderr.finish(exit.stderr_bytes)?,
-            container_replaced: replaced_before.or(replaced),
+            container_replaced: replaced,
             limit_after: None,
         })
     }
@@ -511,10 +572,12 @@ impl CommandContainer {
         })
     }
 
-    /// Removes the current container; the next command starts a fresh one.
+    /// Removes the current container (and its volumes); the next command
+    /// starts a fresh one.
     async fn discard(&mut self) {
         if let Some(live) = self.live.take() {
             remove(&self.docker, &live.id).await;
+            remote::remove_volumes(&self.docker, live.remote.as_ref().map(|r| &r.volumes)).await;
         }
     }
 
@@ -530,6 +593,9 @@ impl CommandContainer {
     }
 }
 
+#[path = "container_remote.rs"]
+mod remote;
+
 impl Drop for CommandContainer {
     fn drop(&mut self) {
         // Normal paths call `shutdown`; this covers early returns and panics.
@@ -538,7 +604,10 @@ impl Drop for CommandContainer {
             && let Ok(handle) = tokio::runtime::Handle::try_current()
         {
             let docker = self.docker.clone();
-            handle.spawn(async move { remove(&docker, &live.id).await });
+            handle.spawn(async move {
+                remove(&docker, &live.id).await;
+                remote::remove_volumes(&docker, live.remote.as_ref().map(|r| &r.volumes)).await;
+            });
         }
     }
 }

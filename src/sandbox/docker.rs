@@ -34,6 +34,19 @@ pub async fn connect() -> Result<Docker, SandboxError> {
     Ok(docker)
 }
 
+/// Whether the engine this process uses keeps each workspace on its own
+/// side ([`super::remote_files`]) rather than bind-mounting this machine's.
+/// `MINICODER_ENGINE_FILES` (`shared` or `remote`) overrides the engine's
+/// own setting: an engine on this machine reached over TCP sees its files;
+/// one on this machine whose paths are not this machine's (in a VM) does not.
+pub(crate) fn files_are_remote() -> bool {
+    match std::env::var("MINICODER_ENGINE_FILES").as_deref() {
+        Ok("remote") => true,
+        Ok("shared") => false,
+        _ => engine_in_use().is_some_and(|e| e.files == super::engines::Files::Remote),
+    }
+}
+
 /// How long a request may take before the client gives up on it.
 const REQUEST_TIMEOUT_SECONDS: u64 = 120;
 
@@ -62,12 +75,14 @@ fn engine_from_env() -> Option<Engine> {
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker")))
         .filter(|_| tls);
+    let files = super::engines::Files::for_host(&host);
     Some(Engine {
         name: String::new(),
         host,
         tls,
         cert_path,
         capacity: super::engines::DEFAULT_CAPACITY,
+        files,
     })
 }
 

@@ -5,7 +5,15 @@
 //! host = "tcp://10.0.0.5:2376"   # unix://, tcp:// or https://
 //! tls = true                      # the default for tcp:// and https://
 //! cert_path = "/home/me/.docker/farm"   # its ca.pem, cert.pem, key.pem
+//! files = "remote"                # the default for tcp:// and https://
 //! ```
+//!
+//! `files` says where a run's workspace lives. `"shared"`: the engine sees
+//! this machine's files (its own socket, or an engine on this machine), and
+//! the workspace is bind-mounted as it is locally. `"remote"`: the engine is
+//! elsewhere; each container's workspace is a volume on the engine, filled
+//! from this machine's copy and kept in step with it around every command
+//! (see [`super::remote_files`]).
 //!
 //! Without `--engine`, the engine is the one Docker's own client would use
 //! (`DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`). The choice is
@@ -26,6 +34,28 @@ pub struct Engine {
     pub cert_path: Option<PathBuf>,
     /// Runs at once a batch places on it (`batch --engines`).
     pub capacity: usize,
+    /// Where the workspace lives for containers on this engine.
+    pub files: Files,
+}
+
+/// Where a run's workspace lives for an engine's containers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Files {
+    /// Bind-mounted from this machine: the engine sees its files.
+    Shared,
+    /// A volume on the engine, kept in step with this machine's copy.
+    Remote,
+}
+
+impl Files {
+    /// The default for an engine at `host`: remote over the network.
+    pub fn for_host(host: &str) -> Self {
+        if host.starts_with("tcp://") || host.starts_with("https://") {
+            Self::Remote
+        } else {
+            Self::Shared
+        }
+    }
 }
 
 /// Runs at once on an engine whose entry gives no `capacity`.
@@ -94,9 +124,9 @@ pub(crate) fn parse(table: &toml::Table, path: &Path) -> Result<Vec<Engine>, Str
             }
         };
         for key in fields.keys() {
-            if !["host", "tls", "cert_path", "capacity"].contains(&key.as_str()) {
+            if !["host", "tls", "cert_path", "capacity", "files"].contains(&key.as_str()) {
                 return Err(at(format!(
-                    "engines.{name}.{key} is not a setting of an engine (host, tls, cert_path, capacity)"
+                    "engines.{name}.{key} is not a setting of an engine (host, tls, cert_path, capacity, files)"
                 )));
             }
         }
@@ -149,12 +179,23 @@ pub(crate) fn parse(table: &toml::Table, path: &Path) -> Result<Vec<Engine>, Str
                 )));
             }
         };
+        let files = match string("files")?.as_deref() {
+            None => Files::for_host(&host),
+            Some("shared") => Files::Shared,
+            Some("remote") => Files::Remote,
+            Some(other) => {
+                return Err(at(format!(
+                    "engines.{name}.files is {other:?}: \"shared\" (the engine sees this machine's files) or \"remote\""
+                )));
+            }
+        };
         engines.push(Engine {
             name: name.clone(),
             host,
             tls,
             cert_path,
             capacity,
+            files,
         });
     }
     Ok(engines)
@@ -173,7 +214,7 @@ mod tests {
         let found = engines(
             "[engines.farm]\nhost = \"tcp://10.0.0.5:2376\"\ncert_path = \"/certs/farm\"\ncapacity = 16\n\
              [engines.here]\nhost = \"unix:///run/other.sock\"\n\
-             [engines.lab]\nhost = \"tcp://127.0.0.1:2375\"\ntls = false\n",
+             [engines.lab]\nhost = \"tcp://127.0.0.1:2375\"\ntls = false\nfiles = \"shared\"\n",
         )
         .expect("valid");
         assert_eq!(
@@ -185,6 +226,7 @@ mod tests {
                     tls: true,
                     cert_path: Some("/certs/farm".into()),
                     capacity: 16,
+                    files: Files::Remote,
                 },
                 Engine {
                     name: "here".into(),
@@ -192,6 +234,7 @@ mod tests {
                     tls: false,
                     cert_path: None,
                     capacity: DEFAULT_CAPACITY,
+                    files: Files::Shared,
                 },
                 Engine {
                     name: "lab".into(),
@@ -199,6 +242,7 @@ mod tests {
                     tls: false,
                     cert_path: None,
                     capacity: DEFAULT_CAPACITY,
+                    files: Files::Shared,
                 },
             ]
         );
@@ -238,6 +282,10 @@ mod tests {
                 "engines.a.slots is not a setting",
             ),
             ("engines = 3\n", "`engines` must be a table"),
+            (
+                "[engines.a]\nhost = \"unix:///s\"\nfiles = \"nfs\"\n",
+                "engines.a.files is \"nfs\": \"shared\"",
+            ),
             (
                 "[engines.a]\nhost = \"https://h:2376\"\ntls = false\n",
                 "an https:// engine speaks TLS",

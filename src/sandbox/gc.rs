@@ -106,7 +106,33 @@ pub(crate) async fn remove_owned(
 /// Removes every container of `run_id`: the last step of a run's teardown,
 /// catching any container whose removal was left to a dropped future.
 pub(crate) async fn remove_run(docker: &Docker, run_id: &str) -> Result<usize, SandboxError> {
-    remove_labelled(docker, labels::RUN, run_id).await
+    let removed = remove_labelled(docker, labels::RUN, run_id).await?;
+    remove_run_volumes(docker, run_id).await?;
+    Ok(removed)
+}
+
+/// Removes the volumes of `run_id` (a remote engine's workspaces and the
+/// run's dependency volume), once no container of it uses them.
+async fn remove_run_volumes(docker: &Docker, run_id: &str) -> Result<(), SandboxError> {
+    let filters = HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={run_id}", labels::RUN)],
+    )]);
+    let volumes = docker
+        .list_volumes(Some(ListVolumesOptions {
+            filters: Some(filters),
+        }))
+        .await
+        .map_err(|e| SandboxError::docker("list volumes", e))?;
+    for v in volumes.volumes.unwrap_or_default() {
+        if let Err(e) = docker
+            .remove_volume(&v.name, Some(RemoveVolumeOptions { force: true }))
+            .await
+        {
+            tracing::warn!("removing volume {}: {e}", v.name);
+        }
+    }
+    Ok(())
 }
 
 /// Whether the engine holds no container of `run_id` any more (`false`

@@ -25,6 +25,7 @@ pub mod gc;
 pub mod image;
 pub mod output;
 pub mod probe;
+pub(crate) mod remote_files;
 pub mod spec;
 
 pub use container::{CommandContainer, CommandOutcome, CommandRequest};

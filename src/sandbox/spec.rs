@@ -108,6 +108,10 @@ pub struct ContainerSpec {
     /// Work nobody waits for (the baseline verification): the lowest CPU
     /// weight, so it takes only what the run's own work leaves idle.
     pub background: bool,
+    /// The engine does not see this machine's files: the workspace is a
+    /// volume on it, kept in step around every command
+    /// ([`super::remote_files`]).
+    pub remote_files: bool,
 }
 
 /// The host's CA bundle: the file `SSL_CERT_FILE` names, else the system's.
@@ -139,12 +143,25 @@ impl ContainerSpec {
             workspace_limits: None,
             ca_bundle: host_ca_bundle(),
             background: false,
+            remote_files: super::docker::files_are_remote(),
         }
     }
 
-    /// The CA bundle to mount: only with network.
+    /// The CA bundle to mount: only with network, and only where the engine
+    /// sees this machine's files (elsewhere the image's own bundle holds).
     fn mounted_ca_bundle(&self) -> Option<&PathBuf> {
-        self.ca_bundle.as_ref().filter(|_| self.network)
+        self.ca_bundle
+            .as_ref()
+            .filter(|_| self.network && !self.remote_files)
+    }
+
+    /// The volume that stands for the dependency folder on an engine that
+    /// does not see this machine's files: one per folder (so per run).
+    pub(crate) fn deps_volume(&self) -> Option<String> {
+        use sha2::Digest;
+        let deps = self.deps.as_ref().filter(|_| self.remote_files)?;
+        let digest = sha2::Sha256::digest(deps.as_os_str().as_encoded_bytes());
+        Some(format!("minicoder-deps-{}", &hex::encode(digest)[..24]))
     }
 
     pub fn labels(&self) -> HashMap<String, String> {
@@ -240,6 +257,16 @@ impl ContainerSpec {
 
     /// The container definition: PID 1 is the supervisor given in `cmd`.
     pub fn create_body(&self, cmd: Vec<String>) -> ContainerCreateBody {
+        self.create_body_with(cmd, None)
+    }
+
+    /// [`Self::create_body`]; with `volumes`, the workspace is the volume
+    /// of that name and not this machine's folder.
+    pub(crate) fn create_body_with(
+        &self,
+        cmd: Vec<String>,
+        volumes: Option<&super::remote_files::Volumes>,
+    ) -> ContainerCreateBody {
         let l = &self.limits;
         // Executable (Docker's default is noexec): `go test`, build scripts and
         // lifecycle scripts run what they build there. The supervisor empties
@@ -257,13 +284,28 @@ impl ContainerSpec {
                 ),
             ),
         ]);
-        let mut mounts = vec![Mount {
-            target: Some(WORKSPACE_MOUNT.to_string()),
-            source: Some(self.workspace.to_string_lossy().into_owned()),
-            typ: Some(MountType::BIND),
-            read_only: Some(false),
-            ..Default::default()
-        }];
+        let mut mounts = match volumes {
+            None => vec![Mount {
+                target: Some(WORKSPACE_MOUNT.to_string()),
+                source: Some(self.workspace.to_string_lossy().into_owned()),
+                typ: Some(MountType::BIND),
+                read_only: Some(false),
+                ..Default::default()
+            }],
+            Some(v) => [
+                (WORKSPACE_MOUNT, &v.workspace),
+                (super::remote_files::SYNC_MOUNT, &v.sync),
+            ]
+            .into_iter()
+            .map(|(target, name)| Mount {
+                target: Some(target.to_string()),
+                source: Some(name.clone()),
+                typ: Some(MountType::VOLUME),
+                read_only: Some(false),
+                ..Default::default()
+            })
+            .collect(),
+        };
         let bootstrap = self.role == Role::Bootstrap;
         if let Some(volume) = self.downloads.as_ref().filter(|_| bootstrap) {
             mounts.push(Mount {
@@ -281,10 +323,14 @@ impl ContainerSpec {
             });
         }
         if let Some(deps) = &self.deps {
+            let (source, typ) = match self.deps_volume() {
+                Some(volume) => (volume, MountType::VOLUME),
+                None => (deps.to_string_lossy().into_owned(), MountType::BIND),
+            };
             mounts.push(Mount {
                 target: Some(DEPS_DIR.to_string()),
-                source: Some(deps.to_string_lossy().into_owned()),
-                typ: Some(MountType::BIND),
+                source: Some(source),
+                typ: Some(typ),
                 read_only: Some(!bootstrap),
                 ..Default::default()
             });

@@ -284,7 +284,7 @@ pub(crate) async fn find_missing<'a>(
     container: &mut CommandContainer,
     requirements: &'a [Requirement],
 ) -> Result<Vec<&'a Requirement>, VerifyError> {
-    find_missing_by(container, requirements, |n| Some(n.test())).await
+    find_missing_by(container, requirements, |n| Some(n.test()), false).await
 }
 
 /// The requirements the image alone does not meet (those only the
@@ -293,13 +293,14 @@ pub(crate) async fn find_missing_in_image<'a>(
     container: &mut CommandContainer,
     requirements: &'a [Requirement],
 ) -> Result<Vec<&'a Requirement>, VerifyError> {
-    find_missing_by(container, requirements, Need::image_test).await
+    find_missing_by(container, requirements, Need::image_test, true).await
 }
 
 async fn find_missing_by<'a>(
     container: &mut CommandContainer,
     requirements: &'a [Requirement],
     test: impl Fn(&Need) -> Option<String>,
+    image_only: bool,
 ) -> Result<Vec<&'a Requirement>, VerifyError> {
     if requirements.is_empty() {
         return Ok(Vec::new());
@@ -312,9 +313,11 @@ async fn find_missing_by<'a>(
             None => format!("echo missing-{i}\n"),
         })
         .collect();
-    let outcome = container
-        .run(CommandRequest::new(script).timeout(PREFLIGHT_TIMEOUT))
-        .await?;
+    let mut request = CommandRequest::new(script).timeout(PREFLIGHT_TIMEOUT);
+    if image_only {
+        request = request.image_only();
+    }
+    let outcome = container.run(request).await?;
     if outcome.timed_out {
         return Err(VerifyError::Preflight(
             "looking for the checks' programs timed out".into(),

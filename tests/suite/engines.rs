@@ -181,6 +181,25 @@ const SCRIPT_WITH_A_LONG_COMMAND: &str = r#"[
     {"name": "request_completion", "arguments": {"summary": "page_count rounds up"}}]}
 ]"#;
 
+/// A fix whose commands change the workspace on the engine in every way:
+/// a new folder, a removed file, a file that says where `/workspace` is
+/// mounted; the tools here see those changes, and the edit made here is
+/// what the engine's next command tests.
+const SCRIPT_ON_A_REMOTE_WORKSPACE: &str = r#"[
+  {"content": "Where am I, and make some changes.", "tool_calls": [
+    {"name": "update_plan", "arguments": {"items": [{"id": "1", "content": "fix page_count", "status": "in_progress"}]}},
+    {"name": "run_shell", "arguments": {"command": "grep ' /workspace ' /proc/mounts > mounts.txt; mkdir -p made/deep && printf 'made on the engine\n' > made/deep/new.txt && ln -s deep/new.txt made/link && rm README.md"}}]},
+  {"content": "Read what the engine made.", "tool_calls": [
+    {"name": "read_file", "arguments": {"path": "made/deep/new.txt"}}]},
+  {"content": "Round up.", "tool_calls": [
+    {"name": "edit_file", "arguments": {"path": "pagination.py", "patch": "--- a/pagination.py\n+++ b/pagination.py\n@@ -8 +8 @@\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n"}}]},
+  {"content": "Test it there.", "tool_calls": [
+    {"name": "run_shell", "arguments": {"command": "python3 -m pytest -q && test -L made/link && test ! -e README.md"}}]},
+  {"content": "Done.", "tool_calls": [
+    {"name": "update_plan", "arguments": {"items": [{"id": "1", "content": "fix page_count", "status": "done"}]}},
+    {"name": "request_completion", "arguments": {"summary": "page_count rounds up"}}]}
+]"#;
+
 /// The demo's script with `sleep SECONDS && ` before its first command.
 fn slow_demo_script(dir: &std::path::Path, seconds: u32) -> std::path::PathBuf {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/script.json");
@@ -321,6 +340,73 @@ async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_re
     };
     let client = engine.client();
 
+    // A run on the second engine, which does not see this machine's files:
+    // the workspace is a volume there, kept in step; the run verifies there
+    // and its patch applies here; nothing of it is left there.
+    let repo = work.path().join("remote");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    minicoder::cli::demo::write_fixture(&repo).expect("fixture");
+    let script = work.path().join("remote.json");
+    std::fs::write(&script, SCRIPT_ON_A_REMOTE_WORKSPACE).expect("script");
+    let out = command(&[
+        "--engine".as_ref(),
+        "two".as_ref(),
+        "run".as_ref(),
+        "--non-interactive".as_ref(),
+        "--script".as_ref(),
+        script.as_os_str(),
+        repo.as_os_str(),
+        "fix the pagination bug".as_ref(),
+    ])
+    .output()
+    .await
+    .expect("run");
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let report: serde_json::Value = serde_json::from_slice(
+        out.stdout
+            .split(|b| *b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .expect("a report line"),
+    )
+    .expect("the report");
+    assert_eq!(report["outcome"], "success", "{said}");
+    assert_eq!(report["verification"]["passed"], true, "{said}");
+    let events = std::fs::read_to_string(
+        std::path::Path::new(report["artifact_dir"].as_str().expect("artifacts"))
+            .join("events.jsonl"),
+    )
+    .expect("events");
+    assert!(
+        events.contains("made on the engine"),
+        "read_file saw what the engine's command made: {events}"
+    );
+    let run = report["run_id"].as_str().expect("run id").to_string();
+    assert!(support::containers_of_run(&client, &run).await.is_empty());
+    assert!(support::volumes_of_run(&client, &run).await.is_empty());
+    assert!(support::containers_of_run(&local, &run).await.is_empty());
+    let applied = command(&["apply".as_ref(), run.as_ref()])
+        .output()
+        .await
+        .expect("apply");
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let mounts = std::fs::read_to_string(repo.join("mounts.txt")).expect("mounts.txt");
+    assert!(
+        mounts.starts_with("tmpfs /workspace tmpfs "),
+        "the workspace is the engine's volume, not this machine's folder: {mounts}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(repo.join("made/deep/new.txt")).expect("new"),
+        "made on the engine\n"
+    );
+    assert_eq!(
+        std::fs::read_link(repo.join("made/link")).expect("link"),
+        std::path::Path::new("deep/new.txt")
+    );
+    assert!(!repo.join("README.md").exists());
+    let fixed = std::fs::read_to_string(repo.join("pagination.py")).expect("read");
+    assert!(fixed.contains("-(-total_items // page_size)"), "{fixed}");
+
     // Both engines work: one run each, verified, nothing left on either.
     let (file, out) = (
         tasks("a", &[("first", &demo), ("second", &demo)]),
@@ -336,6 +422,7 @@ async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_re
         let run = r["run_id"].as_str().expect("run id");
         assert!(support::containers_of_run(&local, run).await.is_empty());
         assert!(support::containers_of_run(&client, run).await.is_empty());
+        assert!(support::volumes_of_run(&client, run).await.is_empty());
     }
     let end = a.lines.last().expect("batch.finished");
     assert_eq!(end["left_behind"]["containers"], 0, "{end}");

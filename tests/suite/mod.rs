@@ -28,6 +28,7 @@ mod prepared_copy;
 mod printers;
 mod project_setup;
 mod project_trust;
+mod remote_workspace;
 mod resume;
 mod run;
 mod runs_show;

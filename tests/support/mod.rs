@@ -134,6 +134,25 @@ pub fn git_commit_all(dir: &Path) {
 /// The bundled fixture's fix: `page_count` rounds up.
 pub const FIX_PAGINATION: &str = "--- a/pagination.py\n+++ b/pagination.py\n@@ -5,7 +5,7 @@\n     \"\"\"Number of pages needed to show `total_items`, `page_size` per page.\"\"\"\n     if page_size <= 0:\n         raise ValueError(\"page_size must be positive\")\n-    return total_items // page_size\n+    return -(-total_items // page_size)\n \n \n def page_slice(items: list, page: int, page_size: int) -> list:\n";
 
+/// Names of the volumes labelled with this run.
+pub async fn volumes_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
+    let filters = std::collections::HashMap::from([(
+        "label".to_string(),
+        vec![format!("{}={run_id}", sandbox::labels::RUN)],
+    )]);
+    docker
+        .list_volumes(Some(bollard::query_parameters::ListVolumesOptions {
+            filters: Some(filters),
+        }))
+        .await
+        .expect("list volumes")
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| v.name)
+        .collect()
+}
+
 /// Names of the containers (running or not) labelled with this run.
 pub async fn containers_of_run(docker: &Docker, run_id: &str) -> Vec<String> {
     let filters = std::collections::HashMap::from([(
