@@ -56,7 +56,8 @@ def listing():
             else:
                 found[path] = [kind, stat.S_IMODE(st.st_mode), st.st_size,
                                st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-                total += st.st_size
+                # Allocated, as the limit counts (a sparse file is what it holds).
+                total += st.st_blocks * 512
     return found, total, unread
 
 

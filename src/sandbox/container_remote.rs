@@ -21,10 +21,10 @@ impl Remote {
     pub(super) fn new(volumes: Volumes, spec: &ContainerSpec) -> Self {
         Self {
             volumes,
-            host: Some(HostSide::new(
-                &spec.workspace,
-                spec.workspace_limits.as_ref(),
-            )),
+            host: Some(
+                HostSide::new(&spec.workspace, spec.workspace_limits.as_ref())
+                    .with_ca_bundle(spec.shipped_ca_bundle().map(|p| p.as_path())),
+            ),
         }
     }
 }
@@ -121,6 +121,18 @@ struct Report {
 
 fn plenty() -> u64 {
     u64::MAX
+}
+
+impl Report {
+    /// The limit the engine's workspace crosses, said as for a local one.
+    fn crossed(&self, limits: &crate::workspace::WorkspaceLimits) -> Option<String> {
+        let now = crate::workspace::Usage {
+            bytes: self.bytes,
+            files: self.files,
+            free_bytes: None,
+        };
+        limits.crossed(&crate::workspace::Usage::default(), &now)
+    }
 }
 
 impl Default for Report {
@@ -245,12 +257,15 @@ impl CommandContainer {
         let report: Report = serde_json::from_str(text.trim()).unwrap_or_default();
         if report.over {
             self.discard().await;
+            let crossed = report.crossed(&bounds).unwrap_or_else(|| {
+                format!(
+                    "the workspace holds {} bytes in {} entries, over its limits",
+                    report.bytes, report.files
+                )
+            });
             outcome.limit_after = Some(format!(
-                "the workspace passed its limits on the engine ({} bytes in {} entries, \
-                 against {max_bytes} bytes and {max_files} entries): what the command changed \
-                 was not brought back, and the next command starts from the workspace as it \
-                 was before it",
-                report.bytes, report.files
+                "{crossed}, on the engine: what the command changed there was not brought \
+                 back, and the next command starts from the workspace as it was before it"
             ));
             return Ok(());
         }
@@ -299,18 +314,16 @@ impl CommandContainer {
                 return Ok(());
             }
         }
-        if let Some(l) = limits {
-            if report.free < FULL_BELOW_BYTES || report.bytes >= l.max_bytes {
-                outcome.limit_after = Some(format!(
-                    "the workspace reached its size limit ({} bytes) on the engine",
-                    l.max_bytes
-                ));
-            } else if report.files >= l.max_files {
-                outcome.limit_after = Some(format!(
-                    "the workspace reached its limit of {} entries on the engine",
-                    l.max_files
-                ));
-            }
+        if let Some(l) = limits
+            && report.free < FULL_BELOW_BYTES
+        {
+            // The engine's tmpfs refused a write: the command met the limit
+            // there, though what it left is within it.
+            outcome.limit_after = Some(format!(
+                "the workspace filled its space on the engine (its size limit of {}); \
+                 a write of the command was refused",
+                crate::workspace::human_bytes(l.max_bytes)
+            ));
         }
         Ok(())
     }

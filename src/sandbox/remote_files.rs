@@ -54,6 +54,13 @@ use crate::workspace::{EntryKind, WorkspaceRoot};
 /// Where the sync volume is mounted.
 pub(crate) const SYNC_MOUNT: &str = "/sync";
 
+/// Where the host's CA bundle lands on the engine, for a container with
+/// network (a TLS-intercepting proxy then still works). Not a credential.
+pub(crate) const SHIPPED_CA_BUNDLE: &str = "/sync/ca-bundle.pem";
+
+/// The largest CA bundle sent.
+const MAX_CA_BUNDLE_BYTES: u64 = 16 << 20;
+
 /// The helper the supervisor runs between commands.
 pub(crate) const SYNC_SCRIPT: &str = include_str!("../../sandbox/sync.py");
 
@@ -250,6 +257,8 @@ pub(crate) struct HostSide {
     root: PathBuf,
     synced: Listing,
     limits: WorkspaceLimits,
+    /// The CA bundle to send with the first push, until it is sent.
+    ca_bundle: Option<PathBuf>,
 }
 
 /// What a pull brought back.
@@ -267,7 +276,15 @@ impl HostSide {
             root: root.to_path_buf(),
             synced: Listing::new(),
             limits: *limits.unwrap_or(&UNLIMITED),
+            ca_bundle: None,
         }
+    }
+
+    /// Sends `bundle` (a regular file of at most 16 MiB) with the first
+    /// push, to [`SHIPPED_CA_BUNDLE`].
+    pub(crate) fn with_ca_bundle(mut self, bundle: Option<&Path>) -> Self {
+        self.ca_bundle = bundle.map(Path::to_path_buf);
+        self
     }
 
     /// What changed here since the last sync, as the tar to upload to
@@ -276,7 +293,7 @@ impl HostSide {
     pub(crate) fn pack(&self) -> std::io::Result<Option<(std::fs::File, PendingListing)>> {
         let now = list(&self.root)?;
         let (changed, removed) = diff(&self.synced, &now);
-        if changed.is_empty() && removed.is_empty() {
+        if changed.is_empty() && removed.is_empty() && self.ca_bundle.is_none() {
             return Ok(None);
         }
         let mut files = tempfile::tempfile()?;
@@ -300,6 +317,13 @@ impl HostSide {
                 &*removed,
             )?;
             tar.append_data(&mut header(files_len), "in/files.tar", files)?;
+            if let Some(bundle) = &self.ca_bundle {
+                let meta = std::fs::metadata(bundle)?;
+                if meta.is_file() && meta.len() <= MAX_CA_BUNDLE_BYTES {
+                    let bytes = std::fs::read(bundle)?;
+                    tar.append_data(&mut header(bytes.len() as u64), "ca-bundle.pem", &*bytes)?;
+                }
+            }
             tar.finish()?;
         }
         outer.rewind()?;
@@ -314,6 +338,7 @@ impl HostSide {
     /// The other side now holds `pending`.
     pub(crate) fn pushed(&mut self, pending: PendingListing) {
         self.synced = pending.0;
+        self.ca_bundle = None;
     }
 
     /// Extracts what a pull downloaded (the tar of [`SYNC_MOUNT`]`/out`,
@@ -404,8 +429,19 @@ fn append(
     let full = root.join(rel);
     let mut h = tar::Header::new_gnu();
     h.set_mode(facts.mode & 0o777);
-    // The file's own time, so that build tools there judge outputs by it.
-    h.set_mtime(u64::try_from(facts.mtime_ns / 1_000_000_000).unwrap_or(0));
+    // The file's own time, to the nanosecond (a build tool there judges an
+    // output by it against its sources, often within the same second).
+    let secs = facts.mtime_ns.div_euclid(1_000_000_000);
+    h.set_mtime(u64::try_from(secs).unwrap_or(0));
+    if matches!(facts.kind, EntryKind::File | EntryKind::Symlink) {
+        let nanos = facts.mtime_ns.rem_euclid(1_000_000_000);
+        let mut x = tar::Header::new_ustar();
+        x.set_entry_type(tar::EntryType::XHeader);
+        x.set_mode(0o644);
+        let record = pax_record("mtime", &format!("{secs}.{nanos:09}"));
+        x.set_size(record.len() as u64);
+        tar.append_data(&mut x, "PaxHeaders/mtime", record.as_bytes())?;
+    }
     match facts.kind {
         EntryKind::Dir => {
             h.set_entry_type(tar::EntryType::Directory);
@@ -433,6 +469,46 @@ fn append(
         // A fifo, socket or device has no place on the other side.
         EntryKind::Special => Ok(()),
     }
+}
+
+/// One PAX record: `LEN KEY=VALUE\n`, its length counting its own digits.
+fn pax_record(key: &str, value: &str) -> String {
+    let body = format!(" {key}={value}\n");
+    let mut len = body.len() + 1;
+    while len.to_string().len() + body.len() != len {
+        len = len.to_string().len() + body.len();
+    }
+    format!("{len}{body}")
+}
+
+/// The modification time an entry carries: its PAX `mtime` (to the
+/// nanosecond) where it has one, else its header's seconds.
+fn mtime_of<R: Read>(entry: &mut tar::Entry<'_, R>) -> Option<(i64, u32)> {
+    if let Ok(Some(pax)) = entry.pax_extensions() {
+        for ext in pax.flatten() {
+            if ext.key_bytes() == b"mtime"
+                && let Some(t) = std::str::from_utf8(ext.value_bytes())
+                    .ok()
+                    .and_then(parse_time)
+            {
+                return Some(t);
+            }
+        }
+    }
+    let secs = entry.header().mtime().ok()?;
+    Some((i64::try_from(secs).ok()?, 0))
+}
+
+/// `SECS[.FRACTION]` as seconds and nanoseconds.
+fn parse_time(text: &str) -> Option<(i64, u32)> {
+    let (secs, fraction) = text.split_once('.').unwrap_or((text, ""));
+    let secs: i64 = secs.parse().ok()?;
+    let digits: String = fraction.chars().take(9).collect();
+    if !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let nanos = format!("{digits:0<9}").parse().ok()?;
+    Some((secs, nanos))
 }
 
 fn from_hex(text: &[u8], max: u64) -> Result<Vec<PathBuf>, String> {
@@ -567,9 +643,16 @@ fn extract(
                 .take(size)
                 .read_to_end(&mut bytes)
                 .map_err(|e| format!("reading {}: {e}", rel.display()))?;
+            let mtime = mtime_of(&mut entry);
             clear_for(root, &rel, EntryKind::File)?;
             root.write_with_mode(&rel, &bytes, mode)
                 .map_err(|e| e.to_string())?;
+            // The engine's time: a build output there stays as new as it was
+            // against the sources it was made from.
+            if let Some((secs, nanos)) = mtime {
+                root.set_mtime(&rel, secs, nanos)
+                    .map_err(|e| e.to_string())?;
+            }
         }
         // Anything else (a hard link, a device) is not taken.
     }

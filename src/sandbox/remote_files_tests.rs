@@ -134,7 +134,7 @@ fn the_first_push_is_the_whole_copy_and_later_ones_only_what_changed() {
 
 /// A tar entry whose name is written as given (the tar crate refuses `..`).
 fn raw_entry(tar: &mut Vec<u8>, name: &[u8], kind: tar::EntryType, data: &[u8], link: &[u8]) {
-    let mut h = tar::Header::new_old();
+    let mut h = tar::Header::new_ustar();
     h.as_old_mut().name[..name.len()].copy_from_slice(name);
     h.as_old_mut().linkname[..link.len()].copy_from_slice(link);
     h.set_entry_type(kind);
@@ -368,4 +368,96 @@ fn the_volumes_are_tmpfs_sized_by_the_limits_and_owned_by_the_sandbox_user() {
     let v = Volumes::of("minicoder-r1-command-ab12");
     assert_eq!(v.workspace, "minicoder-r1-command-ab12-workspace");
     assert_eq!(v.sync, "minicoder-r1-command-ab12-sync");
+}
+
+#[test]
+fn the_ca_bundle_goes_with_the_first_push_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).expect("mkdir");
+    let bundle = dir.path().join("ca.pem");
+    std::fs::write(&bundle, "-----BEGIN CERTIFICATE-----\n").expect("write");
+    let mut host = HostSide::new(&ws, None).with_ca_bundle(Some(&bundle));
+    let (tar, pending) = host
+        .pack()
+        .expect("pack")
+        .expect("sent though the copy is empty");
+    let outer = entries(tar);
+    let names: Vec<&[u8]> = outer.iter().map(|e| e.0.as_slice()).collect();
+    assert_eq!(
+        names,
+        [&b"in/removed.json"[..], b"in/files.tar", b"ca-bundle.pem"]
+    );
+    assert_eq!(outer[2].2, b"-----BEGIN CERTIFICATE-----\n");
+    host.pushed(pending);
+    assert!(host.pack().expect("pack").is_none(), "sent once");
+}
+
+#[test]
+fn times_go_to_the_nanosecond_both_ways() {
+    assert_eq!(pax_record("mtime", "1.5"), "13 mtime=1.5\n");
+    let long = pax_record("mtime", "1700000000.123456789");
+    assert_eq!(
+        long.len(),
+        long.split(' ').next().unwrap().parse::<usize>().unwrap()
+    );
+    assert_eq!(
+        parse_time("1700000000.123456789"),
+        Some((1_700_000_000, 123_456_789))
+    );
+    assert_eq!(
+        parse_time("1700000000.5"),
+        Some((1_700_000_000, 500_000_000))
+    );
+    assert_eq!(parse_time("12"), Some((12, 0)));
+    assert_eq!(parse_time("12.x"), None);
+
+    // Pushed with its time; pulled back with the engine's.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::write(root.join("a.txt"), "a").expect("write");
+    let t = std::time::UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 123_456_789);
+    std::fs::File::options()
+        .write(true)
+        .open(root.join("a.txt"))
+        .expect("open")
+        .set_modified(t)
+        .expect("set time");
+    let mut files = tar::Archive::new(unpacked_files_tar(root));
+    let mut entry = files
+        .entries()
+        .expect("entries")
+        .next()
+        .expect("one")
+        .expect("entry");
+    assert_eq!(entry.path_bytes().as_ref(), b"a.txt");
+    assert_eq!(mtime_of(&mut entry), Some((1_700_000_000, 123_456_789)));
+
+    let mut changes = Vec::new();
+    let record = pax_record("mtime", "1600000000.000000042");
+    raw_entry(
+        &mut changes,
+        b"PaxHeaders/x",
+        tar::EntryType::XHeader,
+        record.as_bytes(),
+        b"",
+    );
+    raw_entry(
+        &mut changes,
+        b"built.o",
+        tar::EntryType::Regular,
+        b"obj",
+        b"",
+    );
+    HostSide::new(root, None)
+        .unpack(std::io::Cursor::new(download(&[], &finished(changes))))
+        .expect("unpack");
+    let got = std::fs::metadata(root.join("built.o"))
+        .expect("stat")
+        .modified()
+        .expect("time");
+    assert_eq!(
+        got,
+        std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 42)
+    );
 }

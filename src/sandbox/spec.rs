@@ -155,6 +155,14 @@ impl ContainerSpec {
             .filter(|_| self.network && !self.remote_files)
     }
 
+    /// The CA bundle to send with the workspace to an engine that does not
+    /// see this machine's files: only with network.
+    pub(crate) fn shipped_ca_bundle(&self) -> Option<&PathBuf> {
+        self.ca_bundle
+            .as_ref()
+            .filter(|_| self.network && self.remote_files)
+    }
+
     /// The volume that stands for the dependency folder on an engine that
     /// does not see this machine's files: one per folder (so per run).
     pub(crate) fn deps_volume(&self) -> Option<String> {
@@ -238,7 +246,12 @@ impl ContainerSpec {
             set("GOPROXY", "off");
             set("NPM_CONFIG_OFFLINE", "true");
         }
-        if self.mounted_ca_bundle().is_some() {
+        let bundle = match (self.mounted_ca_bundle(), self.shipped_ca_bundle()) {
+            (Some(_), _) => Some(CA_BUNDLE_MOUNT),
+            (None, Some(_)) => Some(super::remote_files::SHIPPED_CA_BUNDLE),
+            (None, None) => None,
+        };
+        if let Some(bundle) = bundle {
             for var in [
                 "SSL_CERT_FILE",
                 "REQUESTS_CA_BUNDLE",
@@ -249,7 +262,7 @@ impl ContainerSpec {
                 "NODE_EXTRA_CA_CERTS",
                 "NPM_CONFIG_CAFILE",
             ] {
-                set(var, CA_BUNDLE_MOUNT);
+                set(var, bundle);
             }
         }
         env

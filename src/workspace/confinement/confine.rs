@@ -236,6 +236,31 @@ impl WorkspaceRoot {
         self.open_dir(&rel).map(drop)
     }
 
+    /// Sets the modification time of `rel` itself (a symlink is never
+    /// followed), leaving its access time as it is.
+    pub(crate) fn set_mtime(
+        &self,
+        rel: &Path,
+        secs: i64,
+        nanos: u32,
+    ) -> Result<(), WorkspaceError> {
+        let rel = clean(rel)?;
+        let (parent, name) = split(&rel)?;
+        let dir = self.open_dir(parent)?;
+        let times = rustix::fs::Timestamps {
+            last_access: rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_OMIT,
+            },
+            last_modification: rustix::fs::Timespec {
+                tv_sec: secs,
+                tv_nsec: i64::from(nanos.min(999_999_999)),
+            },
+        };
+        rustix::fs::utimensat(&dir, name, &times, AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(|e| self.err(&rel, e))
+    }
+
     /// Removes a file or symlink (the link itself, never its target).
     pub fn remove_file(&self, rel: &Path) -> Result<(), WorkspaceError> {
         self.unlink(rel, AtFlags::empty())
