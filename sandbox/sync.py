@@ -6,11 +6,13 @@
 #   sync.py apply    the host uploaded /sync/in/files.tar (what changed on its
 #                    side) and /sync/in/removed.json (what it removed): remove,
 #                    extract, then record what /workspace holds
-#   sync.py collect MAX_BYTES MAX_FILES
+#   sync.py collect MAX_BYTES MAX_FILES MAX_FILE_BYTES
 #                    compare /workspace with the record; write what changed to
 #                    /sync/out/changes.tar, what went to /sync/out/removed.json,
 #                    and record again; past either limit, write nothing and say
-#                    so (the host then starts a fresh container from its copy)
+#                    so (the host then starts a fresh container from its copy);
+#                    a file past MAX_FILE_BYTES stays here, unread, as the host
+#                    leaves such a file of its own unread
 # Paths in the JSON files are the hex of their bytes: names need not be UTF-8.
 #
 # The host trusts nothing this writes: it extracts the changes into its copy
@@ -114,7 +116,7 @@ def apply():
     print(json.dumps({"files": len(found), "bytes": total}))
 
 
-def collect(max_bytes, max_files):
+def collect(max_bytes, max_files, max_file_bytes):
     try:
         with open(STATE) as f:
             before = json.load(f)
@@ -139,6 +141,10 @@ def collect(max_bytes, max_files):
     # A removed directory takes what was under it: name it alone.
     removed = [p for p in removed if p.rpartition("/")[0] not in gone]
     changed = sorted(p for p, facts in found.items() if before.get(p) != facts)
+    unread = [p for p in changed
+              if stat.S_ISREG(found[p][0]) and found[p][2] > max_file_bytes]
+    skip = set(unread)
+    changed = [p for p in changed if p not in skip]
     with tarfile.open(out + "/changes.tar", "w", format=tarfile.PAX_FORMAT) as tar:
         for path in changed:
             full = os.path.join(WS, path)
@@ -162,7 +168,7 @@ def collect(max_bytes, max_files):
     with open(out + "/removed.json", "w") as f:
         json.dump([os.fsencode(p).hex() for p in removed], f)
     record(found)
-    report.update(changed=len(changed), removed=len(removed))
+    report.update(changed=len(changed), removed=len(removed), unread=len(unread))
     print(json.dumps(report))
 
 
@@ -170,4 +176,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "apply":
         apply()
     else:
-        collect(int(sys.argv[2]), int(sys.argv[3]))
+        collect(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

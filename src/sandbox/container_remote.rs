@@ -249,9 +249,15 @@ impl CommandContainer {
         }
         let limits = self.spec.workspace_limits;
         let bounds = limits.unwrap_or(remote_files::UNLIMITED);
-        let (max_bytes, max_files) = (bounds.max_bytes.to_string(), bounds.max_files.to_string());
+        let [max_bytes, max_files, max_file_bytes] =
+            [bounds.max_bytes, bounds.max_files, bounds.max_file_bytes].map(|n| n.to_string());
         let collected = self
-            .exchange(helper(&["collect", &max_bytes, &max_files]))
+            .exchange(helper(&[
+                "collect",
+                &max_bytes,
+                &max_files,
+                &max_file_bytes,
+            ]))
             .await?;
         let text = collected.stdout.text();
         let report: Report = serde_json::from_str(text.trim()).unwrap_or_default();

@@ -301,7 +301,13 @@ impl HostSide {
             let mut tar = tar::Builder::new(&mut files);
             tar.follow_symlinks(false);
             for rel in &changed {
-                append(&mut tar, &self.root, rel, &now[rel])?;
+                let facts = &now[rel];
+                // A file past the limit for one file is never read here (as
+                // anywhere else): it does not go.
+                if facts.kind == EntryKind::File && facts.len > self.limits.max_file_bytes {
+                    continue;
+                }
+                append(&mut tar, &self.root, rel, facts)?;
             }
             tar.finish()?;
         }
@@ -364,6 +370,11 @@ impl HostSide {
             remove_tree(&root, rel)?;
         }
         pulled.removed = removed.len() as u64;
+        download
+            .rewind()
+            .map_err(|e| format!("reading the pull: {e}"))?;
+        member(&mut download, b"out/changes.tar", scan_headers)?
+            .ok_or("the pull held no changes")?;
         download
             .rewind()
             .map_err(|e| format!("reading the pull: {e}"))?;
@@ -460,11 +471,15 @@ fn append(
                 .read(true)
                 .custom_flags(libc::O_NOFOLLOW)
                 .open(&full)?;
-            let mut bytes = Vec::new();
-            (&mut file).take(facts.len).read_to_end(&mut bytes)?;
+            // Streamed, exactly as long as listed (a file that shrank since
+            // is padded: the header's size is the one written).
             h.set_entry_type(tar::EntryType::Regular);
-            h.set_size(bytes.len() as u64);
-            tar.append_data(&mut h, rel, bytes.as_slice())
+            h.set_size(facts.len);
+            let data = (&mut file)
+                .take(facts.len)
+                .chain(std::io::repeat(0))
+                .take(facts.len);
+            tar.append_data(&mut h, rel, data)
         }
         // A fifo, socket or device has no place on the other side.
         EntryKind::Special => Ok(()),
@@ -584,6 +599,35 @@ fn clear_for(root: &WorkspaceRoot, rel: &Path, kind: EntryKind) -> Result<(), St
     }
 }
 
+/// The largest header of names or extensions taken (the tar reader holds
+/// one whole while it reads the entry it describes).
+const MAX_EXTENSION_BYTES: u64 = 64 << 10;
+
+/// Refuses a changes tar with a long-name or extension header larger than
+/// [`MAX_EXTENSION_BYTES`], before any of it is read whole.
+fn scan_headers(tar: &mut dyn Read) -> Result<(), String> {
+    let mut archive = tar::Archive::new(tar);
+    let entries = archive
+        .entries()
+        .map_err(|e| format!("reading the changes: {e}"))?
+        .raw(true);
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading the changes: {e}"))?;
+        let kind = entry.header().entry_type();
+        let extension = kind.is_pax_local_extensions()
+            || kind.is_pax_global_extensions()
+            || kind.is_gnu_longname()
+            || kind.is_gnu_longlink();
+        let size = entry.header().entry_size().unwrap_or(u64::MAX);
+        if extension && size > MAX_EXTENSION_BYTES {
+            return Err(format!(
+                "the engine sent a tar header of {size} bytes, more than the {MAX_EXTENSION_BYTES} taken"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Extracts the changes tar, bounded by `limits`.
 fn extract(
     root: &WorkspaceRoot,
@@ -592,12 +636,15 @@ fn extract(
     pulled: &mut Pulled,
 ) -> Result<(), String> {
     let mut archive = tar::Archive::new(tar);
+    // Folders made by this pull: each is made once, not once per entry in it.
+    let mut made = std::collections::HashSet::new();
     for entry in archive
         .entries()
         .map_err(|e| format!("reading the changes: {e}"))?
     {
         let mut entry = entry.map_err(|e| format!("reading the changes: {e}"))?;
         let rel = checked(&entry.path_bytes())?;
+        made.remove(&rel);
         pulled.entries += 1;
         if pulled.entries > limits.max_files {
             return Err(format!(
@@ -605,9 +652,12 @@ fn extract(
                 limits.max_files
             ));
         }
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty())
+            && !made.contains(parent)
+        {
             clear_for(root, parent, EntryKind::Dir)?;
             root.create_dir_all(parent).map_err(|e| e.to_string())?;
+            made.insert(parent.to_path_buf());
         }
         let kind = entry.header().entry_type();
         let mode = entry.header().mode().unwrap_or(0o644) & 0o777;

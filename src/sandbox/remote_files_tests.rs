@@ -461,3 +461,41 @@ fn times_go_to_the_nanosecond_both_ways() {
         std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 42)
     );
 }
+
+#[test]
+fn a_pull_with_a_huge_extension_header_is_refused_before_it_is_held() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut changes = Vec::new();
+    let record = pax_record("comment", &"x".repeat(100_000));
+    raw_entry(
+        &mut changes,
+        b"PaxHeaders/x",
+        tar::EntryType::XHeader,
+        record.as_bytes(),
+        b"",
+    );
+    raw_entry(&mut changes, b"f", tar::EntryType::Regular, b"f", b"");
+    let got = HostSide::new(dir.path(), None)
+        .unpack(std::io::Cursor::new(download(&[], &finished(changes))));
+    assert!(
+        got.expect_err("refused")
+            .contains("more than the 65536 taken")
+    );
+    assert!(!dir.path().join("f").exists());
+}
+
+#[test]
+fn a_file_past_the_limit_for_one_file_is_never_read_for_a_push() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::write(root.join("small"), "s").expect("write");
+    // 1 TB, sparse: reading it would take hours.
+    let big = std::fs::File::create(root.join("big")).expect("create");
+    big.set_len(1 << 40).expect("sparse");
+    let (tar, _) = HostSide::new(root, Some(&limits(1 << 20, 1 << 30, 100)))
+        .pack()
+        .expect("pack")
+        .expect("a push");
+    let (_, files) = unpacked_push(tar);
+    assert_eq!(names(&files), ["small"]);
+}
