@@ -268,35 +268,10 @@ impl ContainerSpec {
         env
     }
 
-    /// The container definition: PID 1 is the supervisor given in `cmd`.
-    pub fn create_body(&self, cmd: Vec<String>) -> ContainerCreateBody {
-        self.create_body_with(cmd, None)
-    }
-
-    /// [`Self::create_body`]; with `volumes`, the workspace is the volume
-    /// of that name and not this machine's folder.
-    pub(crate) fn create_body_with(
-        &self,
-        cmd: Vec<String>,
-        volumes: Option<&super::remote_files::Volumes>,
-    ) -> ContainerCreateBody {
-        let l = &self.limits;
-        // Executable (Docker's default is noexec): `go test`, build scripts and
-        // lifecycle scripts run what they build there. The supervisor empties
-        // both after every command: nothing survives, whatever ran.
-        let tmpfs = HashMap::from([
-            (
-                "/tmp".to_string(),
-                format!("rw,exec,nosuid,nodev,size={},mode=1777", l.tmp_bytes),
-            ),
-            (
-                HOME_DIR.to_string(),
-                format!(
-                    "rw,exec,nosuid,nodev,size={},uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0700",
-                    l.home_bytes
-                ),
-            ),
-        ]);
+    /// What the container mounts: the workspace (this machine's folder, or
+    /// the `volumes` on the engine), the download cache for the bootstrap,
+    /// the dependency folder, the CA bundle.
+    fn mounts(&self, volumes: Option<&super::remote_files::Volumes>) -> Vec<Mount> {
         let mut mounts = match volumes {
             None => vec![Mount {
                 target: Some(WORKSPACE_MOUNT.to_string()),
@@ -357,6 +332,39 @@ impl ContainerSpec {
                 ..Default::default()
             });
         }
+        mounts
+    }
+
+    /// The container definition: PID 1 is the supervisor given in `cmd`.
+    pub fn create_body(&self, cmd: Vec<String>) -> ContainerCreateBody {
+        self.create_body_with(cmd, None)
+    }
+
+    /// [`Self::create_body`]; with `volumes`, the workspace is the volume
+    /// of that name and not this machine's folder.
+    pub(crate) fn create_body_with(
+        &self,
+        cmd: Vec<String>,
+        volumes: Option<&super::remote_files::Volumes>,
+    ) -> ContainerCreateBody {
+        let l = &self.limits;
+        // Executable (Docker's default is noexec): `go test`, build scripts and
+        // lifecycle scripts run what they build there. The supervisor empties
+        // both after every command: nothing survives, whatever ran.
+        let tmpfs = HashMap::from([
+            (
+                "/tmp".to_string(),
+                format!("rw,exec,nosuid,nodev,size={},mode=1777", l.tmp_bytes),
+            ),
+            (
+                HOME_DIR.to_string(),
+                format!(
+                    "rw,exec,nosuid,nodev,size={},uid={SANDBOX_UID},gid={SANDBOX_GID},mode=0700",
+                    l.home_bytes
+                ),
+            ),
+        ]);
+        let mounts = self.mounts(volumes);
         let host_config = HostConfig {
             mounts: Some(mounts),
             tmpfs: Some(tmpfs),
