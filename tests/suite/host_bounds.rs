@@ -241,13 +241,20 @@ async fn an_endless_write_loop_is_stopped_at_the_size_limit() {
     let Some(h) = RunHarness::new(fixture()).await else {
         return;
     };
-    h.mock.push_all(script(
-        // Files over the per-file limit, so that the host never reads them
-        // back (2 GB of smaller files is hashed, stored and diffed after
-        // the stop, which a debug build takes minutes for).
-        "i=0; while :; do head -c 134217728 /dev/zero > f$i; i=$((i+1)); done",
-        "rm -f f* && echo next-ok",
-    ));
+    // Files over the per-file limit, so that the host never reads them
+    // back (2 GB of smaller files is hashed, stored and diffed after the
+    // stop, which a debug build takes minutes for). Five minutes to get
+    // there: a disk shared with other tests may write only tens of MB/s.
+    let endless = "i=0; while :; do head -c 134217728 /dev/zero > f$i; i=$((i+1)); done";
+    let mut turns = script(endless, "rm -f f* && echo next-ok");
+    turns[0] = MockResponse::tool_calls(&[
+        ("update_plan", plan(["in_progress", "pending"])),
+        (
+            "run_shell",
+            json!({ "command": endless, "timeout_ms": 300_000 }),
+        ),
+    ]);
+    h.mock.push_all(turns);
     let m = run_measured(&h, "endless write loop").await;
     assert_host_safe(&m);
     let results = tool_results(&h);
