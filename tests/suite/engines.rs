@@ -25,6 +25,16 @@ fn minicoder(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
     cmd.output().expect("run minicoder")
 }
 
+/// A non-interactive run's report: the last line it printed.
+fn report_of(out: &Output) -> serde_json::Value {
+    let line = out
+        .stdout
+        .split(|b| *b == b'\n')
+        .rfind(|l| !l.is_empty())
+        .expect("a report line");
+    serde_json::from_slice(line).expect("the report")
+}
+
 fn text(out: &Output) -> String {
     format!(
         "{}{}",
@@ -363,13 +373,7 @@ async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_re
     .expect("run");
     let said = text(&out);
     assert_eq!(out.status.code(), Some(0), "{said}");
-    let report: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|b| *b == b'\n')
-            .rfind(|l| !l.is_empty())
-            .expect("a report line"),
-    )
-    .expect("the report");
+    let report = report_of(&out);
     assert_eq!(report["outcome"], "success", "{said}");
     assert_eq!(report["verification"]["passed"], true, "{said}");
     let events = std::fs::read_to_string(
@@ -544,13 +548,7 @@ async fn a_batch_spreads_over_two_engines_and_goes_on_when_one_dies_whose_run_re
         "{said}"
     );
     // Ended at the hook: the model was never asked again.
-    let report: serde_json::Value = serde_json::from_slice(
-        out.stdout
-            .split(|b| *b == b'\n')
-            .rfind(|l| !l.is_empty())
-            .expect("a report line"),
-    )
-    .expect("the report");
+    let report = report_of(&out);
     let dir = std::path::PathBuf::from(report["artifact_dir"].as_str().expect("artifacts"));
     let events = std::fs::read_to_string(dir.join("events.jsonl")).expect("events");
     let asked = events
